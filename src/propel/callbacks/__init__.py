@@ -1,0 +1,1 @@
+"""Callbacks: RVP selection, collapse detection, adversarial probe mining, pool writing."""

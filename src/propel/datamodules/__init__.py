@@ -1,0 +1,1 @@
+"""LightningDataModules: task pools, activations, rollout streams, trajectories (import from their modules)."""

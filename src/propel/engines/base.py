@@ -1,0 +1,65 @@
+"""The rollout-engine interface shared by GRPO rollouts, labeling and evaluation."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SamplingSpec:
+    """Sampling parameters, engine-independent."""
+
+    n: int = 1
+    """Samples per prompt."""
+    max_new_tokens: int = 128
+    temperature: float = 1.0
+    """0 means greedy."""
+    top_p: float = 1.0
+    top_k: int = 0
+    """0 disables top-k."""
+    stop: list[str] = field(default_factory=list)
+    """Stop strings; the returned text ends before the first one."""
+    logprobs: bool = False
+    """Return per-token logprobs of the sampled tokens (under the sampling distribution)."""
+
+
+@dataclass
+class Prompt:
+    """A prompt: raw text (completion) or chat messages (rendered with the tokenizer's chat template)."""
+
+    text: str | None = None
+    messages: list[dict[str, str]] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.text is None) == (self.messages is None):
+            raise ValueError("a Prompt needs exactly one of `text` or `messages`")
+
+
+@dataclass
+class Completion:
+    """One sampled completion."""
+
+    text: str
+    token_ids: list[int]
+    logprobs: list[float] | None = None
+    finish_reason: str = "length"  # "stop" | "length"
+
+
+class Engine(ABC):
+    """Generates completions; ``update_weights`` syncs it to the current policy."""
+
+    @abstractmethod
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingSpec) -> list[list[Completion]]:
+        """``sampling.n`` completions for each prompt, in prompt order."""
+
+    def render(self, prompt: Prompt) -> str:
+        """The exact text fed to the model (chat template applied for chat prompts)."""
+        raise NotImplementedError
+
+    def update_weights(self, policy) -> None:  # noqa: B027 - optional hook
+        """Make later generations follow ``policy``'s current weights."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources."""

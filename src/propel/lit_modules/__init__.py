@@ -1,0 +1,1 @@
+"""LightningModules: ProbeModule, GRPOModule, TurnKLDistillModule, LabelingModule (import from their modules)."""

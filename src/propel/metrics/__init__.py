@@ -1,0 +1,1 @@
+"""Metrics: utility band, calibration, diversity (Self-BLEU, Distinct-n, top-topic)."""

@@ -1,0 +1,49 @@
+"""Shared fixtures: the bundled tokenizer, a tiny random model folder, and the real bundled model."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def bundled_dir():
+    """Folder of the converted bundled SmolLM2-135M-Instruct (converted once per cache)."""
+    from propel.models import bundled_model_dir
+
+    return bundled_model_dir("smollm2-135m-instruct")
+
+
+@pytest.fixture(scope="session")
+def tokenizer(bundled_dir):
+    from propel.models import load_tokenizer
+
+    return load_tokenizer(str(bundled_dir))
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, bundled_dir):
+    """A tiny random Llama with the bundled tokenizer, saved as a folder (loads in well under a second)."""
+    from propel.models.tiny import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("tiny") / "model", base=str(bundled_dir))
+
+
+@pytest.fixture()
+def tiny_model(tiny_model_dir):
+    from propel.models import load_model
+
+    return load_model(str(tiny_model_dir))
+
+
+@pytest.fixture(scope="session")
+def real_model(bundled_dir):
+    """The real bundled model, loaded once per session (treat as read-only)."""
+    from propel.models import load_model
+
+    return load_model(str(bundled_dir))

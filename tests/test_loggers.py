@@ -1,0 +1,51 @@
+"""The default W&B logger goes offline without credentials and its run folder can be read back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import torch
+
+from propel.loggers import PropelWandbLogger, wandb_credentials_present
+from propel.wandb_offline import read_history
+
+
+class _Regression(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 1)
+
+    def training_step(self, batch, _):
+        x, y = batch
+        loss = torch.nn.functional.mse_loss(self.layer(x), y)
+        self.log("train/loss", loss, on_step=True)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_offline_without_credentials_and_history_reads_back(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
+    assert not wandb_credentials_present()
+    logger = PropelWandbLogger(save_dir=str(tmp_path / "runs"), name="t")
+    x = torch.randn(32, 2)
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8)
+    trainer = L.Trainer(max_steps=6, logger=logger, log_every_n_steps=1, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(_Regression(), data)
+    import wandb
+
+    wandb.finish()
+    losses = [row["train/loss"] for row in read_history(tmp_path / "runs") if "train/loss" in row]
+    assert len(losses) == 6 and losses[-1] < losses[0]
+    assert logger.sync_command.startswith("wandb sync ")
+    assert (Path(logger.sync_command.split(" ", 2)[2]) / "files").is_dir()
+
+
+def test_credentials_from_env(monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    assert wandb_credentials_present()
