@@ -1,5 +1,41 @@
 """Isolated execution of model-written code: local (rlimits + bubblewrap) and Docker backends."""
 
-from propel.sandbox.base import Job, Limits, Outcome, Result, Sandbox
+from __future__ import annotations
 
-__all__ = ["Job", "Limits", "Outcome", "Result", "Sandbox"]
+from propel.sandbox.base import Job, Limits, Outcome, Result, Sandbox, SandboxError
+from propel.sandbox.local import LocalSandbox
+
+BACKENDS = ("local", "docker")
+
+
+def make_sandbox(backend: str = "local", **kwargs) -> Sandbox:
+    """Build a sandbox by name: ``"local"`` (embedded default) or ``"docker"``; kwargs go to its constructor."""
+    if backend == "local":
+        return LocalSandbox(**kwargs)
+    if backend == "docker":
+        from propel.sandbox.docker import DockerSandbox
+
+        return DockerSandbox(**kwargs)
+    raise ValueError(f"sandbox backend must be one of {BACKENDS}, got {backend!r}")
+
+
+def __getattr__(name: str):
+    if name == "DockerSandbox":  # imported lazily: it pulls in the docker SDK
+        from propel.sandbox.docker import DockerSandbox
+
+        return DockerSandbox
+    raise AttributeError(name)
+
+
+__all__ = [
+    "BACKENDS",
+    "DockerSandbox",
+    "Job",
+    "Limits",
+    "LocalSandbox",
+    "Outcome",
+    "Result",
+    "Sandbox",
+    "SandboxError",
+    "make_sandbox",
+]

@@ -11,6 +11,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from propel.errors import PropelError
+
+
+class SandboxError(PropelError):
+    """The sandbox itself cannot run (no engine, missing image, worker fails to start): fix the environment."""
+
 
 class Outcome(str, enum.Enum):
     """How a job ended."""
@@ -112,6 +118,10 @@ class Sandbox(ABC):
 
         with ThreadPoolExecutor(self.max_workers) as pool:
             return list(pool.map(self.run, jobs))
+
+    def warm_up(self) -> Sandbox:
+        """Start workers/containers now rather than on first use (keeps start-up out of timings); returns self."""
+        return self
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release workers or containers."""

@@ -1,0 +1,326 @@
+"""The in-sandbox worker: started once (inside bubblewrap or a container), it forks one fresh child per job.
+
+Runs as ``python3 -S -I -c <this file's text> <config json>``, so it imports only the standard library and nothing
+from ``propel``. Forking a warm interpreter skips the ~10 ms interpreter start per job; each child still gets its own
+session, rlimits, work dir and streams, and everything it leaves behind is killed and deleted before the next job.
+
+Protocol (fd 0 in, fd 1 out; fd 2 is the worker's own log): every frame is a 4-byte big-endian length and a JSON
+header, followed by the raw blobs the header announces. Parent -> worker: one job frame (files, then stdin). Worker
+-> parent: a ``started`` frame with the child's pid, then a ``done`` frame followed by the stdout and stderr bytes.
+"""
+
+import atexit
+import contextlib
+import ctypes
+import json
+import math
+import os
+import resource
+import select
+import shutil
+import signal
+import struct
+import sys
+import tempfile
+import time
+import traceback  # imported once here rather than in every child (it costs ~8 ms)
+import types
+
+_LEN = struct.Struct(">I")
+_MEMORY_MARKERS = (b"MemoryError", b"Cannot allocate memory", b"std::bad_alloc", b"out of memory")
+_CONFIG = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+# kill_all: kill(-1) after each job; only safe where this worker is alone with its uid in a pid namespace.
+_KILL_ALL = bool(_CONFIG.get("kill_all", False))
+_BASE = _CONFIG.get("base", "/tmp")
+_NPROC_BASE = int(_CONFIG.get("nproc_base", 0))  # processes of this uid alive before the job (None: no RLIMIT_NPROC)
+_USE_NPROC = bool(_CONFIG.get("nproc", True))
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_SCRATCH = [p for p in _CONFIG.get("scratch", ["/tmp", "/dev/shm"]) if p != _BASE]
+
+
+def _read_exact(fd, n):
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _send(header, *blobs):
+    raw = json.dumps(header).encode()
+    _write_all(1, _LEN.pack(len(raw)) + raw + b"".join(blobs))
+
+
+def _recv():
+    head = _read_exact(0, _LEN.size)
+    if head is None:
+        return None, []
+    header = json.loads(_read_exact(0, _LEN.unpack(head)[0]))
+    blobs = [_read_exact(0, n) for n in header.get("sizes", [])]
+    return header, blobs
+
+
+def _set_no_dump():
+    """PR_SET_DUMPABLE=0: a job running as the same uid cannot ptrace this worker or write into its /proc fds."""
+    with contextlib.suppress(Exception):
+        _LIBC.prctl(4, 0, 0, 0, 0)
+
+
+def _die_with_parent():
+    with contextlib.suppress(Exception):
+        _LIBC.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def _apply_limits(lim):
+    cpu = int(math.ceil(lim["cpu_s"]))
+    mem = int(lim["memory_mb"]) * 1024 * 1024
+    fsize = int(lim["max_file_mb"]) * 1024 * 1024
+    todo = [
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
+        (resource.RLIMIT_AS, (mem, mem)),
+        (resource.RLIMIT_FSIZE, (fsize, fsize)),
+        (resource.RLIMIT_NOFILE, (int(lim["max_open_files"]),) * 2),
+        (resource.RLIMIT_CORE, (0, 0)),
+    ]
+    if _USE_NPROC:
+        nproc = _NPROC_BASE + int(lim["max_processes"])
+        todo.append((resource.RLIMIT_NPROC, (nproc, nproc)))
+    for which, value in todo:
+        resource.setrlimit(which, value)
+
+
+def _run_source():
+    """Run ./main.py in this (forked) interpreter the way ``python3 main.py`` would, and return its exit code."""
+    sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
+    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)  # noqa: SIM115
+    sys.path[0:0] = [os.getcwd()]
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__file__="main.py", __builtins__=__builtins__)
+    sys.modules["__main__"] = module
+    code = 0
+    try:
+        with open("main.py", "rb") as f:
+            compiled = compile(f.read(), "main.py", "exec")
+        exec(compiled, module.__dict__)
+    except SystemExit as e:
+        if e.code is None:
+            code = 0
+        elif isinstance(e.code, int):
+            code = e.code & 0xFF
+        else:
+            print(e.code, file=sys.stderr)
+            code = 1
+    except SyntaxError as e:
+        traceback.print_exception(type(e), e, None)
+        code = 1
+    except BaseException as e:  # report it like the interpreter would
+        tb = e.__traceback__.tb_next if e.__traceback__ is not None else None
+        traceback.print_exception(type(e), e, tb)
+        code = 1
+    try:
+        if "threading" in sys.modules:
+            sys.modules["threading"]._shutdown()
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        code = code or 120
+    return code
+
+
+def _child(job, workdir, stdin_path, out_w, err_w):
+    try:
+        os.setsid()
+        _die_with_parent()
+        fd = os.open(stdin_path, os.O_RDONLY)
+        os.dup2(fd, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        os.closerange(3, 65536)
+        os.chdir(workdir)
+        os.environ.update(HOME=workdir, TMPDIR=workdir, PWD=workdir)
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGXCPU):
+            signal.signal(sig, signal.SIG_DFL)
+        _apply_limits(job["limits"])
+        if job.get("argv"):
+            argv = job["argv"]
+            try:
+                os.execvp(argv[0], argv)
+            except OSError as e:
+                os.write(2, f"cannot run {argv[0]!r}: {e}\n".encode())
+                os._exit(127)
+        sys.argv = ["main.py", *job.get("args", [])]
+        code = _run_source()
+    except BaseException as e:
+        try:
+            os.write(2, f"sandbox child setup failed: {e!r}\n".encode())
+        finally:
+            os._exit(121)
+    os._exit(code)
+
+
+def _kill_leftovers(pid):
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+    if _KILL_ALL:
+        with contextlib.suppress(OSError):
+            os.kill(-1, signal.SIGKILL)  # everything of this uid in this pid namespace except us and init
+
+
+def _wait_reaped(limit_s=2.0):
+    """Wait until init has reaped what we killed (our own child must be reaped already): zombies still count
+    against the process limit of the next job."""
+    me, until = os.getpid(), time.monotonic() + limit_s
+    while time.monotonic() < until:
+        others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
+        if not others:
+            return
+        time.sleep(0.002)
+
+
+def _wipe(path, keep_root):
+    def fix(func, p, _exc):
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            os.chmod(p, 0o700)
+            func(p)
+        except OSError:
+            pass
+
+    if not os.path.isdir(path):
+        return
+    if not keep_root:
+        shutil.rmtree(path, onerror=fix)
+        return
+    for name in os.listdir(path):
+        p = os.path.join(path, name)
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p, onerror=fix)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(p)
+
+
+def _classify(timed_out, over_output, status, cpu, lim, err):
+    if timed_out:
+        return "timeout", None
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if over_output or sig == signal.SIGXFSZ:
+            return "output_limit", -sig
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= math.ceil(lim["cpu_s"]) - 0.05):
+            return "timeout", -sig
+        return "killed", -sig
+    code = os.WEXITSTATUS(status)
+    if over_output:
+        return "output_limit", code
+    if code == 0:
+        return "ok", 0
+    tail = err[-4096:]
+    if any(m in tail for m in _MEMORY_MARKERS):
+        return "memory", code
+    return "error", code
+
+
+def _run_job(job, blobs):
+    lim = job["limits"]
+    cap = int(lim["max_output_bytes"])
+    root = tempfile.mkdtemp(prefix="job-", dir=_BASE)
+    workdir = os.path.join(root, "work")
+    os.mkdir(workdir)
+    names = job.get("files", [])
+    for name, data in zip(names, blobs, strict=False):
+        path = os.path.join(workdir, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+    stdin_path = os.path.join(root, "stdin")
+    with open(stdin_path, "wb") as f:
+        f.write(blobs[len(names)] if len(blobs) > len(names) else b"")
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        _child(job, workdir, stdin_path, out_w, err_w)
+    os.close(out_w)
+    os.close(err_w)
+    _send({"event": "started", "pid": pid})
+    pidfd = os.pidfd_open(pid)
+    bufs = {out_r: bytearray(), err_r: bytearray()}
+    open_fds = {out_r, err_r}
+    deadline = start + float(lim["timeout_s"])
+    timed_out = over_output = exited = False
+    status, usage = 0, None
+    while open_fds or not exited:
+        wait = deadline - time.monotonic()
+        if wait <= 0 and not exited:
+            timed_out = True
+            break
+        ready, _, _ = select.select(list(open_fds) + ([] if exited else [pidfd]), [], [], max(wait, 0) + 0.01)
+        for fd in ready:
+            if fd == pidfd:
+                _, status, usage = os.wait4(pid, 0)
+                exited = True
+                _kill_leftovers(pid)  # grandchildren holding the pipes die with the job
+                deadline = min(deadline, time.monotonic() + 0.2)  # then drain what is left, briefly
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                open_fds.discard(fd)
+                continue
+            buf = bufs[fd]
+            room = cap + 1 - len(buf)
+            if room > 0:
+                buf += chunk[:room]
+            if len(buf) > cap:
+                over_output = True
+        if over_output:
+            break
+        if exited and open_fds and time.monotonic() > deadline:
+            break
+    _kill_leftovers(pid)
+    if not exited:
+        _, status, usage = os.wait4(pid, 0)
+    wall = time.monotonic() - start
+    if _KILL_ALL:
+        _wait_reaped()
+    for fd in (out_r, err_r, pidfd):
+        os.close(fd)
+    out, err = bytes(bufs[out_r][:cap]), bytes(bufs[err_r][:cap])
+    truncated = len(bufs[out_r]) > cap or len(bufs[err_r]) > cap
+    cpu = usage.ru_utime + usage.ru_stime
+    outcome, code = _classify(timed_out, over_output, status, cpu, lim, bufs[err_r])
+    if code is None:
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    _wipe(root, keep_root=False)
+    for path in _SCRATCH:
+        _wipe(path, keep_root=True)
+    header = {"event": "done", "outcome": outcome, "exit_code": code, "wall_s": wall, "cpu_s": cpu}
+    header.update(out_n=len(out), err_n=len(err), truncated=truncated)
+    _send(header, out, err)
+
+
+def main():
+    _set_no_dump()
+    os.makedirs(_BASE, exist_ok=True)
+    _send({"event": "ready", "pid": os.getpid()})
+    while True:
+        job, blobs = _recv()
+        if job is None:
+            return
+        _run_job(job, blobs)
+
+
+if __name__ == "__main__":
+    main()

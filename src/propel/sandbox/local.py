@@ -1,0 +1,190 @@
+"""The embedded default backend: pre-started Python workers under bubblewrap that fork one child per job.
+
+Per job the child gets a fresh work dir, its own session, rlimits (CPU, address space, processes, file size, open
+files), a scrubbed environment, and is killed with everything it started at the wall-clock limit. With bubblewrap
+(the default when installed) the worker also has no network, a read-only view of the system, a private size-capped
+/tmp, hidden home directories and an unprivileged uid in its own user and PID namespaces, so a fork bomb or a
+process that kills its parent is contained and the worker is simply replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from importlib import resources
+
+from propel.sandbox.base import Job, Limits, Result, Sandbox, SandboxError
+from propel.sandbox.bwrap import bwrap_argv, bwrap_path, homes_to_hide
+from propel.sandbox.pool import WorkerPool
+from propel.sandbox.protocol import Channel, WorkerLost
+
+ISOLATIONS = ("auto", "bwrap", "none")
+SCRUBBED_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+
+
+def worker_source() -> str:
+    """The text of the in-sandbox worker, passed to the interpreter with ``-c`` (no file access needed)."""
+    return resources.files("propel.sandbox").joinpath("_worker.py").read_text()
+
+
+def default_python() -> str:
+    """The system Python (reachable by an unprivileged uid), else this interpreter."""
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return sys.executable
+
+
+class PipeChannel(Channel):
+    """A worker process on the host, spoken to over its stdin/stdout pipes."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, user: int | None, on_close=None):
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
+        kwargs = {"user": user, "group": user, "extra_groups": []} if user is not None else {}
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            **kwargs,
+        )
+        self._out = self.proc.stdout.fileno()
+        self._on_close = on_close
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as e:
+            raise WorkerLost(f"worker is gone ({e})") from e
+
+    def recv_exact(self, n: int, deadline: float) -> bytes:
+        chunks, got = [], 0
+        while got < n:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                raise WorkerLost("worker did not answer before the guard deadline", timed_out=True)
+            ready, _, _ = select.select([self._out], [], [], wait)
+            if not ready:
+                continue
+            chunk = os.read(self._out, min(n - got, 1 << 20))
+            if not chunk:
+                code = self.proc.poll()
+                raise WorkerLost(f"worker exited (status {code})" if code is not None else "worker closed its output")
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+    def diagnostics(self) -> str:
+        self._log.seek(0)
+        return self._log.read()[-2000:].decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()
+        self._log.close()
+        if self._on_close is not None:
+            self._on_close()
+
+
+class LocalSandbox(Sandbox):
+    """Run jobs on this machine: forked from warm workers, under bubblewrap when it is installed.
+
+    ``LocalSandbox().run(Job(source="print(1)", limits=Limits(timeout_s=2)))`` -> ``Result(outcome=ok, stdout="1\\n")``.
+    """
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        max_workers: int = 2,
+        isolation: str = "auto",
+        python: str | None = None,
+        scratch_mb: int = 256,
+        uid_base: int = 61000,
+    ):
+        """Args:
+        limits: default limits for jobs that carry none.
+        max_workers: jobs run at the same time (one warm worker each).
+        isolation: "bwrap" (required), "none" (rlimits and a scrubbed environment only) or "auto" (bwrap if installed).
+        python: interpreter for ``source`` jobs and the workers; the system ``python3`` by default (run with ``-S -I``:
+            standard library only).
+        scratch_mb: size of each worker's private /tmp, which holds the jobs' work dirs (bwrap only).
+        uid_base: when running as root, worker slot ``i`` runs as host uid ``uid_base + i`` so that process limits
+            apply (root ignores ``RLIMIT_NPROC``) and slots cannot signal each other.
+        """
+        super().__init__(limits, max_workers)
+        if isolation not in ISOLATIONS:
+            raise ValueError(f"LocalSandbox isolation must be one of {ISOLATIONS}, got {isolation!r}")
+        self.bwrap = bwrap_path()
+        if isolation == "bwrap" and self.bwrap is None:
+            raise SandboxError("LocalSandbox(isolation='bwrap') needs bubblewrap: apt-get install bubblewrap")
+        self.isolation = "bwrap" if (isolation != "none" and self.bwrap) else "none"
+        self.python = python or default_python()
+        if shutil.which(self.python) is None:
+            raise ValueError(f"LocalSandbox python {self.python!r} is not an executable; pass python=/path/to/python3")
+        if scratch_mb <= 0:
+            raise ValueError(f"LocalSandbox scratch_mb must be > 0, got {scratch_mb}")
+        self.scratch_mb = scratch_mb
+        self.uid_base = uid_base
+        self._root = os.geteuid() == 0
+        self._code = worker_source()
+        self._pool = WorkerPool(self._spawn, max_workers, on_lost=self._on_lost)
+        weakref.finalize(self, self.close)  # workers/containers go away at exit even without close()
+
+    def _spawn(self, slot: int) -> Channel:
+        user = self.uid_base + slot if self._root else None
+        if self.isolation == "bwrap":
+            config = {"kill_all": True, "base": "/tmp", "nproc": True, "nproc_base": 2}
+            inner = [self.python, "-S", "-I", "-c", self._code, json.dumps(config)]
+            argv = bwrap_argv(inner, self.scratch_mb, hide=homes_to_hide([self.python]), bwrap=self.bwrap)
+            env = dict(SCRUBBED_ENV, HOME="/tmp")
+            return PipeChannel(argv, env, cwd="/", user=user)
+        base = tempfile.mkdtemp(prefix="propel-sandbox-")
+        if user is not None:
+            os.chown(base, user, user)
+        # Without namespaces RLIMIT_NPROC counts all processes of the uid: only meaningful with a dedicated uid.
+        config = {"kill_all": False, "base": base, "nproc": user is not None, "nproc_base": 1, "scratch": []}
+        argv = [self.python, "-S", "-I", "-c", self._code, json.dumps(config)]
+        return PipeChannel(
+            argv, dict(SCRUBBED_ENV, HOME=base), cwd=base, user=user, on_close=lambda: shutil.rmtree(base, True)
+        )
+
+    def _on_lost(self, slot: int, pid: int | None) -> None:
+        """Without a PID namespace, a job whose worker died may still run: kill its process group."""
+        if self.isolation == "none" and pid is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+
+    def warm_up(self) -> LocalSandbox:
+        """Start all workers now (otherwise the first job on each slot pays ~50 ms)."""
+        self._pool.warm_up()
+        return self
+
+    def run(self, job: Job) -> Result:
+        job.validate()
+        return self._pool.run(job, job.limits or self.limits)
+
+    def close(self) -> None:
+        self._pool.close()

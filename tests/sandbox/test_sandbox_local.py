@@ -1,0 +1,138 @@
+"""LocalSandbox specifics: limits, files/commands, both isolation modes, worker reuse and bad arguments."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from propel.sandbox import Job, Limits, LocalSandbox, Outcome, SandboxError, make_sandbox
+from propel.sandbox.bwrap import bwrap_path
+
+ISOLATIONS = ["none", pytest.param("bwrap", marks=pytest.mark.skipif(bwrap_path() is None, reason="no bwrap"))]
+
+
+@pytest.fixture(scope="module", params=ISOLATIONS)
+def any_local(request):
+    limits = Limits(timeout_s=2.0, memory_mb=256, max_processes=16, max_output_bytes=10_000, max_file_mb=1)
+    with LocalSandbox(limits=limits, isolation=request.param) as sandbox:
+        yield sandbox
+
+
+def test_command_job_with_files_args_and_stdin(any_local):
+    job = Job(
+        command=["sh", "-c", 'cat data/in.txt; read line; echo "$line"; echo err >&2; exit 4'],
+        files={"data/in.txt": "from file\n"},
+        stdin=b"from stdin\n",
+    )
+    result = any_local.run(job)
+    assert result.outcome is Outcome.ERROR and result.exit_code == 4
+    assert result.stdout == "from file\nfrom stdin\n"
+    assert result.stderr == "err\n"
+
+
+def test_missing_command_is_an_error_not_an_exception(any_local):
+    result = any_local.run(Job(command=["definitely-not-a-program-xyz"]))
+    assert result.outcome is Outcome.ERROR and result.exit_code == 127
+    assert "definitely-not-a-program-xyz" in result.stderr
+
+
+def test_cpu_limit_ends_a_busy_job_early():
+    with LocalSandbox(limits=Limits(timeout_s=60, cpu_s=1)) as sandbox:
+        result = sandbox.run(Job(source="while True:\n    pass\n"))
+    assert result.outcome is Outcome.TIMEOUT, result
+    assert result.exit_code in (-signal.SIGXCPU, -signal.SIGKILL), result
+    assert result.wall_s < 30, result  # the CPU limit (1 s of CPU) ended it, not the 60 s wall clock
+    assert result.cpu_s is not None and result.cpu_s >= 0.9, result
+
+
+def test_file_size_limit(any_local):
+    result = any_local.run(Job(source="open('big', 'wb').write(b'x' * (2 << 20))\n"))
+    assert result.outcome is Outcome.OUTPUT_LIMIT
+
+
+def test_stderr_is_truncated_too(any_local):
+    result = any_local.run(Job(source="import sys\nsys.stderr.write('e' * 50_000)\n"))
+    assert result.outcome is Outcome.OUTPUT_LIMIT
+    assert len(result.stderr) == 10_000 and result.truncated
+
+
+def test_each_job_gets_a_fresh_work_dir_and_tmp(any_local):
+    first = any_local.run(Job(source="import os, tempfile\nopen('left', 'w').write('x')\nprint(os.getcwd())"))
+    second = any_local.run(Job(source="import os\nprint(os.listdir('.'))\nprint(os.getcwd())"))
+    assert first.ok and second.ok
+    assert second.stdout.splitlines()[0] == "['main.py']"
+    assert first.stdout.strip() != second.stdout.splitlines()[1]
+
+
+def test_exit_codes_and_uncaught_exceptions(any_local):
+    assert any_local.run(Job(source="import sys\nsys.exit(0)")).outcome is Outcome.OK
+    result = any_local.run(Job(source="raise ValueError('bad value')"))
+    assert result.outcome is Outcome.ERROR and result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == "ValueError: bad value"
+    assert "_worker" not in result.stderr  # the traceback shows the job's frames only
+
+
+def test_threads_and_output_flush_at_exit(any_local):
+    source = "import threading\nt = threading.Thread(target=lambda: print('from thread'))\nt.start()\nprint('main')\n"
+    result = any_local.run(Job(source=source))
+    assert result.ok
+    assert sorted(result.stdout.splitlines()) == ["from thread", "main"]
+
+
+def test_per_job_limits_override_defaults(any_local):
+    result = any_local.run(Job(source="import time\ntime.sleep(1)\nprint('done')", limits=Limits(timeout_s=0.3)))
+    assert result.outcome is Outcome.TIMEOUT and result.wall_s < 1.0
+
+
+def test_concurrent_jobs_use_both_workers(any_local):
+    start = time.monotonic()
+    results = any_local.run_many([Job(source="import time\ntime.sleep(0.5)\nprint('x')") for _ in range(4)])
+    assert all(r.ok for r in results)
+    assert time.monotonic() - start < 1.9  # 4 half-second jobs on 2 workers, not one after another
+
+
+def test_bwrap_job_is_unprivileged_and_offline():
+    if bwrap_path() is None:
+        pytest.skip("no bwrap")
+    with LocalSandbox(isolation="bwrap") as sandbox:
+        result = sandbox.run(Job(source="import os, socket\nprint(os.getuid(), socket.gethostname())"))
+    assert result.stdout == "65534 sandbox\n"
+
+
+def test_make_sandbox_factory():
+    with make_sandbox("local", max_workers=1) as sandbox:
+        assert isinstance(sandbox, LocalSandbox)
+        assert sandbox.run(Job(source="print(2 + 2)")).stdout == "4\n"
+    with pytest.raises(ValueError, match="backend"):
+        make_sandbox("nope")
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: LocalSandbox(limits=Limits(timeout_s=-1)), "timeout_s"),
+        (lambda: LocalSandbox(max_workers=0), "max_workers"),
+        (lambda: LocalSandbox(isolation="chroot"), "isolation"),
+        (lambda: LocalSandbox(python="/no/such/python3"), "python"),
+        (lambda: LocalSandbox(scratch_mb=0), "scratch_mb"),
+    ],
+)
+def test_bad_arguments_are_clear_errors(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_bad_job_is_a_clear_error(local_sandbox):
+    with pytest.raises(ValueError, match="timeout_s"):
+        local_sandbox.run(Job(source="print(1)", limits=Limits(timeout_s=-0.5)))
+    with pytest.raises(ValueError, match="exactly one"):
+        local_sandbox.run(Job())
+    with pytest.raises(ValueError, match="relative"):
+        local_sandbox.run(Job(source="", files={"../x": "no"}))
+
+
+def test_worker_that_cannot_start_is_a_sandbox_error():
+    with LocalSandbox(isolation="none", python="/bin/false") as sandbox, pytest.raises(SandboxError, match="start"):
+        sandbox.run(Job(source="print(1)"))
