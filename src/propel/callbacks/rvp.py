@@ -1,0 +1,87 @@
+"""RVPSelection: reward variance under the base policy, for picking a probe and checking one before RL starts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import torch
+from lightning.pytorch import Callback
+from torch import Tensor
+
+from propel.probes.selection import rvp
+
+RewardFn = Callable[[list[str]], Tensor]
+
+
+def _load_generations(generations) -> list[list[str]]:
+    if isinstance(generations, (str, Path)):
+        generations = json.loads(Path(generations).read_text())
+    groups = [list(g) for g in generations]
+    if not groups or len({len(g) for g in groups}) != 1 or len(groups[0]) == 0:
+        raise ValueError("generations: need a non-empty [num_contexts][G] list with the same G for every context")
+    return groups
+
+
+class RVPSelection(Callback):
+    """Score reward functions on a fixed sample of base-policy generations by their RVP.
+
+    Args:
+        generations: ``[num_contexts][G]`` texts sampled from the base policy (or a JSON file holding that list).
+        reward_fn: the exact RL reward (gates included), texts -> rewards; scored at fit start. When omitted, the
+            LightningModule's ``reward_fn`` attribute is used if it has one.
+        candidates: named reward functions (one per candidate probe) to rank with ``select``.
+        min_within: warn at fit start when the within-group variance is below this (a near-constant reward).
+        log_prefix: metric name prefix.
+    """
+
+    def __init__(
+        self,
+        generations: Sequence[Sequence[str]] | str,
+        reward_fn: RewardFn | None = None,
+        candidates: Mapping[str, RewardFn] | None = None,
+        min_within: float = 1e-4,
+        log_prefix: str = "rvp",
+    ):
+        self.generations = _load_generations(generations)
+        self.reward_fn = reward_fn
+        self.candidates = dict(candidates or {})
+        self.min_within = min_within
+        self.log_prefix = log_prefix
+        self.results: dict[str, tuple[float, float]] = {}
+
+    def score(self, reward_fn: RewardFn) -> tuple[float, float]:
+        """``(overall, within)`` variance of ``reward_fn`` over the sample."""
+        flat = [text for group in self.generations for text in group]
+        rewards = torch.as_tensor(reward_fn(flat), dtype=torch.float64).reshape(len(self.generations), -1)
+        return rvp(rewards)
+
+    def select(self, candidates: Mapping[str, RewardFn] | None = None) -> str:
+        """Name of the candidate with the highest overall RVP (scores kept in ``results``)."""
+        candidates = dict(candidates or self.candidates)
+        if not candidates:
+            raise ValueError("candidates: give at least one named reward function to select from")
+        for name, fn in candidates.items():
+            self.results[name] = self.score(fn)
+        return max(candidates, key=lambda name: self.results[name][0])
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        fn = self.reward_fn or getattr(pl_module, "reward_fn", None)
+        metrics = {}
+        if fn is not None:
+            overall, within = self.results["reward_fn"] = self.score(fn)
+            metrics.update({f"{self.log_prefix}/overall": overall, f"{self.log_prefix}/within": within})
+            if within < self.min_within:
+                from lightning.pytorch.utilities import rank_zero_warn
+
+                rank_zero_warn(
+                    f"RVP within-group variance {within:.2e} < {self.min_within}: the reward is nearly "
+                    "constant across each group, so GRPO gets almost no signal"
+                )
+        if self.candidates:
+            best = self.select()
+            metrics.update({f"{self.log_prefix}/{name}/overall": r[0] for name, r in self.results.items()})
+            self.selected = best
+        if metrics and trainer.logger is not None:
+            trainer.logger.log_metrics(metrics, step=trainer.global_step)

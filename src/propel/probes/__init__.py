@@ -1,0 +1,32 @@
+"""Activation probes: extraction and pooling on a frozen reference, caching, heads, sweep, selection, artifacts.
+
+Light imports only here (no Lightning): ``propel.probes.sweep`` and ``propel.lit_modules.probe`` hold the training.
+"""
+
+from propel.probes.artifact import ProbeArtifact, ProbeScorer
+from propel.probes.cache import ActivationCache, extract_to_cache, load_features, save_features_file
+from propel.probes.extraction import ActivationExtractor, feature_key, hidden_states_at
+from propel.probes.heads import ARCHS, ProbeHead
+from propel.probes.pooling import POOLINGS, TRAJECTORY_POOLINGS, pool, pool_turns
+from propel.probes.selection import hard_gate_rewards, rvp, select_probe
+
+__all__ = [
+    "ARCHS",
+    "POOLINGS",
+    "TRAJECTORY_POOLINGS",
+    "ActivationCache",
+    "ActivationExtractor",
+    "ProbeArtifact",
+    "ProbeHead",
+    "ProbeScorer",
+    "extract_to_cache",
+    "feature_key",
+    "hard_gate_rewards",
+    "hidden_states_at",
+    "load_features",
+    "pool",
+    "pool_turns",
+    "rvp",
+    "save_features_file",
+    "select_probe",
+]

@@ -1,0 +1,66 @@
+"""Probe selection: best validation balanced accuracy under a calibration limit, reward variance (RVP) as tiebreak.
+
+RVP is the variance of the exact RL reward (validity gate included) over a fixed sample of base-policy generations:
+an accurate probe that gives every on-policy task nearly the same reward carries no GRPO signal.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch import Tensor
+
+
+def rvp(rewards: Tensor) -> tuple[float, float]:
+    """``(overall, within)`` reward variance of ``rewards`` [num_contexts, G].
+
+    ``overall`` is the variance over all samples, ``within`` the mean over contexts of the variance among the G
+    samples of one context (what GRPO's group-relative advantage sees). Population variances (divide by n).
+    """
+    if rewards.ndim != 2 or rewards.shape[0] < 1 or rewards.shape[1] < 1:
+        raise ValueError(f"rewards: expected [num_contexts, G] with both >= 1, got {tuple(rewards.shape)}")
+    r = rewards.detach().double()
+    overall = r.flatten().var(correction=0)
+    within = r.var(dim=1, correction=0).mean()
+    return float(overall), float(within)
+
+
+def hard_gate_rewards(logits: Tensor, valid: Tensor, invalid_penalty: float = -1.0) -> Tensor:
+    """PROPEL's default reward: the probe logit for valid tasks, a fixed penalty for invalid ones."""
+    return torch.where(valid.bool(), logits.float(), torch.full_like(logits.float(), invalid_penalty))
+
+
+def select_probe(
+    table,
+    *,
+    max_ece: float = 0.1,
+    metric: str = "val_balanced_accuracy",
+    ece_column: str = "val_ece",
+    rvp_column: str = "rvp_overall",
+    tie_tolerance: float = 0.01,
+):
+    """The selected row of a sweep table (a pandas Series).
+
+    Rows with ``ece_column <= max_ece`` are eligible (all rows, with a warning, when none is); among them those
+    within ``tie_tolerance`` of the best ``metric`` tie, and the tie goes to the highest RVP when the table has it.
+    """
+    if len(table) == 0:
+        raise ValueError("table: the sweep produced no rows to select from")
+    for col in (metric, ece_column):
+        if col not in table.columns:
+            raise ValueError(f"table: missing column {col!r} (have {', '.join(table.columns)})")
+    ok = table[table[ece_column] <= max_ece]
+    if len(ok) == 0:
+        warnings.warn(
+            f"select_probe: no probe has {ece_column} <= {max_ece}; ignoring the calibration limit", stacklevel=2
+        )
+        ok = table
+    ok = ok[ok[metric].notna()]
+    if len(ok) == 0:
+        raise ValueError(f"table: every eligible row has {metric} = NaN")
+    best = ok[metric].max()
+    tied = ok[ok[metric] >= best - tie_tolerance]
+    if rvp_column in tied.columns and tied[rvp_column].notna().any():
+        return tied.loc[tied[rvp_column].idxmax()]
+    return tied.loc[tied[metric].idxmax()]

@@ -1,0 +1,95 @@
+"""Train/val/test splits and class balancing for probe training (scikit-learn splitters, index arrays out).
+
+Random 80/10/10 (stratified by label) for single-domain pools; k-fold by group (e.g. repository) for SWE, where fold
+``k`` is the test set, fold ``k+1`` the validation set (early stopping) and the rest the training set.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+SPLITS = ("random", "group_kfold")
+BALANCES = ("downsample", "weighted", "none")
+
+
+def random_split(
+    labels: np.ndarray, fractions: tuple[float, float, float] = (0.8, 0.1, 0.1), seed: int = 0, stratify: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Indices ``(train, val, test)``; stratified by label unless a class is too small to split."""
+    from sklearn.model_selection import train_test_split
+
+    labels = np.asarray(labels)
+    if len(fractions) != 3 or abs(sum(fractions) - 1.0) > 1e-6 or min(fractions) <= 0:
+        raise ValueError(f"fractions: need three positive numbers summing to 1 (train, val, test), got {fractions}")
+    idx = np.arange(len(labels))
+    if len(idx) < 10:
+        raise ValueError(f"labels: need at least 10 labeled rows for a train/val/test split, got {len(idx)}")
+    strat = labels if stratify and np.bincount(labels.astype(int)).min(initial=len(labels)) >= 3 else None
+    if stratify and strat is None:
+        warnings.warn("random_split: a class has < 3 rows; splitting without stratification", stacklevel=2)
+    rest_frac = fractions[1] + fractions[2]
+    train, rest = train_test_split(idx, test_size=rest_frac, random_state=seed, stratify=strat)
+    strat_rest = labels[rest] if strat is not None and np.bincount(labels[rest].astype(int)).min() >= 2 else None
+    val, test = train_test_split(rest, test_size=fractions[2] / rest_frac, random_state=seed, stratify=strat_rest)
+    return np.sort(train), np.sort(val), np.sort(test)
+
+
+def group_kfold_split(groups, n_folds: int = 5, fold: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group-disjoint ``(train, val, test)``: test = fold ``fold``, val = fold ``fold + 1``, train = the rest."""
+    from sklearn.model_selection import GroupKFold
+
+    groups = np.asarray(groups)
+    n_groups = len(np.unique(groups))
+    if n_folds < 3:
+        raise ValueError(f"n_folds must be >= 3 (train, val and test folds), got {n_folds}")
+    if n_groups < n_folds:
+        raise ValueError(f"group: {n_groups} distinct groups cannot fill n_folds={n_folds}; lower n_folds")
+    if not 0 <= fold < n_folds:
+        raise ValueError(f"fold must be in 0..{n_folds - 1}, got {fold}")
+    folds = [test for _, test in GroupKFold(n_splits=n_folds).split(np.zeros(len(groups)), groups=groups)]
+    test, val = folds[fold], folds[(fold + 1) % n_folds]
+    train = np.setdiff1d(np.arange(len(groups)), np.concatenate([test, val]))
+    return np.sort(train), np.sort(val), np.sort(test)
+
+
+def downsample(indices: np.ndarray, labels: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Subset of ``indices`` with equal class counts (the majority class randomly downsampled)."""
+    indices = np.asarray(indices)
+    y = np.asarray(labels)[indices]
+    pos, neg = indices[y == 1], indices[y == 0]
+    if len(pos) == 0 or len(neg) == 0:
+        raise ValueError("balance=downsample: the training split has only one class; add data or use balance=none")
+    n = min(len(pos), len(neg))
+    rng = np.random.default_rng(seed)
+    keep = np.concatenate([rng.choice(pos, n, replace=False), rng.choice(neg, n, replace=False)])
+    return np.sort(keep)
+
+
+def positive_weight(labels: np.ndarray) -> float:
+    """``n_negative / n_positive``: the BCE ``pos_weight`` that balances the two classes."""
+    y = np.asarray(labels)
+    n_pos = int((y == 1).sum())
+    if n_pos == 0:
+        raise ValueError("balance=weighted: the training split has no positive rows")
+    return float((y == 0).sum()) / n_pos
+
+
+def make_split(
+    labels: np.ndarray,
+    groups=None,
+    *,
+    split: str = "random",
+    seed: int = 0,
+    n_folds: int = 5,
+    fold: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Dispatch on ``split`` (``random`` or ``group_kfold``)."""
+    if split == "random":
+        return random_split(labels, seed=seed)
+    if split == "group_kfold":
+        if groups is None:
+            raise ValueError("split=group_kfold needs a `group` column in the labels")
+        return group_kfold_split(groups, n_folds=n_folds, fold=fold)
+    raise ValueError(f"split: unknown {split!r}; choose from {', '.join(SPLITS)}")

@@ -1,0 +1,112 @@
+"""ProbeModule under a real Lightning Trainer with EarlyStopping, and the artifact it exports."""
+
+import pytest
+import torch
+from lightning.pytorch import Trainer
+from lightning.pytorch.callbacks import EarlyStopping
+
+from propel.datamodules.activations import ActivationDataModule
+from propel.lit_modules.probe import ProbeModule
+from propel.probes.artifact import ProbeArtifact
+from propel.probes.synthetic import write_synthetic
+
+
+def trainer(**kw):
+    return Trainer(
+        max_epochs=50,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[EarlyStopping("val/balanced_accuracy", mode="max", patience=5)],
+        **kw,
+    )
+
+
+@pytest.mark.parametrize("arch", ["linear", "deep_mlp"])
+def test_fit_learns_signal_and_exports(tmp_path, arch):
+    feats, labels = write_synthetic(tmp_path, n=2000)
+    dm = ActivationDataModule(str(feats), str(labels), layer=1, pooling="mean_full", balance="weighted")
+    module = ProbeModule(arch=arch, export_dir=str(tmp_path / "probe"))
+    t = trainer()
+    t.fit(module, datamodule=dm)
+    assert module.head.input_dim == 16
+    assert module._pos_weight == pytest.approx(dm.pos_weight)  # "auto" took the datamodule's weight
+    torch.testing.assert_close(module.head.mean, dm.feature_mean)  # standardized with train-split stats
+    res = t.test(module, datamodule=dm, verbose=False)[0]
+    assert res["test/balanced_accuracy"] > 0.75 and res["test/auroc"] > 0.8
+    assert {"test/f1", "test/ece", "test/spearman", "test/accuracy"} <= set(res)
+
+    art = ProbeArtifact.load(tmp_path / "probe")
+    assert (art.layer, art.pooling, art.reference_model, art.head.arch) == (1, "mean_full", "synthetic", arch)
+    x = torch.cat([b[0] for b in dm.test_dataloader()])
+    module.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(art.score(x), module(x))
+
+
+def test_noise_features_stay_near_chance(tmp_path):
+    feats, labels = write_synthetic(tmp_path, n=2000)
+    dm = ActivationDataModule(str(feats), str(labels), layer=2, pooling="last_token")
+    module = ProbeModule(arch="linear")
+    t = trainer()
+    t.fit(module, datamodule=dm)
+    res = t.test(module, datamodule=dm, verbose=False)[0]
+    assert res["test/balanced_accuracy"] < 0.7
+
+
+def test_bad_args():
+    with pytest.raises(ValueError, match="arch"):
+        ProbeModule(arch="transformer")
+    with pytest.raises(ValueError, match="pos_weight"):
+        ProbeModule(pos_weight="balanced")
+
+
+def test_rvp_callback_logs_at_fit_start(tmp_path):
+    from lightning.pytorch.loggers import CSVLogger
+
+    from propel.callbacks.rvp import RVPSelection
+
+    feats, labels = write_synthetic(tmp_path, n=300)
+    gens = [[f"c{c} g{g}" * (g + 1) for g in range(4)] for c in range(2)]
+    cb = RVPSelection(gens, reward_fn=lambda texts: torch.tensor([float(len(t)) for t in texts]))
+    logger = CSVLogger(tmp_path / "logs", name="rvp")
+    t = Trainer(
+        max_epochs=1,
+        logger=logger,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[cb],
+    )
+    t.fit(ProbeModule(), datamodule=ActivationDataModule(str(feats), str(labels), layer=1, pooling="mean_full"))
+    assert cb.results["reward_fn"][0] > 0
+    logger.save()
+    assert "rvp/overall" in (tmp_path / "logs" / "rvp" / "version_0" / "metrics.csv").read_text()
+
+
+def test_fit_yaml_through_propel_cli(tmp_path, monkeypatch):
+    """``propel fit -c configs/probe/fit.yaml`` with a features file + Parquet pool writes a loadable artifact."""
+    from pathlib import Path
+
+    cli = pytest.importorskip("propel.cli")
+    config = Path(__file__).resolve().parents[2] / "configs" / "probe" / "fit.yaml"
+    feats, labels = write_synthetic(tmp_path / "data", n=600)
+    monkeypatch.chdir(tmp_path)
+    cli.main(
+        [
+            "fit",
+            "-c",
+            str(config),
+            f"--data.init_args.features_path={feats}",
+            f"--data.init_args.labels_path={labels}",
+            "--data.init_args.layer=1",
+            "--data.init_args.pooling=mean_full",
+            "--trainer.max_epochs=3",
+            "--trainer.logger=false",
+            "--trainer.enable_progress_bar=false",
+            "--trainer.enable_checkpointing=false",
+        ]
+    )
+    art = ProbeArtifact.load(tmp_path / "runs" / "probe" / "artifact")
+    assert art.layer == 1 and art.reference_model == "synthetic" and "val_balanced_accuracy" in art.metrics
