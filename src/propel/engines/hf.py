@@ -1,0 +1,172 @@
+"""The default rollout engine: batched HF ``generate`` on the live (possibly LoRA) policy, in-process.
+
+Being the same model object the trainer updates, it needs no weight sync. Logprobs of the sampled tokens are
+recorded during generation under the distribution actually sampled from (temperature, top-k, top-p applied).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from propel.engines.base import Completion, Engine, Prompt, SamplingSpec
+
+
+class _SampledLogprobs:
+    """A logits processor (last in the chain) recording log p(sampled token) one step late, in O(B * V) memory.
+
+    At step t it sees the processed scores of step t; the token chosen from them is only visible at step t+1
+    (as the last input id), so it keeps one step of log-softmaxed scores and gathers when the token arrives.
+    """
+
+    def __init__(self) -> None:
+        self.prev: torch.Tensor | None = None
+        self.steps: list[torch.Tensor] = []
+
+    def _gather(self, tokens: torch.Tensor) -> None:
+        if self.prev is not None:
+            self.steps.append(self.prev.gather(-1, tokens[:, None]).squeeze(-1))
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.prev is not None:
+            self._gather(input_ids[:, -1])
+        self.prev = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, sequences: torch.Tensor, num_new: int) -> torch.Tensor:
+        """``(B, num_new)`` logprobs once generation is over."""
+        if len(self.steps) < num_new:
+            self._gather(sequences[:, -1])
+        self.prev = None
+        return torch.stack(self.steps[:num_new], dim=1) if num_new else sequences.new_zeros((sequences.shape[0], 0))
+
+
+class HFEngine(Engine):
+    """Rollouts with ``model.generate``.
+
+    Args:
+        model: a causal LM or peft model (used live: generations follow its current weights).
+        tokenizer: its tokenizer (needs a pad token).
+        max_batch_size: sequences per ``generate`` call (prompts x n are chunked).
+    """
+
+    def __init__(self, model, tokenizer, max_batch_size: int = 64) -> None:
+        if tokenizer.pad_token_id is None:
+            raise ValueError("tokenizer has no pad token: set tokenizer.pad_token = tokenizer.eos_token")
+        self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
+
+    def render(self, prompt: Prompt) -> str:
+        if prompt.messages is None:
+            return prompt.text
+        return self.tokenizer.apply_chat_template(prompt.messages, tokenize=False, add_generation_prompt=True)
+
+    def encode_prompt(self, prompt: Prompt) -> list[int]:
+        """Token ids fed to the model (chat templates carry their own special tokens)."""
+        return self.tokenizer(self.render(prompt), add_special_tokens=prompt.messages is None)["input_ids"]
+
+    def _eos_ids(self) -> set[int]:
+        eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        ids = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(self.tokenizer.eos_token_id)
+        return ids
+
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingSpec) -> list[list[Completion]]:
+        if sampling.n < 1 or sampling.max_new_tokens < 1:
+            raise ValueError(
+                f"sampling.n and sampling.max_new_tokens must be >= 1, got {sampling.n}, {sampling.max_new_tokens}"
+            )
+        encoded = [self.encode_prompt(p) for p in prompts]
+        rows = [ids for ids in encoded for _ in range(sampling.n)]
+        flat: list[Completion] = []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for start in range(0, len(rows), self.max_batch_size):
+                flat.extend(self._generate_batch(rows[start : start + self.max_batch_size], sampling))
+        finally:
+            self.model.train(was_training)
+        return [flat[i * sampling.n : (i + 1) * sampling.n] for i in range(len(prompts))]
+
+    @torch.no_grad()
+    def _generate_batch(self, rows: list[list[int]], sampling: SamplingSpec) -> list[Completion]:
+        from transformers import GenerationConfig, LogitsProcessorList
+        from transformers.generation.logits_process import (
+            TemperatureLogitsWarper,
+            TopKLogitsWarper,
+            TopPLogitsWarper,
+        )
+
+        pad = self.tokenizer.pad_token_id
+        width = max(len(r) for r in rows)
+        device = next(self.model.parameters()).device
+        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=device)
+        attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
+        greedy = sampling.temperature == 0
+        # Warpers go in our own list so the recorder, appended last, sees the final sampling distribution.
+        processors = LogitsProcessorList()
+        if not greedy:
+            if sampling.temperature != 1.0:
+                processors.append(TemperatureLogitsWarper(sampling.temperature))
+            if sampling.top_k:
+                processors.append(TopKLogitsWarper(top_k=sampling.top_k))
+            if sampling.top_p < 1.0:
+                processors.append(TopPLogitsWarper(top_p=sampling.top_p))
+        recorder = _SampledLogprobs() if sampling.logprobs else None
+        if recorder is not None:
+            processors.append(recorder)
+        eos = sorted(self._eos_ids())
+        config = GenerationConfig(
+            max_new_tokens=sampling.max_new_tokens,
+            do_sample=not greedy,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            pad_token_id=pad,
+            eos_token_id=eos or None,
+            bos_token_id=self.tokenizer.bos_token_id,
+            stop_strings=list(sampling.stop) or None,
+        )
+        extra = {"tokenizer": self.tokenizer} if sampling.stop else {}
+        sequences = self.model.generate(
+            input_ids=input_ids,
+            attention_mask=attention,
+            generation_config=config,
+            logits_processor=processors,
+            **extra,
+        )
+        new = sequences[:, width:]
+        logprobs = recorder.finish(sequences, new.shape[1]).cpu() if recorder is not None else None
+        return [
+            self._completion(new[i].tolist(), None if logprobs is None else logprobs[i].tolist(), sampling, set(eos))
+            for i in range(len(rows))
+        ]
+
+    def _completion(self, ids: list[int], logprobs: list[float] | None, sampling: SamplingSpec, eos: set[int]):
+        """Cut at EOS or the first stop string: kept in ``token_ids`` (the policy chose to stop), not in ``text``."""
+        finish = "length"
+        end = next((j + 1 for j, t in enumerate(ids) if t in eos), None)
+        if end is not None:
+            ids, finish = ids[:end], "stop"
+        body = ids[:-1] if finish == "stop" else ids
+        text = self.tokenizer.decode(body, skip_special_tokens=True)
+        hits = [(text.find(s), -len(s), s) for s in sampling.stop if s and s in text]
+        if hits:
+            cut, _, stop = min(hits)
+            text, finish = text[:cut], "stop"
+            ids = ids[: self._tokens_to_reach(body, cut + len(stop))]
+        if logprobs is not None:
+            logprobs = logprobs[: len(ids)]
+        return Completion(text=text, token_ids=ids, logprobs=logprobs, finish_reason=finish)
+
+    def _tokens_to_reach(self, ids: list[int], chars: int) -> int:
+        """Fewest leading tokens whose decoded text is at least ``chars`` long (binary search; decode is monotone)."""
+        lo, hi = 1, len(ids)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if len(self.tokenizer.decode(ids[:mid], skip_special_tokens=True)) >= chars:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo

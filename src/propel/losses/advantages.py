@@ -1,0 +1,57 @@
+"""GRPO group-relative advantages: each completion's reward relative to the other completions of its prompt."""
+
+from __future__ import annotations
+
+import torch
+
+SCALES = ("group", "batch", "none")
+
+
+def _grouped(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    if rewards.dim() != 1:
+        raise ValueError(f"rewards must be 1-D (one per completion), got shape {tuple(rewards.shape)}")
+    if group_size < 1 or rewards.numel() % group_size:
+        raise ValueError(f"group_size={group_size} must divide the number of rewards ({rewards.numel()})")
+    return (rewards if rewards.is_floating_point() else rewards.float()).view(-1, group_size)
+
+
+def group_advantages(
+    rewards: torch.Tensor, group_size: int, *, scale: str = "group", eps: float = 1e-4
+) -> torch.Tensor:
+    """Mean-centred rewards per group, optionally divided by a standard deviation.
+
+    Rewards are laid out group after group (``group_size`` consecutive completions share a prompt), as TRL does.
+    The std is Bessel-corrected and ``eps`` is added to it (TRL's ``1e-4``) so a zero-variance group gives zeros.
+
+    Args:
+        rewards: shape ``(num_groups * group_size,)``.
+        group_size: completions per prompt (G).
+        scale: ``"group"`` (std within the group, GRPO), ``"batch"`` (one std over the batch) or ``"none"``
+            (Dr. GRPO: no std scaling, which removes the question-difficulty bias).
+        eps: added to the std before dividing.
+    """
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+    grouped = _grouped(rewards, group_size)
+    centred = (grouped - grouped.mean(dim=1, keepdim=True)).reshape(-1)
+    if scale == "none":
+        return centred
+    if scale == "group":
+        std = grouped.std(dim=1, keepdim=True).expand_as(grouped).reshape(-1) if group_size > 1 else None
+    else:
+        std = grouped.reshape(-1).std().expand_as(centred) if rewards.numel() > 1 else None
+    if std is None:
+        return torch.zeros_like(centred)
+    return centred / (std + eps)
+
+
+def zero_variance_mask(rewards: torch.Tensor, group_size: int, *, tol: float = 1e-6) -> torch.Tensor:
+    """Per-completion bool mask, True where the completion's group has (numerically) zero reward variance.
+
+    Such groups give all-zero advantages, so they carry no policy gradient (only KL) and can be dropped.
+    ``tol`` makes the test robust to float noise (e.g. probe logits of identical texts computed in different
+    batches differ in the last bits).
+    """
+    grouped = _grouped(rewards, group_size)
+    std = grouped.std(dim=1, unbiased=False)
+    return (std < tol).repeat_interleave(group_size)

@@ -1,0 +1,18 @@
+"""Rewards: named, weighted components combined into one scalar per sample; probe-based rewards for PROPEL."""
+
+from propel.rewards.base import FunctionReward, RewardComponent, Sample
+from propel.rewards.combine import CombinedReward, RewardBreakdown
+from propel.rewards.probe import PROBE_MODES, MinProbe, ProbeReward, constrained, worst_case
+
+__all__ = [
+    "PROBE_MODES",
+    "CombinedReward",
+    "FunctionReward",
+    "MinProbe",
+    "ProbeReward",
+    "RewardBreakdown",
+    "RewardComponent",
+    "Sample",
+    "constrained",
+    "worst_case",
+]

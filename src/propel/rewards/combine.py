@@ -1,0 +1,52 @@
+"""Weighted sum of named reward components, keeping each component for logging."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from propel.rewards.base import RewardComponent, Sample
+
+
+@dataclass
+class RewardBreakdown:
+    """Total reward per sample and each component's unweighted value."""
+
+    total: torch.Tensor
+    components: dict[str, torch.Tensor]
+
+    def stats(self, prefix: str = "reward") -> dict[str, float]:
+        """Mean and std of the total and of every component, for ``log_dict``."""
+        out = {f"{prefix}/mean": float(self.total.mean()), f"{prefix}/std": float(self.total.std(unbiased=False))}
+        for name, value in self.components.items():
+            out[f"{prefix}/{name}/mean"] = float(value.mean())
+            out[f"{prefix}/{name}/std"] = float(value.std(unbiased=False))
+        return out
+
+
+class CombinedReward:
+    """``total = sum_k weight_k * component_k(samples)``; component names must be unique."""
+
+    def __init__(self, components: Sequence[RewardComponent]) -> None:
+        if not components:
+            raise ValueError("CombinedReward needs at least one component")
+        names = [c.name for c in components]
+        if len(set(names)) != len(names):
+            raise ValueError(f"reward component names must be unique, got {names}")
+        for c in components:
+            if not isinstance(c, RewardComponent):
+                raise TypeError(f"{c!r} is not a RewardComponent (needs name, weight and __call__(samples))")
+        self.components = list(components)
+
+    def __call__(self, samples: Sequence[Sample]) -> RewardBreakdown:
+        parts: dict[str, torch.Tensor] = {}
+        total = torch.zeros(len(samples), dtype=torch.float32)
+        for c in self.components:
+            value = torch.as_tensor(c(samples), dtype=torch.float32).reshape(-1).cpu()
+            if value.numel() != len(samples):
+                raise ValueError(f"reward {c.name!r} returned {value.numel()} values for {len(samples)} samples")
+            parts[c.name] = value
+            total = total + c.weight * value
+        return RewardBreakdown(total=total, components=parts)

@@ -1,0 +1,150 @@
+"""PROPEL's probe rewards: a frozen activation probe's logit, gated by task validity (seed 004, §3 and ablations).
+
+The probe is injected (any object with ``.logits(texts) -> Tensor``, e.g. ``propel.probes.ProbeScorer``, or a
+plain callable ``texts -> Tensor`` of logits), or named by its artifact folder (``artifact: runs/probe/artifact`` in
+YAML): then the scorer is built on first use, reading the GRPO policy with its adapters disabled as the frozen
+reference when the artifact's reference model is the policy's base model (no second copy in memory).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import torch
+
+from propel.rewards.base import Sample
+
+PROBE_MODES = ("hard_gate", "soft_gate", "probe_only")
+TEXTS = ("task", "completion", "prompt+completion")
+
+
+class ProbeLike(Protocol):
+    def logits(self, texts: list[str]) -> torch.Tensor: ...
+
+
+def _logits(probe: ProbeLike | Callable[[list[str]], torch.Tensor], texts: list[str]) -> torch.Tensor:
+    fn = getattr(probe, "logits", probe)
+    return torch.as_tensor(fn(texts), dtype=torch.float32).reshape(-1).cpu()
+
+
+class MinProbe:
+    """Pessimistic combination: the minimum logit over several probes (same as the minimum probability).
+
+    Worst-case optimisation (WCO) over an ensemble, or an adversarial constraint probe next to the main one:
+    the policy only gains by pleasing every probe, which makes exploiting one probe's blind spot unprofitable.
+    """
+
+    def __init__(self, probes: Sequence[ProbeLike | Callable[[list[str]], torch.Tensor]]) -> None:
+        if not probes:
+            raise ValueError("MinProbe needs at least one probe")
+        self.probes = list(probes)
+
+    def logits(self, texts: list[str]) -> torch.Tensor:
+        return torch.stack([_logits(p, texts) for p in self.probes]).min(dim=0).values
+
+
+def worst_case(probes: Sequence) -> MinProbe:
+    """WCO: the minimum over an ensemble of probes."""
+    return MinProbe(probes)
+
+
+def constrained(main, auxiliary) -> MinProbe:
+    """Main probe constrained by an auxiliary (adversarially mined) probe: ``min(main, auxiliary)``."""
+    return MinProbe([main, auxiliary])
+
+
+class ProbeReward:
+    """Reward from a probe's logit, combined with validity.
+
+    Args:
+        probe: object with ``.logits(texts)`` or a callable ``texts -> logits``; or None with ``artifact``.
+        artifact: folder of a saved probe (``ProbeArtifact.save``), used when ``probe`` is None.
+        reference_model: the reference model for ``artifact``; None uses the one recorded in the artifact.
+        mode: ``hard_gate`` (default; invalid -> ``invalid_penalty``, valid -> logit), ``soft_gate`` (valid ->
+            ``clip(sigmoid(logit), *soft_clip)``, invalid -> ``invalid_penalty``; set it to 0 for no penalty)
+            or ``probe_only`` (logit for every sample, validity ignored).
+        invalid_penalty: reward of invalid samples in the gated modes.
+        soft_clip: (low, high) bounds of the soft-gate probability.
+        text: which text the probe reads: ``"task"`` (the domain's rendering of the parsed task, what labeling
+            pools hold; falls back to the completion), ``"completion"`` or ``"prompt+completion"``.
+        share_policy: with ``artifact``, read the policy with adapters disabled when its base model is the
+            reference (saves a model copy); False always loads a separate frozen reference.
+        batch_size: texts per reference forward pass (with ``artifact``).
+        name: component name for logging.
+        weight: weight in a ``CombinedReward``.
+    """
+
+    def __init__(
+        self,
+        probe: ProbeLike | Callable[[list[str]], torch.Tensor] | None = None,
+        mode: str = "hard_gate",
+        invalid_penalty: float = -1.0,
+        soft_clip: tuple[float, float] = (0.0, 1.0),
+        text: str = "completion",
+        name: str = "probe",
+        weight: float = 1.0,
+        artifact: str | None = None,
+        reference_model: str | None = None,
+        share_policy: bool = True,
+        batch_size: int = 8,
+    ) -> None:
+        if mode not in PROBE_MODES:
+            raise ValueError(f"mode must be one of {PROBE_MODES}, got {mode!r}")
+        if text not in TEXTS:
+            raise ValueError(f"text must be one of {TEXTS}, got {text!r}")
+        if (probe is None) == (artifact is None):
+            raise ValueError("ProbeReward needs exactly one of `probe` (an object) or `artifact` (a probe folder)")
+        low, high = soft_clip
+        if not 0.0 <= low <= high <= 1.0:
+            raise ValueError(f"soft_clip must satisfy 0 <= low <= high <= 1, got {soft_clip}")
+        self.probe, self.mode, self.invalid_penalty = probe, mode, invalid_penalty
+        self.soft_clip, self.text, self.name, self.weight = (low, high), text, name, weight
+        self.artifact, self.reference_model, self.share_policy, self.batch_size = (
+            artifact,
+            reference_model,
+            share_policy,
+            batch_size,
+        )
+        self._policy = None
+
+    def bind(self, policy, tokenizer, model_name: str) -> None:
+        """Offer the GRPO policy (``model_name`` = its base) as the frozen reference for an ``artifact`` probe."""
+        self._policy = (policy, tokenizer, model_name)
+
+    def _build(self) -> ProbeLike:
+        from propel.models import load_model
+        from propel.models.loading import resolve_model_dir
+        from propel.probes.artifact import ProbeArtifact, ProbeScorer
+
+        art = ProbeArtifact.load(self.artifact)
+        reference = self.reference_model or art.reference_model
+        if self.share_policy and self._policy is not None:
+            policy, tokenizer, base = self._policy
+            if os.path.realpath(resolve_model_dir(base)) == os.path.realpath(resolve_model_dir(reference)):
+                return ProbeScorer(art, policy, tokenizer, batch_size=self.batch_size)
+        model, tokenizer = load_model(reference)
+        return ProbeScorer(art, model, tokenizer, batch_size=self.batch_size)
+
+    def _text(self, s: Sample) -> str:
+        if self.text == "task":
+            return s.info.get("task_text") or s.completion
+        return s.completion if self.text == "completion" else s.prompt + s.completion
+
+    def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
+        out = torch.full((len(samples),), float(self.invalid_penalty), dtype=torch.float32)
+        scored = (
+            list(range(len(samples))) if self.mode == "probe_only" else [i for i, s in enumerate(samples) if s.valid]
+        )
+        if not scored:
+            return out
+        if self.probe is None:
+            self.probe = self._build()
+        logits = _logits(self.probe, [self._text(samples[i]) for i in scored])
+        if logits.numel() != len(scored):
+            raise ValueError(f"probe returned {logits.numel()} logits for {len(scored)} texts")
+        if self.mode == "soft_gate":
+            logits = torch.sigmoid(logits).clamp(*self.soft_clip)
+        out[torch.tensor(scored)] = logits
+        return out

@@ -1,0 +1,111 @@
+"""HFEngine on a tiny random model: rendering, n samples, stop strings, greedy, and sampling-distribution logprobs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from propel.engines.base import Prompt, SamplingSpec
+from propel.engines.hf import HFEngine
+from propel.losses.logprobs import token_logprobs
+from propel.models import apply_lora
+
+CHAT = Prompt(messages=[{"role": "user", "content": "Write a sum."}])
+RAW = Prompt(text="Problem: two plus")
+
+
+def _rescore(engine: HFEngine, prompt: Prompt, token_ids: list[int], **warp) -> torch.Tensor:
+    """Teacher-forced logprobs of the completion under the same warping (what the trainer computes)."""
+    prefix = engine.encode_prompt(prompt)
+    ids = torch.tensor([prefix + token_ids])
+    with torch.no_grad():
+        logits = engine.model(input_ids=ids).logits[:, len(prefix) - 1 : -1]
+    return token_logprobs(logits, ids[:, len(prefix) :], **warp)[0][0]
+
+
+def test_render(tiny_model):
+    model, tok = tiny_model
+    engine = HFEngine(model, tok)
+    assert engine.render(RAW) == RAW.text
+    want = tok.apply_chat_template(CHAT.messages, tokenize=False, add_generation_prompt=True)
+    assert engine.render(CHAT) == want and want.endswith("assistant\n")
+
+
+def test_n_samples_per_prompt_in_order_and_lengths(tiny_model):
+    model, tok = tiny_model
+    torch.manual_seed(0)
+    out = HFEngine(model, tok, max_batch_size=4).generate([RAW, CHAT, RAW], SamplingSpec(n=3, max_new_tokens=7))
+    assert [len(g) for g in out] == [3, 3, 3]
+    for group in out:
+        for c in group:
+            assert 1 <= len(c.token_ids) <= 7 and c.logprobs is None
+            assert c.finish_reason == ("length" if len(c.token_ids) == 7 else "stop")
+    assert len({tuple(c.token_ids) for c in out[0]}) > 1  # sampling, not copies
+
+
+def test_greedy_batched_equals_single_and_is_deterministic(tiny_model):
+    model, tok = tiny_model
+    engine = HFEngine(model, tok)
+    spec = SamplingSpec(n=2, max_new_tokens=10, temperature=0.0, logprobs=True)
+    batched = engine.generate([RAW, CHAT], spec)
+    assert batched[0][0].token_ids == batched[0][1].token_ids
+    single = engine.generate([CHAT], spec)[0][0]
+    assert single.token_ids == batched[1][0].token_ids
+    torch.testing.assert_close(torch.tensor(single.logprobs), torch.tensor(batched[1][0].logprobs), atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("warp", [{}, {"temperature": 0.7}, {"temperature": 1.3, "top_k": 20, "top_p": 0.8}])
+def test_logprobs_are_under_the_sampling_distribution(tiny_model, warp):
+    model, tok = tiny_model
+    engine = HFEngine(model, tok)
+    torch.manual_seed(1)
+    out = engine.generate([RAW, CHAT], SamplingSpec(n=2, max_new_tokens=12, logprobs=True, **warp))
+    for prompt, group in zip([RAW, CHAT], out, strict=True):
+        for c in group:
+            assert len(c.logprobs) == len(c.token_ids)
+            want = _rescore(engine, prompt, c.token_ids, **warp)
+            torch.testing.assert_close(torch.tensor(c.logprobs), want, atol=2e-4, rtol=0)
+    if "top_k" in warp:  # warped: differs from the raw-distribution logprob
+        c = out[0][0]
+        raw = _rescore(engine, RAW, c.token_ids)
+        assert not torch.allclose(torch.tensor(c.logprobs), raw, atol=1e-3)
+
+
+def test_stop_strings_cut_text_and_token_ids(tiny_model):
+    model, tok = tiny_model
+    engine = HFEngine(model, tok)
+    torch.manual_seed(2)
+    out = engine.generate([RAW], SamplingSpec(n=6, max_new_tokens=30, stop=["e"], logprobs=True))[0]
+    stopped = [c for c in out if "e" in tok.decode(c.token_ids)]
+    assert stopped, "the tiny model should emit an 'e' within 30 tokens"
+    for c in stopped:
+        assert "e" not in c.text and c.finish_reason == "stop"
+        full = tok.decode(c.token_ids, skip_special_tokens=True)
+        assert full.startswith(c.text + "e")  # ids end with the token that completes the stop string
+        assert "e" not in tok.decode(c.token_ids[:-1], skip_special_tokens=True)
+        assert len(c.logprobs) == len(c.token_ids)
+
+
+def test_peft_policy_is_used_live(tiny_model):
+    model, tok = tiny_model
+    policy = apply_lora(model)
+    engine = HFEngine(policy, tok)
+    spec = SamplingSpec(n=1, max_new_tokens=8, temperature=0.0)
+    before = engine.generate([RAW], spec)[0][0].token_ids
+    policy.train()
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 1.0)
+    engine.update_weights(policy)  # no-op: the engine holds the live model
+    after = engine.generate([RAW], spec)[0][0].token_ids
+    assert before != after
+    assert policy.training  # the engine restores the train/eval mode it found
+    with policy.disable_adapter():
+        assert engine.generate([RAW], spec)[0][0].token_ids == before
+
+
+def test_bad_sampling(tiny_model):
+    model, tok = tiny_model
+    with pytest.raises(ValueError, match="sampling.n"):
+        HFEngine(model, tok).generate([RAW], SamplingSpec(n=0))

@@ -1,0 +1,49 @@
+"""Group advantages against TRL's formula (grpo_trainer.py lines 2765-2787, TRL 1.16) and the zero-variance filter."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from propel.losses.advantages import group_advantages, zero_variance_mask
+
+trl_utils = pytest.importorskip("trl.trainer.utils")
+
+
+def _trl_advantages(rewards: torch.Tensor, g: int, scale: str) -> torch.Tensor:
+    # TRL 1.16 GRPOTrainer._generate_and_score_completions, "sum_then_normalize" branch, using TRL's own nanstd.
+    mean = torch.nanmean(rewards.view(-1, g), dim=1).repeat_interleave(g, dim=0)
+    if scale == "batch":
+        std = trl_utils.nanstd(rewards).expand_as(rewards)
+    else:
+        std = trl_utils.nanstd(rewards.view(-1, g), dim=1).repeat_interleave(g, dim=0)
+    adv = rewards - mean
+    return adv if scale == "none" else adv / (std + 1e-4)
+
+
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+def test_matches_trl(scale):
+    rewards = torch.randn(24, generator=torch.Generator().manual_seed(0))
+    rewards[8:16] = 0.5  # one zero-variance group
+    torch.testing.assert_close(group_advantages(rewards, 8, scale=scale), _trl_advantages(rewards, 8, scale))
+
+
+def test_zero_variance_group_gives_zero_advantage_and_is_flagged_despite_float_noise():
+    rewards = torch.tensor([1.0, 1.0 + 1e-9, 1.0 - 1e-9, 1.0, 0.0, 1.0, 0.0, 1.0], dtype=torch.float64)
+    mask = zero_variance_mask(rewards, 4)
+    assert mask.tolist() == [True] * 4 + [False] * 4
+    assert group_advantages(rewards, 4)[:4].abs().max() < 1e-4
+    assert not zero_variance_mask(rewards, 4, tol=1e-12)[:4].any()
+
+
+def test_group_means_are_zero():
+    rewards = torch.rand(32)
+    adv = group_advantages(rewards, 8, scale="none").view(4, 8)
+    torch.testing.assert_close(adv.mean(1), torch.zeros(4), atol=1e-6, rtol=0)
+
+
+def test_bad_group_size():
+    with pytest.raises(ValueError, match="group_size"):
+        group_advantages(torch.zeros(10), 4)
+    with pytest.raises(ValueError, match="scale"):
+        group_advantages(torch.zeros(8), 4, scale="z")

@@ -1,0 +1,75 @@
+"""Self-BLEU, Distinct-n and top-topic rate against NLTK and hand counts."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from propel.metrics.diversity import (
+    distinct_n,
+    nltk_self_bleu_scores,
+    self_bleu,
+    self_bleu_scores,
+    top_topic_rate,
+)
+
+pytest.importorskip("nltk")
+
+
+def _corpus(seed: int, num: int, vocab: int, max_len: int) -> list[list[str]]:
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(vocab)]
+    docs = [[rng.choice(words) for _ in range(rng.randint(0, max_len))] for _ in range(num)]
+    docs += [list(docs[1]), list(docs[2])]  # exact duplicates
+    docs.append(docs[3][:2])  # a short prefix
+    rng.shuffle(docs)
+    return docs
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_matches_nltk_exactly(seed, n):
+    docs = _corpus(seed, num=6 + seed, vocab=3 + seed % 5, max_len=3 + seed)
+    np.testing.assert_allclose(self_bleu_scores(docs, n), nltk_self_bleu_scores(docs, n), rtol=0, atol=1e-9)
+
+
+def test_strings_with_equal_length_ties_and_no_overlap():
+    texts = ["a b c d", "a b c e", "x y", "p q r s t u", "a b c d", "z"]
+    np.testing.assert_allclose(self_bleu_scores(texts), nltk_self_bleu_scores(texts), rtol=0, atol=1e-9)
+    assert self_bleu_scores(texts)[5] == 0.0  # no unigram overlap -> 0, as NLTK
+
+
+def test_identical_corpus_is_one_and_disjoint_corpus_is_zero():
+    assert self_bleu(["the cat sat on the mat"] * 5) == pytest.approx(1.0)
+    assert self_bleu([f"a{i} b{i} c{i}" for i in range(5)]) == 0.0
+
+
+def test_needs_two_samples():
+    with pytest.raises(ValueError, match="2 samples"):
+        self_bleu(["only one"])
+
+
+def test_distinct_n():
+    assert distinct_n(["a b c", "a b d"], n=2) == pytest.approx(3 / 4)  # ab, bc, ab, bd
+    assert distinct_n(["a b", "c"], n=3) == 0.0
+    assert distinct_n(["a a a a"], n=1) == pytest.approx(1 / 4)
+
+
+def test_top_topic_rate():
+    assert top_topic_rate(["x", "y", "x", None]) == pytest.approx(0.5)
+    assert top_topic_rate([]) == 0.0
+    assert top_topic_rate([None, None]) == 0.0
+
+
+def test_ten_thousand_samples_in_seconds():
+    import time
+
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(500)]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(20, 60))) for _ in range(10_000)]
+    start = time.perf_counter()
+    score = self_bleu(texts)
+    assert time.perf_counter() - start < 10
+    assert 0 < score < 1

@@ -1,0 +1,110 @@
+"""Probe reward compositions with a real (tiny) activation probe: mean-pooled hidden states -> linear head."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from propel.rewards import CombinedReward, FunctionReward, ProbeReward, RewardComponent, Sample, constrained, worst_case
+
+
+class TinyLinearProbe:
+    """A real scorer: mean of the tiny model's last hidden layer over tokens, then a fixed random linear head."""
+
+    def __init__(self, model, tokenizer, seed: int):
+        self.model, self.tokenizer = model, tokenizer
+        g = torch.Generator().manual_seed(seed)
+        self.w = torch.randn(model.config.hidden_size, generator=g)
+        self.b = float(torch.randn(1, generator=g))
+
+    @torch.no_grad()
+    def logits(self, texts: list[str]) -> torch.Tensor:
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True)
+        hidden = self.model(**enc, output_hidden_states=True).hidden_states[-1]
+        m = enc["attention_mask"].unsqueeze(-1).float()
+        pooled = (hidden * m).sum(1) / m.sum(1)
+        return 10 * (pooled @ self.w) + self.b
+
+
+@pytest.fixture()
+def probes(tiny_model):
+    model, tok = tiny_model
+    return [TinyLinearProbe(model, tok, seed) for seed in (0, 1, 2)]
+
+
+SAMPLES = [
+    Sample(prompt="P: ", completion="2 + 3 * 4", valid=True),
+    Sample(prompt="P: ", completion="garbage ((", valid=False),
+    Sample(prompt="P: ", completion="7 * 6 - 1", valid=True),
+    Sample(prompt="P: ", completion="(9 - 2) / 7", valid=True),
+]
+
+
+def _single(probe, text: str) -> float:
+    return float(probe.logits([text])[0])
+
+
+def test_hard_gate(probes):
+    r = ProbeReward(probes[0])(SAMPLES)
+    assert r[1].item() == -1.0
+    for i in (0, 2, 3):
+        assert r[i].item() == pytest.approx(_single(probes[0], SAMPLES[i].completion), abs=1e-4)
+    assert len(set(r.tolist())) == 4  # the probe actually discriminates
+
+
+def test_soft_gate_and_probe_only(probes):
+    soft = ProbeReward(probes[0], mode="soft_gate", soft_clip=(0.05, 0.95), invalid_penalty=0.0)(SAMPLES)
+    raw = ProbeReward(probes[0], mode="probe_only")(SAMPLES)
+    assert soft[1].item() == 0.0
+    want = torch.sigmoid(raw).clamp(0.05, 0.95)
+    torch.testing.assert_close(soft[[0, 2, 3]], want[[0, 2, 3]], atol=1e-5, rtol=0)
+    assert raw[1].item() == pytest.approx(_single(probes[0], SAMPLES[1].completion), abs=1e-4)
+
+
+def test_worst_case_and_constraint_are_minimum_over_probes(probes):
+    each = torch.stack([ProbeReward(p, mode="probe_only")(SAMPLES) for p in probes])
+    wco = ProbeReward(worst_case(probes), mode="probe_only")(SAMPLES)
+    torch.testing.assert_close(wco, each.min(0).values)
+    con = ProbeReward(constrained(probes[0], probes[1]))(SAMPLES)
+    assert con[1].item() == -1.0
+    torch.testing.assert_close(con[[0, 2, 3]], each[:2].min(0).values[[0, 2, 3]])
+
+
+def test_plain_callable_probe_and_no_valid_samples():
+    reward = ProbeReward(lambda texts: torch.tensor([float(len(t)) for t in texts]))
+    assert reward(SAMPLES).tolist() == [9.0, -1.0, 9.0, 11.0]
+    assert reward([Sample("p", "x", valid=False)]).tolist() == [-1.0]
+
+
+def test_combined_reward_weights_and_logs_each_component(probes):
+    probe = ProbeReward(probes[0], name="probe")
+    length = FunctionReward("short", lambda s: -len(s.completion) / 10, weight=0.5)
+    assert isinstance(probe, RewardComponent) and isinstance(length, RewardComponent)
+    out = CombinedReward([probe, length])(SAMPLES)
+    torch.testing.assert_close(out.total, out.components["probe"] + 0.5 * out.components["short"])
+    stats = out.stats()
+    assert set(stats) == {
+        "reward/mean",
+        "reward/std",
+        "reward/probe/mean",
+        "reward/probe/std",
+        "reward/short/mean",
+        "reward/short/std",
+    }
+    assert stats["reward/short/mean"] == pytest.approx(-sum(len(s.completion) for s in SAMPLES) / 40)
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="mode"):
+        ProbeReward(lambda t: t, mode="gate")
+    with pytest.raises(ValueError, match="unique"):
+        CombinedReward([FunctionReward("a", len), FunctionReward("a", len)])
+    with pytest.raises(ValueError, match="returned 1 values"):
+        CombinedReward([_Wrong()])(SAMPLES)
+
+
+class _Wrong:
+    name, weight = "wrong", 1.0
+
+    def __call__(self, samples):
+        return torch.zeros(1)
