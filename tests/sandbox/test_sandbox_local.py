@@ -93,6 +93,24 @@ def test_concurrent_jobs_use_both_workers(any_local):
     assert time.monotonic() - start < 1.9  # 4 half-second jobs on 2 workers, not one after another
 
 
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_workers_outlive_the_threads_that_started_them(isolation):
+    """Regression: bwrap's --die-with-parent fires when the *thread* that forked the worker ends, so workers
+    first started inside one run_many call (its pool threads) were killed right after it and the next round
+    came back KILLED ("sandbox worker lost ... status -9"). Fresh sandbox: its workers start in run_many."""
+    jobs = [
+        Job(command=["python3", "-I", "-c", "print(1)"]),
+        Job(source="print(2)"),
+        Job(command=["sh", "-c", "echo 3"]),
+        Job(source="print(4)"),
+    ]
+    with LocalSandbox(limits=Limits(timeout_s=10.0), max_workers=2, isolation=isolation) as sandbox:
+        for round_ in range(3):
+            results = sandbox.run_many(jobs)
+            assert [r.outcome for r in results] == [Outcome.OK] * 4, (round_, results)
+            assert [r.stdout for r in results] == ["1\n", "2\n", "3\n", "4\n"], (round_, results)
+
+
 def test_bwrap_job_is_unprivileged_and_offline():
     if bwrap_path() is None:
         pytest.skip("no bwrap")

@@ -26,6 +26,7 @@ from propel.sandbox.base import Job, Limits, Result, Sandbox, SandboxError
 from propel.sandbox.bwrap import bwrap_argv, bwrap_path, homes_to_hide
 from propel.sandbox.pool import WorkerPool
 from propel.sandbox.protocol import Channel, WorkerLost
+from propel.sandbox.spawner import spawn_lasting
 
 ISOLATIONS = ("auto", "bwrap", "none")
 SCRUBBED_ENV = {
@@ -55,15 +56,19 @@ class PipeChannel(Channel):
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str, user: int | None, on_close=None):
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         kwargs = {"user": user, "group": user, "extra_groups": []} if user is not None else {}
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,
-            **kwargs,
+        # Forked from the process-lifetime spawner thread: bwrap's --die-with-parent fires when the forking *thread*
+        # ends, which would kill a worker started from a run_many pool thread right after that call returned.
+        self.proc = spawn_lasting(
+            lambda: subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._log,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+                **kwargs,
+            )
         )
         self._out = self.proc.stdout.fileno()
         self._on_close = on_close
