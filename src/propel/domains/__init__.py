@@ -1,0 +1,7 @@
+"""Task domains: generator contexts, parsing, sandboxed validity, solver prompts, grading and topics."""
+
+from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
+from propel.domains.code import CodeDomain
+from propel.domains.math import MathDomain, MathExpressionDomain
+
+__all__ = ["CodeDomain", "Context", "Domain", "MathDomain", "MathExpressionDomain", "ParseFailure", "Task", "Verdict"]

@@ -1,0 +1,96 @@
+"""The domain interface: what a task domain owns, from generator prompts to grading.
+
+A domain turns generator completions into tasks, checks them cheaply (sandboxed), writes the solver prompt and grades
+solver completions. Everything that runs model-written code goes through a ``propel.sandbox.base.Sandbox``.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, NamedTuple
+
+from propel.engines.base import Prompt
+from propel.sandbox.base import Sandbox
+
+
+@dataclass
+class Context:
+    """One generator input: a stable id (resume key), the prompt, and a group (for grouped splits)."""
+
+    id: str
+    prompt: Prompt
+    group: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+@dataclass
+class Task:
+    """A parsed task: domain name, JSON-serialisable fields, and ground truth filled in by ``validity``."""
+
+    domain: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Task:
+        return cls(**json.loads(text))
+
+
+class ParseFailure(NamedTuple):
+    """Why a completion is not a task (a short, stable reason string, e.g. ``"no_code_block"``)."""
+
+    reason: str
+
+
+class Verdict(NamedTuple):
+    """Validity of one task: ``ok`` and a short reason (``"ok"`` when valid)."""
+
+    ok: bool
+    reason: str
+
+
+class Domain(ABC):
+    """A task domain. Subclasses define ``name`` and the six methods below."""
+
+    name: str = "domain"
+    needs_sandbox: bool = True
+    """False for domains that never run model-written code (no sandbox is started for them)."""
+    solver_stop: tuple[str, ...] = ()
+    """Stop strings for solver sampling."""
+    generator_stop: tuple[str, ...] = ()
+    """Stop strings for generator sampling (e.g. a blank line for raw few-shot prompts)."""
+
+    @abstractmethod
+    def contexts(self, n: int, seed: int = 0) -> list[Context]:
+        """``n`` generator contexts, deterministic in ``seed``; ids are unique and stable across calls."""
+
+    @abstractmethod
+    def parse(self, completion: str) -> Task | ParseFailure:
+        """Structured task from a generator completion, or why it is malformed."""
+
+    @abstractmethod
+    def validity(self, tasks: Sequence[Task], sandbox: Sandbox) -> list[Verdict]:
+        """Cheap checks (sandboxed where code runs); valid tasks get their ground truth written into ``task.data``."""
+
+    @abstractmethod
+    def solver_prompt(self, task: Task) -> Prompt:
+        """The prompt the solver sees for a valid task."""
+
+    @abstractmethod
+    def grade(self, task: Task, completions: Sequence[str], sandbox: Sandbox) -> list[bool]:
+        """Pass/fail for each solver completion of a valid task."""
+
+    @abstractmethod
+    def topic(self, task: Task) -> str:
+        """A coarse topic label (for top-topic diversity)."""
+
+    def render(self, task: Task) -> str:
+        """Human-readable task text (what probes and diversity metrics read)."""
+        return json.dumps(task.data, sort_keys=True)

@@ -1,0 +1,120 @@
+"""Word problem + executable expression: the CPU demo domain (raw few-shot completion, exact reference answers).
+
+The generator continues three ``Problem: ...`` / ``Expression: ...`` examples after a final ``Problem:`` and stops
+at a blank line. A task is valid iff its expression evaluates (safely, exactly) to a whole number, the reference.
+The solver gets a chat prompt ending "Give the final answer as: Answer: <number>" and is graded numerically.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+
+from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
+from propel.domains.math.answers import extract_answer, parse_number
+from propel.domains.math.expression import ExpressionError, evaluate
+from propel.domains.math.topic import math_topic
+from propel.engines.base import Prompt
+from propel.sandbox.base import Sandbox
+
+SOLVER_INSTRUCTION = "Solve the problem. Give the final answer as: Answer: <number>"
+_ARITHMETIC_PREFIX = re.compile(r"[0-9\s+\-*/().^×÷%]+")
+
+
+@cache
+def expression_examples() -> list[dict]:
+    """Few-shot (problem, expression) pairs shipped as package data."""
+    return json.loads(resources.files("propel.domains").joinpath("data/math_expression_examples.json").read_text())
+
+
+class MathExpressionDomain(Domain):
+    """Arithmetic word problems whose reference answer is an executable expression's value.
+
+    Args:
+        few_shot: examples per generator prompt.
+        max_problem_chars: longer problems are invalid.
+        max_abs_answer: answers larger in magnitude are invalid (keeps tasks human-sized).
+        lenient_expression: read the expression as its arithmetic prefix before any ``=`` (``35 + 74*3 = 95`` ->
+            ``35 + 74*3``; ``2 * 10 + 1 as per ...`` -> ``2 * 10 + 1``); False requires the whole line to parse.
+    """
+
+    name = "math_expression"
+    needs_sandbox = False
+    generator_stop = ("\n\n",)
+
+    def __init__(
+        self,
+        few_shot: int = 3,
+        max_problem_chars: int = 600,
+        max_abs_answer: int = 10**9,
+        lenient_expression: bool = False,
+    ):
+        if not 0 < few_shot <= len(expression_examples()):
+            raise ValueError(
+                f"MathExpressionDomain few_shot must be in 1..{len(expression_examples())}, got {few_shot}"
+            )
+        self.few_shot, self.max_problem_chars, self.max_abs_answer = few_shot, max_problem_chars, max_abs_answer
+        self.lenient_expression = lenient_expression
+
+    def contexts(self, n: int, seed: int = 0) -> list[Context]:
+        examples = expression_examples()
+        out = []
+        for i in range(n):
+            picks = random.Random(f"math_expression:{seed}:{i}").sample(range(len(examples)), self.few_shot)
+            shots = "".join(
+                f"Problem: {examples[j]['problem']}\nExpression: {examples[j]['expression']}\n\n" for j in picks
+            )
+            group = "shots-" + "-".join(str(j) for j in sorted(picks))
+            out.append(Context(id=f"math_expression-{seed}-{i}", prompt=Prompt(text=shots + "Problem:"), group=group))
+        return out
+
+    def parse(self, completion: str) -> Task | ParseFailure:
+        text = completion.split("\n\n")[0]
+        if "Expression:" not in text:
+            return ParseFailure("no_expression")
+        problem, _, rest = text.partition("Expression:")
+        problem, expression = problem.strip(), rest.strip().split("\n")[0].strip()
+        if self.lenient_expression:
+            match = _ARITHMETIC_PREFIX.match(expression.split("=")[0])
+            expression = match.group(0).strip() if match else ""
+        if not problem:
+            return ParseFailure("empty_problem")
+        if len(problem) > self.max_problem_chars:
+            return ParseFailure("problem_too_long")
+        if not expression:
+            return ParseFailure("empty_expression")
+        return Task(domain=self.name, data={"problem": problem, "expression": expression})
+
+    def validity(self, tasks: Sequence[Task], sandbox: Sandbox | None = None) -> list[Verdict]:
+        """Evaluated on the host: the AST whitelist and size bounds make the evaluation safe and bounded."""
+        verdicts = []
+        for task in tasks:
+            try:
+                value = evaluate(task.data["expression"])
+            except ExpressionError as err:
+                verdicts.append(Verdict(False, str(err)))
+                continue
+            if value.denominator != 1:
+                verdicts.append(Verdict(False, "not_whole_number"))
+            elif abs(value) > self.max_abs_answer:
+                verdicts.append(Verdict(False, "answer_too_large"))
+            else:
+                task.data["answer"] = int(value)
+                verdicts.append(Verdict(True, "ok"))
+        return verdicts
+
+    def solver_prompt(self, task: Task) -> Prompt:
+        return Prompt(messages=[{"role": "user", "content": f"{task.data['problem']}\n\n{SOLVER_INSTRUCTION}"}])
+
+    def grade(self, task: Task, completions: Sequence[str], sandbox: Sandbox | None = None) -> list[bool]:
+        return [parse_number(extract_answer(c)) == task.data["answer"] for c in completions]
+
+    def topic(self, task: Task) -> str:
+        return math_topic(task.data["problem"])
+
+    def render(self, task: Task) -> str:
+        return f"Problem: {task.data['problem']}\nExpression: {task.data['expression']}"

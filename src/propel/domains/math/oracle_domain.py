@@ -1,0 +1,125 @@
+"""Competition-style math problems whose reference answer comes from oracle agreement.
+
+The generator sees two example problems and writes a new one. A task is valid iff ``oracle_attempts`` oracle answers
+(an engine set with ``set_oracle``; the paper used two models x two attempts) are all present and symbolically
+equivalent; that answer becomes the reference. Solver answers are graded by symbolic equivalence.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+
+from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
+from propel.domains.math.answers import extract_answer
+from propel.domains.math.symbolic import equivalent
+from propel.domains.math.topic import math_topic
+from propel.engines.base import Engine, Prompt, SamplingSpec
+from propel.errors import ConfigError
+from propel.sandbox.base import Sandbox
+
+SOLVER_INSTRUCTION = "Solve the problem step by step. Put the final answer in \\boxed{}."
+
+
+@cache
+def example_problems() -> list[dict]:
+    """Example problems with answers shipped as package data."""
+    return json.loads(resources.files("propel.domains").joinpath("data/math_problems.json").read_text())
+
+
+class MathDomain(Domain):
+    """Generated math problems; references by oracle agreement.
+
+    Args:
+        few_shot: example problems per generator prompt.
+        oracle_attempts: oracle samples per task; all must agree.
+        oracle_temperature: sampling temperature of the oracle.
+        oracle_max_new_tokens: token budget of each oracle attempt.
+        max_problem_chars: longer problems are invalid.
+    """
+
+    name = "math"
+    needs_sandbox = False
+
+    def __init__(
+        self,
+        few_shot: int = 2,
+        oracle_attempts: int = 4,
+        oracle_temperature: float = 0.7,
+        oracle_max_new_tokens: int = 512,
+        max_problem_chars: int = 1500,
+    ):
+        if oracle_attempts < 1:
+            raise ValueError(f"MathDomain oracle_attempts must be >= 1, got {oracle_attempts}")
+        self.few_shot, self.oracle_attempts = few_shot, oracle_attempts
+        self.oracle_temperature, self.oracle_max_new_tokens = oracle_temperature, oracle_max_new_tokens
+        self.max_problem_chars = max_problem_chars
+        self.oracle: Engine | None = None
+
+    def set_oracle(self, engine: Engine) -> None:
+        """The engine whose agreeing answers become references."""
+        self.oracle = engine
+
+    def contexts(self, n: int, seed: int = 0) -> list[Context]:
+        examples = example_problems()
+        out = []
+        for i in range(n):
+            picks = random.Random(f"math:{seed}:{i}").sample(range(len(examples)), self.few_shot)
+            shots = "\n".join(f"Problem: {examples[j]['problem']}" for j in picks)
+            text = (
+                f"Here are example math problems:\n{shots}\n\nWrite one new math problem with a single, well-defined "
+                "final answer. Write only the problem, starting with 'Problem:'."
+            )
+            group = "shots-" + "-".join(str(j) for j in sorted(picks))
+            out.append(
+                Context(id=f"math-{seed}-{i}", prompt=Prompt(messages=[{"role": "user", "content": text}]), group=group)
+            )
+        return out
+
+    def parse(self, completion: str) -> Task | ParseFailure:
+        text = re.sub(r"(?is)^\s*\**problem\**\s*:\s*", "", completion.strip())
+        text = re.split(r"(?im)^\s*\**(?:solution|answer)\**\s*:", text)[0].strip()
+        if len(text) < 10:
+            return ParseFailure("empty_problem")
+        if len(text) > self.max_problem_chars:
+            return ParseFailure("problem_too_long")
+        return Task(domain=self.name, data={"problem": text})
+
+    def validity(self, tasks: Sequence[Task], sandbox: Sandbox | None = None) -> list[Verdict]:
+        if self.oracle is None:
+            raise ConfigError("MathDomain needs an oracle engine for references: call set_oracle(engine) first")
+        spec = SamplingSpec(
+            n=self.oracle_attempts, temperature=self.oracle_temperature, max_new_tokens=self.oracle_max_new_tokens
+        )
+        attempts = self.oracle.generate([self.solver_prompt(t) for t in tasks], spec) if tasks else []
+        verdicts = []
+        for task, completions in zip(tasks, attempts, strict=False):
+            answers = [extract_answer(c.text) for c in completions]
+            if any(a is None for a in answers):
+                verdicts.append(Verdict(False, "oracle_no_answer"))
+            elif not all(equivalent(answers[0], a) for a in answers[1:]):
+                verdicts.append(Verdict(False, "oracle_disagree"))
+            else:
+                task.data["answer"] = answers[0]
+                verdicts.append(Verdict(True, "ok"))
+        return verdicts
+
+    def solver_prompt(self, task: Task) -> Prompt:
+        return Prompt(messages=[{"role": "user", "content": f"{task.data['problem']}\n\n{SOLVER_INSTRUCTION}"}])
+
+    def grade(self, task: Task, completions: Sequence[str], sandbox: Sandbox | None = None) -> list[bool]:
+        out = []
+        for completion in completions:
+            answer = extract_answer(completion)
+            out.append(answer is not None and equivalent(answer, task.data["answer"]))
+        return out
+
+    def topic(self, task: Task) -> str:
+        return math_topic(task.data["problem"])
+
+    def render(self, task: Task) -> str:
+        return f"Problem: {task.data['problem']}"

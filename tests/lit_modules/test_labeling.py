@@ -1,0 +1,127 @@
+"""Labeling as a predict job: rows per context, solver trials on valid tasks, Parquet pool, resume after a kill."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from lightning.pytorch import Callback, Trainer
+
+from propel.callbacks.pool_writer import PoolWriter, pool_summary
+from propel.datamodules.task_pool import TaskPoolDataModule, read_pool
+from propel.domains.base import Task
+from propel.domains.math import MathExpressionDomain
+from propel.lit_modules.labeling import LabelingModule, in_band
+
+
+class FixedTaskDomain(MathExpressionDomain):
+    """Every completion parses to the same valid task, so the solver path runs even with a random tiny generator."""
+
+    name = "fixed"
+
+    def parse(self, completion):
+        return Task(domain=self.name, data={"problem": "What is 2 + 3?", "expression": "2 + 3"})
+
+
+class Kill(Callback):
+    """Stops the run after ``after`` batches, as a crash would (the batch in flight is lost)."""
+
+    def __init__(self, after: int):
+        self.after = after
+
+    def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+        if batch_idx + 1 >= self.after:
+            raise RuntimeError("killed")
+
+
+def label(model_dir, out, domain, n_tasks=8, batch_size=2, n_trials=2, callbacks=(), **kw):
+    module = LabelingModule(
+        domain,
+        generator=str(model_dir),
+        n_trials=n_trials,
+        band=(1, 1),
+        generator_max_new_tokens=12,
+        solver_max_new_tokens=8,
+        **kw,
+    )
+    trainer = Trainer(
+        accelerator="cpu", logger=False, enable_progress_bar=False, callbacks=[PoolWriter(str(out)), *callbacks]
+    )
+    trainer.predict(
+        module, datamodule=TaskPoolDataModule(n_tasks=n_tasks, batch_size=batch_size), return_predictions=False
+    )
+    return module
+
+
+def test_in_band():
+    assert [in_band(k, (1, 3)) for k in range(9)] == [False, True, True, True] + [False] * 5
+
+
+def test_solver_trials_and_rows(tiny_model_dir, tmp_path):
+    module = label(tiny_model_dir, tmp_path / "pool", FixedTaskDomain(), n_tasks=3, n_trials=3)
+    pool = read_pool(tmp_path / "pool")
+    assert sorted(pool["id"]) == [f"math_expression-0-{i}" for i in range(3)]
+    assert pool["valid"].all() and (pool["reason"] == "ok").all()
+    assert all(len(g) == 3 for g in pool["grades"])
+    assert (pool["solve_count"] == [sum(g) for g in pool["grades"]]).all()
+    assert (pool["label"] == [int(c == 1) for c in pool["solve_count"]]).all()
+    assert json.loads(pool["task"][0])["data"]["answer"] == 5
+    assert (pool["solver_tokens"] > 0).all() and module.throughput()["solver_tokens"] == pool["solver_tokens"].sum()
+    summary = json.loads((tmp_path / "pool" / "summary.json").read_text())
+    assert summary["tasks"] == 3 and summary["valid_rate"] == 1.0 and sum(summary["solve_count_hist"]) == 3
+
+
+def test_resume_after_kill_redoes_nothing(tiny_model_dir, tmp_path):
+    out = tmp_path / "pool"
+    with pytest.raises(RuntimeError, match="killed"):
+        label(tiny_model_dir, out, MathExpressionDomain(), callbacks=[Kill(after=2)])
+    first = read_pool(out)
+    assert len(first) == 4  # two batches of two were written before the kill
+    label(tiny_model_dir, out, MathExpressionDomain())
+    pool = read_pool(out)
+    assert sorted(pool["id"]) == sorted(f"math_expression-0-{i}" for i in range(8))
+    parts = sorted(out.glob("part-*.parquet"))
+    raw = sum(len(pd.read_parquet(p)) for p in parts)
+    assert raw == 8  # no id written twice
+    kept = pool.set_index("id").loc[first["id"], "completion"].tolist()
+    assert kept == first["completion"].tolist()  # rows of the first run are untouched
+    label(tiny_model_dir, out, MathExpressionDomain())  # a third run has nothing left to do
+    assert len(list(out.glob("part-*.parquet"))) == len(parts)
+
+
+def test_pool_summary_histogram():
+    frame = pd.DataFrame({"valid": [True, True, False, True], "solve_count": [0, 2, None, 2], "label": [0, 1, None, 1]})
+    assert pool_summary(frame, 4) == {
+        "tasks": 4,
+        "valid": 3,
+        "valid_rate": 0.75,
+        "solve_count_hist": [1, 0, 2, 0, 0],
+        "positives": 2,
+        "positive_share": 2 / 3,
+    }
+
+
+@pytest.mark.real_model
+def test_real_model_labels_expression_tasks(bundled_dir, tmp_path):
+    label(bundled_dir, tmp_path / "pool", MathExpressionDomain(), n_tasks=8, batch_size=8, n_trials=4)
+    pool = read_pool(tmp_path / "pool")
+    assert len(pool) == 8
+    valid = pool[pool["valid"]]
+    assert all(len(g) == 4 for g in valid["grades"])
+    assert set(pool["reason"]) <= {
+        "ok",
+        "no_expression",
+        "empty_problem",
+        "empty_expression",
+        "not_whole_number",
+        "not_arithmetic",
+        "syntax_error",
+        "division_by_zero",
+        "bad_exponent",
+        "too_large",
+        "problem_too_long",
+        "expression_too_long",
+        "answer_too_large",
+        "bad_operator",
+    }
