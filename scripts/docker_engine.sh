@@ -11,7 +11,8 @@ if ! docker info >/dev/null 2>&1; then
   if [ "$(id -u)" != 0 ]; then echo "no Docker engine answers and starting one needs root" >&2; exit 1; fi
   command -v dockerd >/dev/null || { echo "dockerd missing: run scripts/system_deps.sh" >&2; exit 1; }
   echo "starting dockerd (log: /tmp/dockerd.log)"
-  nohup dockerd --storage-driver=vfs >/tmp/dockerd.log 2>&1 &
+  # setsid: its own session, so the end of the shell or job group that started it does not take it down
+  setsid nohup dockerd --storage-driver=vfs >/tmp/dockerd.log 2>&1 < /dev/null &
   for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
   docker info >/dev/null 2>&1 || { echo "dockerd did not come up; see /tmp/dockerd.log" >&2; tail -20 /tmp/dockerd.log >&2; exit 1; }
 fi
