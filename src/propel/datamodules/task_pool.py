@@ -46,6 +46,8 @@ def read_pool(path: str | Path) -> pd.DataFrame:
     if not files:
         return pd.DataFrame(columns=POOL_COLUMNS)
     frame = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    if "id" not in frame.columns:  # not a pool; callers report the missing column
+        return frame
     return frame.drop_duplicates("id", keep="first").reset_index(drop=True)
 
 

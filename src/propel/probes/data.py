@@ -30,15 +30,12 @@ class LabeledRows:
 
 def read_labels(path: str | Path):
     """Read the task pool (one Parquet file, or a pool folder of ``part-*.parquet``; first write of an id wins)."""
-    import pandas as pd
+    from propel.datamodules.task_pool import pool_parts, read_pool
 
     path = Path(path)
-    files = sorted(path.glob("part-*.parquet")) if path.is_dir() else [path] if path.exists() else []
-    if not files:
+    if not (path.is_file() or pool_parts(path)):
         raise FileNotFoundError(f"labels_path: {path} is not a Parquet file or a pool folder with part-*.parquet")
-    df = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
-    if "id" in df.columns:
-        df = df.drop_duplicates("id", keep="first").reset_index(drop=True)
+    df = read_pool(path)
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"labels_path: {path} lacks column(s) {missing}; the pool needs id and label")
