@@ -1,0 +1,46 @@
+"""Build a rollout engine by kind, so configs pick ``hf`` / ``vllm`` / ``vllm_server`` with one string."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from propel.engines.base import Engine
+from propel.errors import ConfigError
+
+EngineKind = Literal["hf", "vllm", "vllm_server"]
+KINDS: tuple[str, ...] = ("hf", "vllm", "vllm_server")
+
+
+def make_engine(kind: EngineKind, model_name: str, *, model=None, tokenizer=None, **kwargs) -> Engine:
+    """A rollout engine for ``model_name``.
+
+    Args:
+        kind: ``hf`` (HF ``generate`` on the live policy), ``vllm`` (in-process vLLM) or ``vllm_server``
+            (an OpenAI-compatible vLLM server; pass ``base_url=...`` or ``launch=True``).
+        model_name: bundled alias, local folder or hub id of the base model.
+        model: ``hf`` only: the live (possibly peft) policy to generate with; loaded from ``model_name`` if omitted.
+        tokenizer: its tokenizer (``hf``, ``vllm_server``); loaded from ``model_name`` if omitted.
+        kwargs: passed to the engine class (``HFEngine``, ``VLLMEngine``, ``VLLMServerEngine``).
+    """
+    if kind == "hf":
+        from propel.engines.hf import HFEngine
+
+        if model is None:
+            from propel.models import load_model
+
+            model, loaded_tok = load_model(model_name, dtype=kwargs.pop("dtype", "float32"))
+            tokenizer = tokenizer or loaded_tok
+        if tokenizer is None:
+            from propel.models import load_tokenizer
+
+            tokenizer = load_tokenizer(model_name)
+        return HFEngine(model, tokenizer, **kwargs)
+    if kind == "vllm":
+        from propel.engines.vllm import VLLMEngine
+
+        return VLLMEngine(model_name, **kwargs)
+    if kind == "vllm_server":
+        from propel.engines.vllm_server import VLLMServerEngine
+
+        return VLLMServerEngine(model_name, tokenizer=tokenizer, **kwargs)
+    raise ConfigError(f"engine kind must be one of {KINDS}, got {kind!r}")

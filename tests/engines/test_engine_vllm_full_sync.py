@@ -1,0 +1,51 @@
+"""VLLMEngine without LoRA: ``update_weights`` with a fully fine-tuned model copies its weights into the workers.
+
+Run in the vllm environment: ``.venv-vllm/bin/python -m pytest -m vllm tests/engines``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+if importlib.util.find_spec("vllm") is None:
+    pytest.skip("vllm is not installed (scripts/setup_vllm.sh -> .venv-vllm)", allow_module_level=True)
+
+from vllm_helpers import PROMPTS, common_prefix
+
+from propel.engines.base import SamplingSpec
+from propel.engines.hf import HFEngine
+from propel.models import load_model
+
+pytestmark = [pytest.mark.vllm, pytest.mark.real_model]
+
+GREEDY = SamplingSpec(n=1, max_new_tokens=24, temperature=0.0, logprobs=True)
+
+
+def test_full_weight_sync_follows_the_updated_model(bundled_dir):
+    from propel.engines.vllm import VLLMEngine
+
+    model, tok = load_model(str(bundled_dir))
+    engine = VLLMEngine(str(bundled_dir), dtype="float32")
+    try:
+        before = engine.generate(PROMPTS, GREEDY)
+        gen = torch.Generator().manual_seed(0)
+        with torch.no_grad():  # an "update" to every untied weight matrix (tied embeddings: see VLLMEngine._load_full)
+            for name, p in model.named_parameters():
+                if p.ndim == 2 and "embed_tokens" not in name:
+                    p.add_(torch.randn(p.shape, generator=gen) * p.std() * 0.1)
+        with pytest.warns(UserWarning, match="tied embeddings"):
+            engine.update_weights(model)
+        want = HFEngine(model, tok).generate(PROMPTS, GREEDY)
+        got = engine.generate(PROMPTS, GREEDY)
+        for w, g in zip(want, got, strict=True):
+            shared = common_prefix(w[0].token_ids, g[0].token_ids)
+            assert shared >= min(16, len(w[0].token_ids)), (w[0].text, g[0].text)
+            torch.testing.assert_close(
+                torch.tensor(g[0].logprobs[:shared]), torch.tensor(w[0].logprobs[:shared]), atol=5e-3, rtol=0
+            )
+        assert [g[0].token_ids for g in got] != [b[0].token_ids for b in before]
+    finally:
+        engine.close()
