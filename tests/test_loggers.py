@@ -37,8 +37,14 @@ def test_offline_without_credentials_and_history_reads_back(tmp_path, monkeypatc
     logger = PropelWandbLogger(save_dir=str(tmp_path / "runs"), name="t")
     x = torch.randn(32, 2)
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8)
-    trainer = L.Trainer(max_steps=6, logger=logger, log_every_n_steps=1, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(
+        max_steps=6,
+        logger=logger,
+        log_every_n_steps=1,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(_Regression(), data)
     wandb.finish()
     losses = [row["train/loss"] for row in read_history(tmp_path / "runs") if "train/loss" in row]

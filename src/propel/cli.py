@@ -42,7 +42,13 @@ def main(args=None) -> None:
     """Entry point of the ``propel`` console script."""
     from jsonargparse import ArgumentError
 
+    argv = sys.argv[1:] if args is None else list(args)
     try:
+        if argv[:1] == ["pipeline"]:
+            from propel.pipeline.run import main as pipeline_main
+
+            pipeline_main(argv[1:])
+            return
         PropelCLI(args=args)
     except ArgumentError as err:
         print(f"propel: config error: {_one_line(err)}  (see `propel <subcommand> --help`)", file=sys.stderr)

@@ -40,8 +40,13 @@ class PropelWandbLogger(WandbLogger):
         """Set at the end of an offline run: the command that uploads it."""
 
     def finalize(self, status: str) -> None:
+        """Close the run (Lightning leaves it open, and a later run in this process would log into it)."""
         super().finalize(status)
-        if self._propel_offline and self._experiment is not None:
-            run_dir = os.path.dirname(self._experiment.dir.rstrip("/"))
+        if self._experiment is None:
+            return
+        run_dir = os.path.dirname(self._experiment.dir.rstrip("/"))
+        self._experiment.finish(exit_code=0 if status == "success" else 1)
+        self._experiment = None
+        if self._propel_offline:
             self.sync_command = f"wandb sync {run_dir}"
             rank_zero_info(f"W&B ran offline; to upload this run: {self.sync_command}")

@@ -109,3 +109,22 @@ def test_bad_sampling(tiny_model):
     model, tok = tiny_model
     with pytest.raises(ValueError, match="sampling.n"):
         HFEngine(model, tok).generate([RAW], SamplingSpec(n=0))
+
+
+def test_merged_lora_generation_matches_unmerged_and_restores_weights(tiny_model):
+    model, tok = tiny_model
+    policy = apply_lora(model)
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)
+    weights = {n: p.detach().clone() for n, p in policy.named_parameters()}
+    spec = SamplingSpec(n=2, max_new_tokens=8, temperature=0.0, logprobs=True)
+    merged, plain = HFEngine(policy, tok), HFEngine(policy, tok, merge_lora=False)
+    assert merged.merge_lora and not plain.merge_lora
+    a, b = merged.generate([RAW], spec)[0], plain.generate([RAW], spec)[0]
+    assert [c.token_ids for c in a] == [c.token_ids for c in b]
+    torch.testing.assert_close(torch.tensor(a[0].logprobs), torch.tensor(b[0].logprobs), rtol=1e-4, atol=1e-4)
+    for name, p in policy.named_parameters():  # unmerged afterwards: base weights back to within float rounding
+        torch.testing.assert_close(p, weights[name], rtol=0, atol=1e-6, msg=name)
+    assert not any(getattr(m, "merged", False) for m in policy.modules())

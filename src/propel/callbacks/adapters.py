@@ -1,0 +1,62 @@
+"""Save the policy's LoRA adapter in peft format every N steps: loadable by peft, vLLM and ``propel test``.
+
+Lightning checkpoints hold the adapter too, but as a training state; a peft folder (``adapter_config.json`` +
+``adapter_model.safetensors`` + the tokenizer) is what serving and evaluation tools read directly.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import lightning.pytorch as pl
+
+
+def save_adapter(policy, tokenizer, directory: str | Path) -> Path:
+    """Write ``policy``'s adapter (and ``tokenizer``) into ``directory`` atomically (temp folder, then rename)."""
+    directory = Path(directory)
+    tmp = directory.with_name("." + directory.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    policy.save_pretrained(str(tmp))
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(tmp))
+    shutil.rmtree(directory, ignore_errors=True)
+    tmp.rename(directory)
+    return directory
+
+
+class AdapterSaver(pl.Callback):
+    """Every ``every_n_steps`` optimizer steps (and at the end of fit) save ``dirpath/step-<N>``.
+
+    Reads ``pl_module.policy`` (a peft model) and ``pl_module.tokenizer``.
+
+    Args:
+        dirpath: parent folder of the ``step-<N>`` adapter folders.
+        every_n_steps: save interval in optimizer steps.
+        save_last: also save when training ends (if that step was not saved already).
+    """
+
+    def __init__(self, dirpath: str = "runs/grpo/adapters", every_n_steps: int = 25, save_last: bool = True):
+        if every_n_steps < 1:
+            raise ValueError(f"every_n_steps must be >= 1, got {every_n_steps}")
+        self.dirpath, self.every_n_steps, self.save_last = Path(dirpath), every_n_steps, save_last
+        self.saved: list[Path] = []
+        self._last_step = 0
+
+    def _save(self, trainer, pl_module) -> None:
+        step = trainer.global_step
+        target = self.dirpath / f"step-{step}"
+        if not trainer.is_global_zero or (self.saved and self.saved[-1] == target):
+            return
+        self.dirpath.mkdir(parents=True, exist_ok=True)
+        self.saved.append(save_adapter(pl_module.policy, getattr(pl_module, "tokenizer", None), target))
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step  # with ppo_epochs > 1 it advances by more than 1: save on crossing a multiple
+        if step // self.every_n_steps > self._last_step // self.every_n_steps:
+            self._save(trainer, pl_module)
+        self._last_step = step
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if self.save_last and trainer.global_step:
+            self._save(trainer, pl_module)

@@ -1,0 +1,52 @@
+"""A W&B table of the tasks the policy sampled, with their rewards: what the numbers on the curves look like."""
+
+from __future__ import annotations
+
+import lightning.pytorch as pl
+
+COLUMNS = ("step", "prompt_tail", "completion", "valid", "topic", "reward")
+
+
+class SampleTable(pl.Callback):
+    """Every ``every_n_steps`` optimizer steps, log the latest rollouts as a table (rank 0, loggers with ``log_text``).
+
+    Reads ``pl_module.latest_samples`` (``propel.rewards.Sample`` list) and ``pl_module.latest_rewards``
+    (``RewardBreakdown``), as ``GRPOModule`` sets them. One column per reward component follows ``reward``.
+
+    Args:
+        every_n_steps: logging interval in optimizer steps.
+        max_rows: rows per table (the first ``max_rows`` samples of the batch, whole groups first).
+        key: the table's name in W&B.
+        prompt_chars: trailing characters of the prompt to show (few-shot prompts are long and repetitive).
+    """
+
+    def __init__(self, every_n_steps: int = 10, max_rows: int = 32, key: str = "samples", prompt_chars: int = 200):
+        if every_n_steps < 1 or max_rows < 1:
+            raise ValueError(f"every_n_steps and max_rows must be >= 1, got {every_n_steps}, {max_rows}")
+        self.every_n_steps, self.max_rows, self.key, self.prompt_chars = every_n_steps, max_rows, key, prompt_chars
+        self._last_step = -1
+
+    def rows(self, step: int, samples, breakdown) -> tuple[list[str], list[list]]:
+        """Table columns and rows for one batch of scored samples."""
+        names = list(breakdown.components) if breakdown is not None else []
+        columns = [*COLUMNS, *names]
+        data = []
+        for i, s in enumerate(samples[: self.max_rows]):
+            total = float(breakdown.total[i]) if breakdown is not None else None
+            parts = [float(breakdown.components[n][i]) for n in names]
+            data.append([step, s.prompt[-self.prompt_chars :], s.completion, bool(s.valid), s.topic, total, *parts])
+        return columns, data
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        crossed = step // self.every_n_steps > max(self._last_step, 0) // self.every_n_steps
+        if not crossed or not trainer.is_global_zero:
+            return
+        samples = list(getattr(pl_module, "latest_samples", None) or [])
+        if not samples:
+            return
+        self._last_step = step
+        columns, data = self.rows(step, samples, getattr(pl_module, "latest_rewards", None))
+        for logger in trainer.loggers:
+            if hasattr(logger, "log_text"):
+                logger.log_text(key=self.key, columns=columns, data=data, step=step)

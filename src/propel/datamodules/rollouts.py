@@ -1,0 +1,85 @@
+"""An unbounded, resumable stream of generator contexts for online RL (GRPO).
+
+Each training step takes one ``ContextBatch``: ``contexts_per_step`` prompts from the domain, drawn with a seed
+derived from (``seed``, batch index) so the stream is reproducible. The DataModule's ``state_dict`` holds the next
+batch index and the global torch RNG (which HF sampling and LoRA dropout draw from), captured at the step
+boundary; a resumed run therefore samples exactly what an uninterrupted run would have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+
+from propel.domains.base import Domain
+from propel.engines.base import Prompt
+
+
+@dataclass
+class ContextBatch:
+    """The prompts of one RL step and the position of that step in the stream."""
+
+    index: int
+    prompts: list[Prompt]
+
+
+class _ContextStream:
+    def __init__(self, datamodule: RolloutDataModule) -> None:
+        self.dm = datamodule
+
+    def __iter__(self) -> Iterator[ContextBatch]:
+        index = self.dm.next_index
+        while True:
+            yield self.dm.batch_at(index)
+            index += 1
+
+
+class RolloutDataModule(pl.LightningDataModule):
+    """Contexts for GRPO, one batch per optimizer step, from an injected domain.
+
+    Args:
+        domain: the task domain (``class_path`` in YAML); its ``contexts(n, seed)`` must be deterministic in
+            the seed (no global RNG) and the module uses its ``parse``/``validity``/``topic``.
+        contexts_per_step: prompts per step (each gets ``group_size`` completions).
+        seed: stream seed; batch ``i`` uses ``seed * 1_000_003 + i``.
+    """
+
+    def __init__(self, domain: Domain, contexts_per_step: int = 4, seed: int = 0) -> None:
+        super().__init__()
+        if not isinstance(domain, Domain):
+            raise TypeError(f"data.domain must be a propel.domains.base.Domain, got {type(domain).__name__}")
+        if contexts_per_step < 1:
+            raise ValueError(f"contexts_per_step must be >= 1, got {contexts_per_step}")
+        self.domain, self.contexts_per_step, self.seed = domain, contexts_per_step, seed
+        self.next_index = 0
+        self._pending_rng: torch.Tensor | None = None
+
+    def batch_at(self, index: int) -> ContextBatch:
+        contexts = self.domain.contexts(self.contexts_per_step, self.seed * 1_000_003 + index)
+        if len(contexts) != self.contexts_per_step:
+            raise ValueError(f"domain.contexts returned {len(contexts)} contexts, expected {self.contexts_per_step}")
+        return ContextBatch(index=index, prompts=[c.prompt for c in contexts])
+
+    def train_dataloader(self) -> _ContextStream:
+        return _ContextStream(self)
+
+    def on_before_rollout(self, batch: ContextBatch) -> None:
+        """Called by the module as a step starts: marks the batch consumed and, after a resume, restores the RNG.
+
+        (The loop prefetches batches, so the cursor cannot be advanced by the iterator itself.)
+        """
+        self.next_index = batch.index + 1
+        if self._pending_rng is not None:
+            torch.set_rng_state(self._pending_rng)
+            self._pending_rng = None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"next_index": self.next_index, "torch_rng": torch.get_rng_state()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.next_index = int(state_dict["next_index"])
+        self._pending_rng = state_dict.get("torch_rng")

@@ -1,0 +1,1 @@
+"""``propel pipeline``: collect+label -> extract -> probe sweep+selection -> GRPO -> evaluation -> report."""

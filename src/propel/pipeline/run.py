@@ -1,0 +1,58 @@
+"""Run the pipeline's stages in order, skipping finished ones, then write the report."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+
+from propel.pipeline import stages as stage_fns
+from propel.pipeline.config import PipelineConfig, load_pipeline_config
+
+RUNNERS = {
+    "label": stage_fns.run_label,
+    "probe": stage_fns.run_probe,
+    "grpo": stage_fns.run_grpo,
+    "evaluate": stage_fns.run_evaluate,
+}
+
+
+def run_pipeline(cfg: PipelineConfig, console: Console | None = None) -> dict[str, dict]:
+    """Run every configured stage whose ``summary.json`` is missing; returns each stage's summary."""
+    from propel.pipeline.summary_report import build_report
+
+    console = console or Console(stderr=True)
+    cfg.root.mkdir(parents=True, exist_ok=True)
+    summaries: dict[str, dict] = {}
+    for i, name in enumerate(cfg.stages, 1):
+        done = stage_fns.read_summary(cfg, name)
+        if done is not None:
+            console.print(f"[bold]stage {i}/{len(cfg.stages)} {name}[/]: done earlier, skipped")
+            summaries[name] = done
+            continue
+        console.rule(f"stage {i}/{len(cfg.stages)}: {name}")
+        start = time.monotonic()
+        RUNNERS[name](cfg)
+        summaries[name] = stage_fns.read_summary(cfg, name)  # what a later rerun will read, exactly
+        console.print(f"[bold]stage {name}[/] finished in {time.monotonic() - start:.0f}s")
+    report = build_report(cfg, summaries)
+    console.print(f"report: {report}")
+    return summaries
+
+
+def main(args: list[str]) -> None:
+    """``propel pipeline -c CONFIG [key=value ...]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="propel pipeline", description=__doc__)
+    parser.add_argument("-c", "--config", help="pipeline YAML (sections: label, probe, grpo, evaluate)")
+    parser.add_argument("--print_config", action="store_true", help="print the resolved config and exit")
+    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. grpo.max_steps=5")
+    ns = parser.parse_args(args)
+    cfg = load_pipeline_config(ns.config, ns.overrides)
+    if ns.print_config:
+        from omegaconf import OmegaConf
+
+        print(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+        return
+    run_pipeline(cfg)

@@ -1,0 +1,97 @@
+"""Assemble ``workdir/report/report.md`` (one table per stage) and its PNG plots from the stage summaries."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from propel.pipeline.config import PipelineConfig
+from propel.pipeline.report import key_value_table, markdown_table, plot_curves, plot_histograms, write_report
+
+EVAL_METRICS = (
+    "tasks",
+    "valid_rate",
+    "utility",
+    "utility_all",
+    "self_bleu_3",
+    "distinct_3",
+    "top_topic_rate",
+    "solve_count_hist",
+)
+
+
+def _pool_section(s: dict) -> str:
+    keep = ("tasks", "valid", "valid_rate", "solve_count_hist", "positives", "positive_share", "seconds")
+    return key_value_table({k: s.get(k) for k in keep})
+
+
+def _probe_section(s: dict, out: Path, cfg: PipelineConfig) -> str:
+    cols = ("key", "arch", "balance", "val_balanced_accuracy", "val_ece", "test_balanced_accuracy", "rvp_within")
+    sel, refit, base = s.get("selected", {}), s.get("selected_refit_metrics", {}), s.get("logistic_baseline") or {}
+    rows = [
+        {
+            "probe": f"selected: {sel.get('key')} {sel.get('arch')} {sel.get('balance')}",
+            "test balanced acc": refit.get("test_balanced_accuracy"),
+            "test ECE": refit.get("test_ece"),
+            "test AUROC": refit.get("test_auroc"),
+            "RVP (overall)": sel.get("rvp_overall"),
+            "RVP (within group)": sel.get("rvp_within"),
+        },
+        {
+            "probe": f"logistic regression (sklearn), same features ({base.get('balance', '-')})",
+            "test balanced acc": base.get("test_balanced_accuracy"),
+            "test ECE": base.get("test_ece"),
+            "test AUROC": base.get("test_auroc"),
+        },
+    ]
+    body = f"Rows: {s.get('rows')} labeled valid tasks, {s.get('positives')} positive.\n\n"
+    body += markdown_table(rows) + "\nBest sweep cells (validation, mean over seeds):\n\n"
+    body += markdown_table(s.get("top_cells", []), [c for c in cols if s.get("top_cells") and c in s["top_cells"][0]])
+    for name in ("reliability.png", "sweep/sweep_heatmap.png"):
+        src = cfg.root / "probe" / name
+        if src.exists():
+            shutil.copy(src, out / Path(name).name)
+            body += f"\n![{name}]({Path(name).name})\n"
+    return body
+
+
+def _grpo_section(s: dict, out: Path) -> str:
+    keep = ("steps", "reward_start", "reward_end", "valid_rate_start", "valid_rate_end", "kl_end", "step_time_s")
+    body = key_value_table({k: s.get(k) for k in keep if k in s})
+    curves = {k: v for k, v in (s.get("curves") or {}).items() if v}
+    if curves:
+        plot_curves(curves, out / "grpo_curves.png")
+        body += "\n![GRPO curves](grpo_curves.png)\n"
+    return body
+
+
+def _eval_section(s: dict, out: Path) -> str:
+    names = [n for n in ("base", "trained") if n in s]
+    rows = [{"metric": m, **{n: s[n].get(m) for n in names}} for m in EVAL_METRICS if any(m in s[n] for n in names)]
+    body = markdown_table(rows)
+    hists = {n: s[n]["solve_count_hist"] for n in names if s[n].get("solve_count_hist")}
+    if hists:
+        plot_histograms(hists, out / "solve_counts.png")
+        body += "\n![solve-count histograms](solve_counts.png)\n"
+    return body
+
+
+def build_report(cfg: PipelineConfig, summaries: dict[str, dict]) -> Path:
+    """Write the report folder; sections appear for the stages that ran."""
+    out = cfg.root / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    sections = []
+    if "label" in summaries:
+        sections.append(("Task pool (collect + label)", _pool_section(summaries["label"])))
+    if "probe" in summaries:
+        sections.append(("Probe (sweep + selection)", _probe_section(summaries["probe"], out, cfg)))
+    if "grpo" in summaries:
+        sections.append(("GRPO against the probe reward", _grpo_section(summaries["grpo"], out)))
+    if "evaluate" in summaries:
+        sections.append(("Evaluation: base vs trained (real solver trials)", _eval_section(summaries["evaluate"], out)))
+    notes = [
+        f"Model (generator = reference = solver): `{cfg.model}`; domain: `{cfg.domain.get('class_path')}`; "
+        f"band {cfg.label.band[0]}..{cfg.label.band[1]} of {cfg.label.n_trials}. Numbers are measured, not targets: "
+        "a small run that shows no lift says so here."
+    ]
+    return write_report(out / "report.md", "propel pipeline report", sections, notes)

@@ -1,0 +1,213 @@
+"""GRPO through the real ``propel`` CLI at tiny scale: YAML probe reward, checkpoints, W&B metrics and tables,
+peft adapters, and ``--ckpt_path last`` resume."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from propel.probes.artifact import ProbeArtifact
+from propel.probes.heads import ProbeHead
+from propel.wandb_offline import find_run_file, read_history
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_print_config_of_the_shipped_configs():
+    out = subprocess.run(
+        [sys.executable, "-m", "propel.cli", "fit", "-c", "configs/grpo/base.yaml", "-c", "configs/math/grpo.yaml"]
+        + ["--print_config"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    for needle in (
+        "propel.lit_modules.grpo.GRPOModule",
+        "ProbeReward",
+        "artifact: runs/probe/artifact",
+        "MathExpressionDomain",
+        "save_last: true",
+        "group_size: 8",
+    ):
+        assert needle in out.stdout, needle
+
+
+def probe_artifact(directory: Path, reference: Path, dim: int = 64) -> Path:
+    """A throwaway probe on the tiny model's layer-1 last-token features (random head, normalized features)."""
+    torch.manual_seed(0)
+    head = ProbeHead("linear", dim)
+    feats = torch.randn(32, dim)
+    head.set_normalization(feats.mean(0), feats.std(0))
+    return ProbeArtifact(head, str(reference), layer=1, pooling="last_token", max_length=128).save(directory)
+
+
+def _fit(*args: str) -> None:
+    """One ``propel fit`` in-process, then close the W&B run as a process exit would (flushes the run file)."""
+    import wandb
+
+    from propel.cli import main
+
+    main(["fit", *args])
+    wandb.finish()
+
+
+def _history(runs: Path, key: str, rows: int, timeout_s: float = 60.0) -> list[dict]:
+    """History of the newest offline run once ``rows`` rows with ``key`` are on disk (the W&B service writes the
+    file asynchronously, even after ``wandb.finish``)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        history = read_history(find_run_file(runs).parent)
+        if sum(key in row for row in history) >= rows or time.monotonic() > deadline:
+            return history
+        time.sleep(0.5)
+
+
+def _config(tmp_path: Path, model_dir: Path, artifact: Path, max_steps: int) -> Path:
+    cfg = {
+        "seed_everything": 0,
+        "trainer": {
+            "max_steps": max_steps,
+            "accelerator": "cpu",
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+            "log_every_n_steps": 1,
+            "logger": {
+                "class_path": "propel.loggers.PropelWandbLogger",
+                "init_args": {"save_dir": str(tmp_path / "runs"), "offline": True, "id": "grpo-cli-test"},
+            },
+            "callbacks": [
+                {
+                    "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+                    "init_args": {
+                        "dirpath": str(tmp_path / "ckpt"),
+                        "every_n_train_steps": 1,
+                        "save_last": True,
+                        "save_top_k": -1,
+                    },
+                },
+                {"class_path": "propel.callbacks.samples.SampleTable", "init_args": {"every_n_steps": 1}},
+                {
+                    "class_path": "propel.callbacks.adapters.AdapterSaver",
+                    "init_args": {"dirpath": str(tmp_path / "adapters"), "every_n_steps": 2},
+                },
+            ],
+        },
+        "model": {
+            "class_path": "propel.lit_modules.grpo.GRPOModule",
+            "init_args": {
+                "model": str(model_dir),
+                "group_size": 2,
+                "max_new_tokens": 6,
+                "lr": 1e-3,
+                "lora": {"r": 4, "alpha": 8},
+                "rewards": [
+                    {
+                        "class_path": "propel.rewards.probe.ProbeReward",
+                        "init_args": {"artifact": str(artifact), "mode": "probe_only", "text": "task"},
+                    }
+                ],
+            },
+        },
+        "data": {
+            "class_path": "propel.datamodules.rollouts.RolloutDataModule",
+            "init_args": {"domain": {"class_path": "propel.domains.MathExpressionDomain"}, "contexts_per_step": 2},
+        },
+    }
+    path = tmp_path / f"grpo-{max_steps}.yaml"
+    path.write_text(json.dumps(cfg))  # JSON is YAML
+    return path
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory, tiny_model_dir):
+    tmp = tmp_path_factory.mktemp("grpo_cli")
+    artifact = probe_artifact(tmp / "probe", tiny_model_dir)
+    _fit("-c", str(_config(tmp, tiny_model_dir, artifact, max_steps=2)))
+    return tmp, artifact
+
+
+def test_fit_writes_checkpoints_metrics_tables_and_adapters(cli_run):
+    tmp, _ = cli_run
+    ckpt = torch.load(tmp / "ckpt" / "last.ckpt", weights_only=False)
+    assert ckpt["global_step"] == 2 and ckpt["lora_spec"]["r"] == 4
+    assert ckpt["state_dict"] and all("lora_" in k for k in ckpt["state_dict"])
+    history = _history(tmp / "runs", "train/loss", 2)
+    losses = [row["train/loss"] for row in history if "train/loss" in row]
+    assert len(losses) == 2 and all(abs(x) < 1e3 for x in losses)
+    probe_means = [row["train/reward/probe/mean"] for row in history if "train/reward/probe/mean" in row]
+    assert probe_means and all(m != -1.0 for m in probe_means)  # probe_only: real logits, not the penalty
+    tables = [row for row in history if "samples/_type" in row]
+    assert len(tables) == 2 and all(t["samples/_type"] == "table-file" and t["samples/nrows"] == 4 for t in tables)
+    assert [t["trainer/global_step"] for t in tables] == [1, 2]
+    table_files = list((tmp / "runs").glob("**/media/table/samples_*.table.json"))
+    data = json.loads(table_files[0].read_text())
+    assert data["columns"][:6] == ["step", "prompt_tail", "completion", "valid", "topic", "reward"]
+    assert data["columns"][6] == "probe" and len(data["data"]) == 4
+    assert (tmp / "adapters" / "step-2" / "adapter_config.json").exists()
+
+
+def test_resume_from_last_through_the_cli(cli_run, tiny_model_dir):
+    tmp, artifact = cli_run
+    _fit("-c", str(_config(tmp, tiny_model_dir, artifact, max_steps=3)), "--ckpt_path", "last")
+    ckpt = torch.load(tmp / "ckpt" / "last.ckpt", weights_only=False)
+    assert ckpt["global_step"] == 3 and ckpt["RolloutDataModule"]["next_index"] == 3
+    # offline W&B writes the resumed part into a new run folder (same id; `wandb sync` merges them)
+    steps = [row["trainer/global_step"] for row in _history(tmp / "runs", "train/loss", 1) if "train/loss" in row]
+    assert steps == [2]
+
+
+def test_checkpoint_and_adapter_folder_give_the_same_policy(cli_run, tiny_model_dir):
+    from propel.lit_modules.evaluation import load_policy
+    from propel.models import load_model
+
+    tmp, _ = cli_run
+    ids = load_model(str(tiny_model_dir))[1](["Problem: 3 + 4"], return_tensors="pt")
+    from_ckpt, _ = load_policy(str(tiny_model_dir), str(tmp / "ckpt" / "epoch=0-step=2.ckpt"))
+    from_folder, _ = load_policy(str(tiny_model_dir), str(tmp / "adapters" / "step-2"))
+    base, _ = load_model(str(tiny_model_dir))
+    with torch.no_grad():
+        want = from_folder(**ids).logits
+        torch.testing.assert_close(from_ckpt(**ids).logits, want)
+        assert not torch.allclose(base(**ids).logits, want)  # the adapter was trained: it changes the policy
+
+
+def test_propel_test_base_vs_trained(cli_run, tiny_model_dir):
+    from propel.cli import main
+    from propel.lit_modules.evaluation import compare_dirs
+
+    tmp, _ = cli_run
+    common = [
+        "--config",
+        str(ROOT / "configs/math/eval.yaml"),
+        "--trainer.logger=false",
+        "--trainer.enable_progress_bar=false",
+        f"--trainer.default_root_dir={tmp}",  # where LightningCLI saves config.yaml (not the repo)
+        f"--model.init_args.generator={tiny_model_dir}",
+        "--data.init_args.n_tasks=2",
+        "--model.init_args.n_trials=2",
+        "--model.init_args.band=[1,1]",
+        "--model.init_args.generator_max_new_tokens=8",
+        "--model.init_args.solver_max_new_tokens=4",
+    ]
+    main(["test", *common, f"--model.init_args.output_dir={tmp / 'eval_base'}"])
+    main(
+        [
+            "test",
+            *common,
+            f"--model.init_args.output_dir={tmp / 'eval_trained'}",
+            f"--model.init_args.adapter={tmp / 'adapters' / 'step-2'}",
+        ]
+    )
+    base = json.loads((tmp / "eval_base" / "summary.json").read_text())
+    trained = json.loads((tmp / "eval_trained" / "summary.json").read_text())
+    assert base["tasks"] == trained["tasks"] == 2 and base["adapter"] is None and trained["adapter"]
+    table = compare_dirs(tmp / "eval_base", tmp / "eval_trained", tmp / "compare")
+    assert table.startswith("| metric | base | trained |") and (tmp / "compare" / "solve_counts.png").exists()
