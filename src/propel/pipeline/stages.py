@@ -30,11 +30,15 @@ def read_summary(cfg: PipelineConfig, stage: str) -> dict | None:
 
 def run_cli(subcommand: str, config: dict, path: Path, extra_args: list[str] | None = None) -> None:
     """Write a LightningCLI config to ``path`` and run ``propel <subcommand> -c path`` in this process."""
+    import warnings
+
     from propel.cli import PropelCLI
 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-    PropelCLI(args=[subcommand, "-c", str(path), *(extra_args or [])])
+    with warnings.catch_warnings():  # the pipeline's own argv is not this stage's: that is intended here
+        warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
+        PropelCLI(args=[subcommand, "-c", str(path), *(extra_args or [])])
 
 
 def label_config(cfg: PipelineConfig) -> dict:

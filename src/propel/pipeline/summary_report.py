@@ -5,19 +5,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from propel.lit_modules.evaluation import COMPARED as EVAL_METRICS
 from propel.pipeline.config import PipelineConfig
 from propel.pipeline.report import key_value_table, markdown_table, plot_curves, plot_histograms, write_report
-
-EVAL_METRICS = (
-    "tasks",
-    "valid_rate",
-    "utility",
-    "utility_all",
-    "self_bleu_3",
-    "distinct_3",
-    "top_topic_rate",
-    "solve_count_hist",
-)
 
 
 def _pool_section(s: dict) -> str:
