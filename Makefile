@@ -1,4 +1,4 @@
-.PHONY: setup setup-vllm test test-vllm demo lint bench bench-vllm
+.PHONY: setup setup-vllm test test-quick demo lint bench bench-vllm
 
 setup:
 	bash scripts/setup.sh
@@ -9,8 +9,8 @@ setup-vllm:
 test:
 	bash scripts/test.sh
 
-test-vllm:
-	PROPEL_TEST_VLLM=1 bash scripts/test.sh
+test-quick:
+	PROPEL_TEST_VLLM=0 bash scripts/test.sh
 
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .

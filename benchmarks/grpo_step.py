@@ -3,9 +3,12 @@
 Both train the same base (bundled SmolLM2-135M-Instruct, fp32) with LoRA r=16 alpha=32 on all 7 projections,
 2 prompts x G=4 completions of up to 64 new tokens per step, the same reward (digit count / 10), loss ``grpo``,
 KL beta 0.04 (k3), one PPO iteration, AdamW, no gradient checkpointing. Each runs one warm-up step, then ``--steps``
-timed steps; generation time is measured by timing the policy's ``generate`` calls.
+timed steps; generation time is measured by timing the rollout engine's (TRL: the policy's) ``generate`` calls.
+propel runs once per ``--propel-engines`` entry: ``hf`` (generate on the live policy) and ``vllm`` (in-process vLLM,
+the LoRA adapter hot-loaded before every step; bf16 weights, importance correction on; needs ``.venv-vllm``).
 
 python benchmarks/grpo_step.py --steps 3
+.venv-vllm/bin/python benchmarks/grpo_step.py --only propel --propel-engines hf vllm --steps 10
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def prompts(n: int) -> list[str]:
     return [c.prompt.text for c in MathExpressionDomain().contexts(n, seed=7)]
 
 
-def run_propel(model: str, steps: int) -> dict:
+def run_propel(model: str, steps: int, engine: str = "hf") -> dict:
     import lightning.pytorch as pl
 
     from propel.datamodules.rollouts import RolloutDataModule
@@ -61,7 +64,7 @@ def run_propel(model: str, steps: int) -> dict:
 
         def on_train_batch_start(self, trainer, pl_module, *args) -> None:
             if not hasattr(self, "timer"):
-                self.timer = GenerateTimer(pl_module.policy)
+                self.timer = GenerateTimer(pl_module.engine)
             self.t0, self.g0 = time.perf_counter(), self.timer.seconds
 
         def on_train_batch_end(self, trainer, pl_module, *args) -> None:
@@ -79,6 +82,7 @@ def run_propel(model: str, steps: int) -> dict:
         stop=[],
         micro_batch_size=PROMPTS_PER_STEP * GROUP,
         lr=1e-5,
+        engine=engine,
     )
     timing = Timing()
     trainer = pl.Trainer(
@@ -181,12 +185,14 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3, help="timed steps per trainer (after one warm-up step)")
     p.add_argument("--trl-gradient-checkpointing", action="store_true")
     p.add_argument("--only", choices=["propel", "trl"], default=None)
+    p.add_argument("--propel-engines", nargs="+", default=["hf"], choices=["hf", "vllm"])
     a = p.parse_args()
     torch.set_num_threads(torch.get_num_threads())
     load_before = os.getloadavg()
     results = {}
     if a.only in (None, "propel"):
-        results["propel (HF engine)"] = run_propel(a.model, a.steps)
+        for engine in a.propel_engines:
+            results[f"propel ({engine} engine)"] = run_propel(a.model, a.steps, engine)
     if a.only in (None, "trl"):
         results[f"TRL GRPOTrainer (grad ckpt {'on' if a.trl_gradient_checkpointing else 'off'})"] = run_trl(
             a.model, a.steps, a.trl_gradient_checkpointing
@@ -209,9 +215,13 @@ def main() -> None:
             f"{r['mean_len']:.1f}",
             str(r["per_step"]),
         )
-    if len(results) == 2:
-        ours, theirs = (r["s_per_step"] for r in results.values())
-        table.caption = f"propel / TRL = {ours / theirs:.2f}x"
+    trl = [r["s_per_step"] for name, r in results.items() if name.startswith("TRL")]
+    if trl:
+        table.caption = ", ".join(
+            f"{name} / TRL = {r['s_per_step'] / trl[0]:.2f}x"
+            for name, r in results.items()
+            if name.startswith("propel")
+        )
     console = Console(width=160)
     console.print(table)
     console.print(f"load average (1/5/15 min) before: {load_before}, after: {load_after}")

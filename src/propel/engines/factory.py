@@ -42,5 +42,28 @@ def make_engine(kind: EngineKind, model_name: str, *, model=None, tokenizer=None
     if kind == "vllm_server":
         from propel.engines.vllm_server import VLLMServerEngine
 
-        return VLLMServerEngine(model_name, tokenizer=tokenizer, **kwargs)
+        kwargs.setdefault("tokenizer", tokenizer)
+        return VLLMServerEngine(model_name, **kwargs)
     raise ConfigError(f"engine kind must be one of {KINDS}, got {kind!r}")
+
+
+def check_kind(kind: str) -> str:
+    """``kind`` if it names an engine, else a :class:`ConfigError` listing the choices."""
+    if kind not in KINDS:
+        raise ConfigError(f"engine must be one of {KINDS}, got {kind!r}")
+    return kind
+
+
+def make_policy_engine(kind: EngineKind, model_name: str, policy, tokenizer, lora_rank: int = 16, **kwargs) -> Engine:
+    """A rollout engine that follows a (LoRA) ``policy``: HF generates with the policy itself; vLLM engines start
+    on the base model with LoRA enabled and are synced with ``update_weights(policy)``."""
+    if check_kind(kind) == "hf":
+        return make_engine("hf", model_name, model=policy, tokenizer=tokenizer, **kwargs)
+    from propel.engines.vllm import is_peft  # no vllm import at module level
+
+    if is_peft(policy):
+        kwargs.setdefault("lora", True)
+        kwargs.setdefault("max_lora_rank", max(16, lora_rank))
+    engine = make_engine(kind, model_name, tokenizer=tokenizer, **kwargs)
+    engine.update_weights(policy)
+    return engine

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader
 
 from propel.domains.base import Context, Domain, Task
 from propel.errors import ConfigError
-from propel.lit_modules.labeling import LabelingModule, build_engine
+from propel.lit_modules.labeling import LabelingModule
 from propel.sandbox.base import Sandbox
 
 SUMMARY = "summary.json"
@@ -31,51 +32,6 @@ COMPARED = (
     "top_topic_rate",
     "solve_count_hist",
 )
-
-
-def load_policy(model: str, adapter: str | None = None, *, dtype: str = "float32", device: str = "cpu"):
-    """``(model, tokenizer)`` of a base model plus, optionally, a LoRA adapter merged into it (fast generation).
-
-    Args:
-        model: base model (alias, folder, ``.gguf``, hub id).
-        adapter: a peft adapter folder (``adapter_config.json``; what ``AdapterSaver`` writes) or a GRPO ``.ckpt``.
-        dtype: model dtype.
-        device: torch device.
-    """
-    from propel.models import load_model
-
-    base, tokenizer = load_model(model, dtype=dtype, device=device)
-    if adapter is None:
-        return base, tokenizer
-    path = Path(adapter)
-    if (path / "adapter_config.json").exists():
-        from peft import PeftModel
-
-        policy = PeftModel.from_pretrained(base, str(path))
-    elif path.is_file() and path.suffix == ".ckpt":
-        policy = _from_checkpoint(base, path)
-    else:
-        raise ConfigError(f"model.adapter {adapter!r} is neither a peft adapter folder nor a GRPO .ckpt file")
-    return policy.merge_and_unload().to(device).eval(), tokenizer
-
-
-def _from_checkpoint(base, path: Path):
-    import torch
-
-    from propel.models import LoRASpec, apply_lora
-
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    if "lora_spec" not in ckpt:
-        raise ConfigError(f"model.adapter {path} has no `lora_spec`: it was not written by GRPOModule")
-    policy = apply_lora(base, LoRASpec(**ckpt["lora_spec"]))
-    weights = {k.removeprefix("policy."): v for k, v in ckpt["state_dict"].items()}
-    result = policy.load_state_dict(weights, strict=False)
-    expected = {k for k in policy.state_dict() if "lora_" in k}
-    if result.unexpected_keys or expected - set(weights):
-        raise ConfigError(
-            f"model.adapter {path}: LoRA weights do not match the base model {result.unexpected_keys[:3]}"
-        )
-    return policy
 
 
 def evaluation_summary(
@@ -186,6 +142,7 @@ class EvaluationModule(LabelingModule):
         solver: str | None = None,
         oracle: str | None = None,
         engine: str = "hf",
+        engine_kwargs: dict[str, Any] | None = None,
         n_trials: int = 8,
         band: tuple[int, int] = (1, 3),
         generator_max_new_tokens: int = 256,
@@ -203,6 +160,7 @@ class EvaluationModule(LabelingModule):
             solver=solver,
             oracle=oracle,
             engine=engine,
+            engine_kwargs=engine_kwargs,
             n_trials=n_trials,
             band=band,
             generator_max_new_tokens=generator_max_new_tokens,
@@ -229,8 +187,7 @@ class EvaluationModule(LabelingModule):
             self.on_predict_start()
             return
         # the trained generator is base + adapter (merged); the solver and oracle stay the untrained base
-        model, tokenizer = load_policy(hp.generator, hp.adapter, dtype=hp.dtype, device=str(self.device))
-        self.engines[f"{hp.generator}+{hp.adapter}"] = build_engine(hp.engine, model, tokenizer)
+        self.engines[f"{hp.generator}+{hp.adapter}"] = self._build_engine(hp.generator, hp.adapter)
         self.on_predict_start()
         self.generator_engine = self.engines[f"{hp.generator}+{hp.adapter}"]
 

@@ -19,6 +19,7 @@ import torch
 from propel.datamodules.rollouts import ContextBatch
 from propel.domains.base import Domain, Task
 from propel.engines.base import Completion, Engine, Prompt, SamplingSpec
+from propel.engines.factory import check_kind, make_policy_engine
 from propel.losses.advantages import group_advantages, zero_variance_mask
 from propel.losses.logprobs import token_logprobs
 from propel.losses.policy import LossSpec, policy_loss, truncated_importance_weights
@@ -71,7 +72,10 @@ class GRPOModule(pl.LightningModule):
         optimizer: callable ``params -> Optimizer`` overriding the AdamW default.
         gradient_clip_val: max gradient norm (0 disables).
         dtype: model dtype.
-        engine: rollout engine factory ``(policy, tokenizer) -> Engine``; default HF ``generate``.
+        engine: rollout engine: ``hf`` (``generate`` on the live policy), ``vllm`` (in-process vLLM, the LoRA
+            adapter hot-loaded after every optimizer step) or ``vllm_server`` (an OpenAI-compatible vLLM server).
+        engine_kwargs: engine arguments (e.g. ``{"dtype": "bfloat16"}`` for ``vllm``, ``{"base_url": ...}`` or
+            ``{"launch": true}`` for ``vllm_server``).
         sandbox: verifier sandbox for the domain's validity checks; None starts a ``LocalSandbox`` when the domain
             needs one.
     """
@@ -100,11 +104,12 @@ class GRPOModule(pl.LightningModule):
         optimizer: Callable[[Iterable], torch.optim.Optimizer] | None = None,
         gradient_clip_val: float = 1.0,
         dtype: str = "float32",
-        engine: Callable[[Any, Any], Engine] | None = None,
+        engine: str = "hf",
+        engine_kwargs: dict[str, Any] | None = None,
         sandbox: Sandbox | None = None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["rewards", "optimizer", "engine", "lora", "loss", "sandbox"])
+        self.save_hyperparameters(ignore=["rewards", "optimizer", "lora", "loss", "sandbox"])
         if group_size < 2:
             raise ValueError(f"group_size must be >= 2 (advantages are relative within a group), got {group_size}")
         if ppo_epochs < 1:
@@ -128,7 +133,8 @@ class GRPOModule(pl.LightningModule):
             logprobs=True,
         )
         self._optimizer_factory = optimizer
-        self._engine_factory = engine
+        check_kind(engine)
+        self._engine_synced_at = -1  # global step whose weights the engine holds (-1: not synced yet)
         self.sandbox, self._owns_sandbox = sandbox, False
         self.policy = None
         self.tokenizer = None
@@ -147,12 +153,15 @@ class GRPOModule(pl.LightningModule):
         base, self.tokenizer = load_model(self.hparams.model, dtype=self.hparams.dtype, padding_side="left")
         self.policy = apply_lora(base, self.lora_spec)
         self.policy.train()
-        if self._engine_factory is None:
-            from propel.engines.hf import HFEngine
-
-            self.engine = HFEngine(self.policy, self.tokenizer)
-        else:
-            self.engine = self._engine_factory(self.policy, self.tokenizer)
+        self.engine = make_policy_engine(
+            self.hparams.engine,
+            self.hparams.model,
+            self.policy,
+            self.tokenizer,
+            lora_rank=self.lora_spec.r,
+            **(self.hparams.engine_kwargs or {}),
+        )
+        self._engine_synced_at = 0
         for component in self.reward.components if self.reward is not None else []:
             bind = getattr(component, "bind", None)
             if bind is not None:  # e.g. a probe reward reading the policy with adapters off as its reference
@@ -168,6 +177,9 @@ class GRPOModule(pl.LightningModule):
             self.sandbox, self._owns_sandbox = LocalSandbox(max_workers=2), True
 
     def on_fit_end(self) -> None:
+        if self.engine is not None and not self._engine_is_policy():
+            self.engine.close()  # a vLLM engine holds worker processes and a KV cache
+            self.engine = None
         if self._owns_sandbox and self.sandbox is not None:
             self.sandbox.close()
             self.sandbox, self._owns_sandbox = None, False
@@ -279,6 +291,14 @@ class GRPOModule(pl.LightningModule):
 
         return isinstance(self.engine, HFEngine) and self.engine.model is self.policy
 
+    def _sync_engine(self) -> None:
+        """Ship the policy's current weights to an engine that is not the policy itself (once per optimizer step,
+        and after a resume, whose loaded adapter the engine has not seen)."""
+        if self._engine_is_policy() or self._engine_synced_at == self.global_step:
+            return
+        self.engine.update_weights(self.policy)
+        self._engine_synced_at = self.global_step
+
     def _micro_batches(self, n: int) -> list[torch.Tensor]:
         size = self.hparams.micro_batch_size
         return [torch.arange(i, min(i + size, n)) for i in range(0, n, size)]
@@ -289,6 +309,7 @@ class GRPOModule(pl.LightningModule):
         if hasattr(dm, "on_before_rollout"):
             dm.on_before_rollout(batch)
         hp, g = self.hparams, self.hparams.group_size
+        self._sync_engine()
         start = time.perf_counter()
         groups = self.engine.generate(batch.prompts, self.sampling)
         gen_s = time.perf_counter() - start
@@ -377,5 +398,6 @@ class GRPOModule(pl.LightningModule):
         checkpoint["lora_spec"] = asdict(self.lora_spec)  # rebuild the adapter without the config (evaluation)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self._engine_synced_at = -1  # the engine was synced to the weights before the checkpoint was loaded
         if not any("lora_" in k for k in checkpoint.get("state_dict", {})):
             raise ValueError("checkpoint has no LoRA weights: it was not written by GRPOModule")

@@ -11,28 +11,22 @@ import json
 import time
 import zlib
 from dataclasses import asdict
+from typing import Any
 
 import torch
 from lightning.pytorch import LightningModule
 
 from propel.domains.base import Context, Domain, ParseFailure, Task
 from propel.engines.base import Engine, SamplingSpec
+from propel.engines.factory import check_kind, make_engine, make_policy_engine
 from propel.errors import ConfigError
+from propel.models.policy import load_policy, lora_rank_of
 from propel.sandbox.base import Sandbox
 
 
 def in_band(solve_count: int, band: tuple[int, int]) -> bool:
     """The utility label: solved between ``band[0]`` and ``band[1]`` times (inclusive) out of n."""
     return band[0] <= solve_count <= band[1]
-
-
-def build_engine(kind: str, model, tokenizer) -> Engine:
-    """An engine of ``kind`` around a loaded model (``hf``: in-process ``generate``)."""
-    if kind == "hf":
-        from propel.engines.hf import HFEngine
-
-        return HFEngine(model, tokenizer)
-    raise ConfigError(f"model.engine must be 'hf' for labeling (got {kind!r}); other engines plug in here")
 
 
 class LabelingModule(LightningModule):
@@ -43,7 +37,8 @@ class LabelingModule(LightningModule):
         generator: generator model (bundled alias, folder or hub id).
         solver: solver model; None uses the generator model (one copy in memory).
         oracle: model whose agreeing answers become references (domains with ``set_oracle``); None uses the solver.
-        engine: rollout engine kind.
+        engine: rollout engine: ``hf`` (in-process ``generate``), ``vllm`` (in-process vLLM) or ``vllm_server``.
+        engine_kwargs: engine arguments (``dtype``, ``base_url``, ``launch``, ...).
         n_trials: solver attempts per valid task.
         band: inclusive solve-count band that makes a task positive (default 1..3 of 8).
         generator_max_new_tokens: token budget of one generated task.
@@ -63,6 +58,7 @@ class LabelingModule(LightningModule):
         solver: str | None = None,
         oracle: str | None = None,
         engine: str = "hf",
+        engine_kwargs: dict[str, Any] | None = None,
         n_trials: int = 8,
         band: tuple[int, int] = (1, 3),
         generator_max_new_tokens: int = 256,
@@ -79,6 +75,7 @@ class LabelingModule(LightningModule):
             raise ConfigError(f"model.n_trials must be >= 1, got {n_trials}")
         if not 0 <= band[0] <= band[1] <= n_trials:
             raise ConfigError(f"model.band must satisfy 0 <= lo <= hi <= n_trials={n_trials}, got {tuple(band)}")
+        check_kind(engine)
         self.save_hyperparameters(ignore=["domain", "sandbox"])
         self.domain, self.sandbox = domain, sandbox
         self.n_trials, self.band = n_trials, (int(band[0]), int(band[1]))
@@ -89,11 +86,19 @@ class LabelingModule(LightningModule):
     # engines ----------------------------------------------------------------------------------------------------
     def _engine(self, name: str) -> Engine:
         if name not in self.engines:
-            from propel.models import load_model
-
-            model, tokenizer = load_model(name, dtype=self.hparams.dtype, device=str(self.device))
-            self.engines[name] = build_engine(self.hparams.engine, model, tokenizer)
+            self.engines[name] = self._build_engine(name)
         return self.engines[name]
+
+    def _build_engine(self, name: str, adapter: str | None = None) -> Engine:
+        """An engine of the configured kind for model ``name`` (plus a LoRA ``adapter``: merged for ``hf``,
+        hot-loaded for the vLLM engines)."""
+        hp = self.hparams
+        kwargs = dict(hp.engine_kwargs or {})
+        if adapter is None and hp.engine != "hf":
+            return make_engine(hp.engine, name, **kwargs)
+        merge = hp.engine == "hf"
+        model, tokenizer = load_policy(name, adapter, dtype=hp.dtype, device=str(self.device), merge=merge)
+        return make_policy_engine(hp.engine, name, model, tokenizer, lora_rank=lora_rank_of(model), **kwargs)
 
     def on_predict_start(self) -> None:
         self.generator_engine = self._engine(self.hparams.generator)

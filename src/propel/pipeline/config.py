@@ -24,7 +24,6 @@ class LabelSpec:
     generator_temperature: float = 1.0
     solver_max_new_tokens: int = 64
     solver_temperature: float = 1.0
-    engine: str = "hf"
 
 
 @dataclass
@@ -82,6 +81,11 @@ class PipelineConfig:
     solver: str | None = None
     domain: dict[str, Any] = field(default_factory=lambda: {"class_path": "propel.domains.MathExpressionDomain"})
     seed: int = 0
+    engine: str = "auto"
+    """Rollout engine of the label, GRPO and evaluate stages: ``hf``, ``vllm``, ``vllm_server`` or ``auto`` (vllm
+    when it is importable, else hf)."""
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Engine arguments (e.g. ``{dtype: bfloat16}`` for vllm, ``{base_url: ...}`` for vllm_server)."""
     stages: list[str] = field(default_factory=lambda: list(STAGES))
     label: LabelSpec = field(default_factory=LabelSpec)
     probe: ProbeSpec = field(default_factory=ProbeSpec)
@@ -91,6 +95,15 @@ class PipelineConfig:
     @property
     def root(self) -> Path:
         return Path(self.workdir)
+
+    @property
+    def engine_kind(self) -> str:
+        """The engine the stages use: ``auto`` resolved to ``vllm`` when vLLM is installed, else ``hf``."""
+        if self.engine != "auto":
+            return self.engine
+        import importlib.util
+
+        return "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
 
 
 def load_pipeline_config(path: str | Path | None = None, overrides: list[str] | None = None) -> PipelineConfig:
@@ -113,6 +126,8 @@ def load_pipeline_config(path: str | Path | None = None, overrides: list[str] | 
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", None) or ""
         raise ConfigError(f"pipeline config key {key!r}: {str(err).splitlines()[0]}") from None
+    if cfg.engine not in ("auto", "hf", "vllm", "vllm_server"):
+        raise ConfigError(f"pipeline config key 'engine': choose auto, hf, vllm or vllm_server, got {cfg.engine!r}")
     unknown = [s for s in cfg.stages if s not in STAGES]
     if unknown:
         raise ConfigError(f"pipeline config key 'stages': unknown stage(s) {unknown}; choose from {list(STAGES)}")

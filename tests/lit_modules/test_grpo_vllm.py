@@ -1,0 +1,96 @@
+"""GRPOModule with the in-process vLLM engine on the real bundled model: the engine follows the trained adapter.
+
+Run in the vllm environment: ``make test-vllm`` (``.venv-vllm/bin/python -m pytest -m vllm``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+if importlib.util.find_spec("vllm") is None:
+    pytest.skip("vllm is not installed (scripts/setup_vllm.sh -> .venv-vllm)", allow_module_level=True)
+
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import Callback
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "engines"))
+from test_grpo_module import LetterDomain, Record, share_of_a  # noqa: E402
+from vllm_helpers import PROMPTS, common_prefix  # noqa: E402
+
+from propel.datamodules.rollouts import RolloutDataModule  # noqa: E402
+from propel.engines.base import SamplingSpec  # noqa: E402
+from propel.engines.hf import HFEngine  # noqa: E402
+from propel.lit_modules.grpo import GRPOModule  # noqa: E402
+from propel.losses.policy import LossSpec  # noqa: E402
+from propel.models.lora import LoRASpec  # noqa: E402
+from propel.rewards import FunctionReward  # noqa: E402
+
+pytestmark = [pytest.mark.vllm, pytest.mark.real_model]
+
+GREEDY = SamplingSpec(n=1, max_new_tokens=24, temperature=0.0, logprobs=True)
+
+
+class FollowsPolicy(Callback):
+    """Greedy vLLM output before training, and vLLM vs HF-on-the-live-policy after the last optimizer step."""
+
+    def on_train_start(self, trainer, module):
+        self.engine_before = module.engine.generate(PROMPTS, GREEDY)
+        self.synced_versions = []
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        self.synced_versions.append(module.engine._version)
+
+    def on_train_end(self, trainer, module):
+        module._sync_engine()  # what the next step would do first
+        module.policy.eval()
+        self.engine_after = module.engine.generate(PROMPTS, GREEDY)
+        self.hf_after = HFEngine(module.policy, module.tokenizer).generate(PROMPTS, GREEDY)
+        self.engine_steps = module.engine._version
+
+
+def test_grpo_with_vllm_engine_follows_the_trained_adapter(bundled_dir):
+    pl.seed_everything(0)
+    module = GRPOModule(
+        model=str(bundled_dir),
+        rewards=[FunctionReward("a_share", share_of_a)],
+        lora=LoRASpec(r=8, alpha=16, dropout=0.0),
+        group_size=4,
+        max_new_tokens=8,
+        lr=2e-2,
+        loss=LossSpec(beta=0.04),
+        engine="vllm",
+        engine_kwargs={"dtype": "float32"},
+    )
+    check, rec = FollowsPolicy(), Record()
+    trainer = pl.Trainer(
+        max_steps=3,
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        callbacks=[check, rec],
+    )
+    trainer.fit(module, datamodule=RolloutDataModule(LetterDomain(), contexts_per_step=2))
+
+    assert len(rec.rows) == 3 and all(torch.isfinite(torch.tensor(r["train/loss"])) for r in rec.rows)
+    # adapter v1 loaded at start; each later step syncs the previous step's update first (v2 before step 2, v3 before
+    # step 3; batch_start sees the version before that sync), and the final sync ships step 3's update (v4)
+    assert check.synced_versions == [1, 1, 2]
+    assert check.engine_steps == 4
+    before = [g[0].token_ids for g in check.engine_before]
+    after = [g[0].token_ids for g in check.engine_after]
+    assert after != before, "the trained adapter should change vLLM's greedy output"
+    for want, got in zip(check.hf_after, check.engine_after, strict=True):
+        w, g = want[0], got[0]
+        shared = common_prefix(w.token_ids, g.token_ids)
+        assert shared >= min(16, len(w.token_ids)), (w.text, g.text)
+        torch.testing.assert_close(
+            torch.tensor(g.logprobs[:shared]), torch.tensor(w.logprobs[:shared]), atol=5e-3, rtol=0
+        )
+    assert module.engine is None  # closed at the end of fit (worker processes and KV cache released)
