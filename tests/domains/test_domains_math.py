@@ -121,3 +121,13 @@ def test_lenient_expression_reads_the_arithmetic_prefix():
     task = lenient.parse(text)
     assert task.data["expression"] == "35 + 74*3" and lenient.validity([task])[0].ok and task.data["answer"] == 257
     assert lenient.parse(" Hack.\nExpression: __import__('os')") == ParseFailure("empty_expression")
+
+
+def test_grounded_numbers_reject_expressions_unrelated_to_the_problem():
+    domain = MathExpressionDomain(grounded_numbers=True)
+    grounded = domain.parse(" Five boxes hold 1,200 pens; 4 cups hold 2.5. Total?\nExpression: 5 * 1200 + 4 * 2.5")
+    word = domain.parse(" Tom buys twelve eggs and eats three. How many are left?\nExpression: 12 - 3")
+    stray = domain.parse(" Chris has 3 apples. Ben splits them evenly.\nExpression: 12 * (2) - 3")
+    verdicts = domain.validity([grounded, word, stray])
+    assert [v.reason for v in verdicts] == ["ok", "ok", "ungrounded_number"]
+    assert MathExpressionDomain().validity([stray])[0].ok  # off by default

@@ -11,6 +11,7 @@ import json
 import random
 import re
 from collections.abc import Sequence
+from fractions import Fraction
 from functools import cache
 from importlib import resources
 
@@ -31,6 +32,21 @@ def expression_examples() -> list[dict]:
     return json.loads(resources.files("propel.domains").joinpath("data/math_expression_examples.json").read_text())
 
 
+_NUMBER_WORDS = {w: i for i, w in enumerate([
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty",
+])}  # fmt: skip
+_NUMBER_WORDS.update(half=2, twice=2, double=2, triple=3, dozen=12, hundred=100, thousand=1000)
+
+
+def stated_numbers(text: str, words: bool = False) -> set[Fraction]:
+    """The numbers written in ``text`` (``1,200``, ``3.5``; with ``words``, also number words such as "five")."""
+    found = {Fraction(m.replace(",", "")) for m in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?", text)}
+    if words:
+        found |= {Fraction(_NUMBER_WORDS[w]) for w in re.findall(r"[a-z]+", text.lower()) if w in _NUMBER_WORDS}
+    return found
+
+
 class MathExpressionDomain(Domain):
     """Arithmetic word problems whose reference answer is an executable expression's value.
 
@@ -38,6 +54,8 @@ class MathExpressionDomain(Domain):
         few_shot: examples per generator prompt.
         max_problem_chars: longer problems are invalid.
         max_abs_answer: answers larger in magnitude are invalid (keeps tasks human-sized).
+        grounded_numbers: every number in the expression must be stated in the problem (digits or a number word up
+            to twenty): rejects tasks whose expression has nothing to do with their text, which no solver can answer.
         lenient_expression: read the expression as its arithmetic prefix before any ``=`` (``35 + 74*3 = 95`` ->
             ``35 + 74*3``; ``2 * 10 + 1 as per ...`` -> ``2 * 10 + 1``); False requires the whole line to parse.
     """
@@ -52,13 +70,14 @@ class MathExpressionDomain(Domain):
         max_problem_chars: int = 600,
         max_abs_answer: int = 10**9,
         lenient_expression: bool = False,
+        grounded_numbers: bool = False,
     ):
         if not 0 < few_shot <= len(expression_examples()):
             raise ValueError(
                 f"MathExpressionDomain few_shot must be in 1..{len(expression_examples())}, got {few_shot}"
             )
         self.few_shot, self.max_problem_chars, self.max_abs_answer = few_shot, max_problem_chars, max_abs_answer
-        self.lenient_expression = lenient_expression
+        self.lenient_expression, self.grounded_numbers = lenient_expression, grounded_numbers
 
     def contexts(self, n: int, seed: int = 0) -> list[Context]:
         examples = expression_examples()
@@ -102,6 +121,10 @@ class MathExpressionDomain(Domain):
                 verdicts.append(Verdict(False, "not_whole_number"))
             elif abs(value) > self.max_abs_answer:
                 verdicts.append(Verdict(False, "answer_too_large"))
+            elif self.grounded_numbers and not stated_numbers(task.data["expression"]) <= stated_numbers(
+                task.data["problem"], words=True
+            ):
+                verdicts.append(Verdict(False, "ungrounded_number"))
             else:
                 task.data["answer"] = int(value)
                 verdicts.append(Verdict(True, "ok"))
