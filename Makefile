@@ -27,3 +27,4 @@ bench: setup
 
 bench-vllm: setup-vllm
 	.venv-vllm/bin/python benchmarks/rollout.py
+	.venv-vllm/bin/python benchmarks/grpo_step.py --propel-engines hf vllm vllm-merged --steps 10

@@ -4,11 +4,12 @@ Both train the same base (bundled SmolLM2-135M-Instruct, fp32) with LoRA r=16 al
 2 prompts x G=4 completions of up to 64 new tokens per step, the same reward (digit count / 10), loss ``grpo``,
 KL beta 0.04 (k3), one PPO iteration, AdamW, no gradient checkpointing. Each runs one warm-up step, then ``--steps``
 timed steps; generation time is measured by timing the rollout engine's (TRL: the policy's) ``generate`` calls.
-propel runs once per ``--propel-engines`` entry: ``hf`` (generate on the live policy) and ``vllm`` (in-process vLLM,
-the LoRA adapter hot-loaded before every step; bf16 weights, importance correction on; needs ``.venv-vllm``).
+propel runs once per ``--propel-engines`` entry: ``hf`` (generate on the live policy), ``vllm`` (in-process vLLM,
+the LoRA adapter hot-loaded before every step) and ``vllm-merged`` (LoRA merged on the trainer side, full weights
+reloaded into vLLM before every step); vLLM runs bf16 with importance correction on and needs ``.venv-vllm``.
 
 python benchmarks/grpo_step.py --steps 3
-.venv-vllm/bin/python benchmarks/grpo_step.py --only propel --propel-engines hf vllm --steps 10
+.venv-vllm/bin/python benchmarks/grpo_step.py --propel-engines hf vllm vllm-merged --steps 10
 """
 
 from __future__ import annotations
@@ -50,6 +51,13 @@ def prompts(n: int) -> list[str]:
     return [c.prompt.text for c in MathExpressionDomain().contexts(n, seed=7)]
 
 
+ENGINES = {  # benchmark name -> (engine, engine_kwargs)
+    "hf": ("hf", {}),
+    "vllm": ("vllm", {}),
+    "vllm-merged": ("vllm", {"lora_sync": "merged"}),
+}
+
+
 def run_propel(model: str, steps: int, engine: str = "hf") -> dict:
     import lightning.pytorch as pl
 
@@ -82,7 +90,8 @@ def run_propel(model: str, steps: int, engine: str = "hf") -> dict:
         stop=[],
         micro_batch_size=PROMPTS_PER_STEP * GROUP,
         lr=1e-5,
-        engine=engine,
+        engine=ENGINES[engine][0],
+        engine_kwargs=ENGINES[engine][1],
     )
     timing = Timing()
     trainer = pl.Trainer(
@@ -185,7 +194,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3, help="timed steps per trainer (after one warm-up step)")
     p.add_argument("--trl-gradient-checkpointing", action="store_true")
     p.add_argument("--only", choices=["propel", "trl"], default=None)
-    p.add_argument("--propel-engines", nargs="+", default=["hf"], choices=["hf", "vllm"])
+    p.add_argument("--propel-engines", nargs="+", default=["hf"], choices=list(ENGINES))
     a = p.parse_args()
     torch.set_num_threads(torch.get_num_threads())
     load_before = os.getloadavg()

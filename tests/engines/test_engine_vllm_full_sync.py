@@ -49,3 +49,33 @@ def test_full_weight_sync_follows_the_updated_model(bundled_dir):
         assert [g[0].token_ids for g in got] != [b[0].token_ids for b in before]
     finally:
         engine.close()
+
+
+def test_merged_lora_sync_follows_the_policy(bundled_dir):
+    """``lora_sync="merged"``: the trainer merges the LoRA deltas and vLLM reloads full weights (no LoRA kernels)."""
+    from vllm_helpers import perturb_lora
+
+    from propel.engines.vllm import VLLMEngine
+    from propel.models import apply_lora
+
+    model, tok = load_model(str(bundled_dir))
+    policy = apply_lora(model).eval()
+    engine = VLLMEngine(str(bundled_dir), lora_sync="merged", dtype="float32")
+    try:
+        assert engine._lora_request is None and not engine.lora
+        before = engine.generate(PROMPTS, GREEDY)
+        for seed in (1, 2):
+            perturb_lora(policy, seed)
+            engine.update_weights(policy)
+            want = HFEngine(policy, tok).generate(PROMPTS, GREEDY)
+            got = engine.generate(PROMPTS, GREEDY)
+            for w, g in zip(want, got, strict=True):
+                shared = common_prefix(w[0].token_ids, g[0].token_ids)
+                assert shared >= min(16, len(w[0].token_ids)), (w[0].text, g[0].text)
+                torch.testing.assert_close(
+                    torch.tensor(g[0].logprobs[:shared]), torch.tensor(w[0].logprobs[:shared]), atol=5e-3, rtol=0
+                )
+            assert [g[0].token_ids for g in got] != [b[0].token_ids for b in before]
+        assert len(list(engine._tmp.glob("merged-v*"))) == 1  # the previous sync's folder is removed
+    finally:
+        engine.close()

@@ -61,7 +61,7 @@ def make_policy_engine(kind: EngineKind, model_name: str, policy, tokenizer, lor
         return make_engine("hf", model_name, model=policy, tokenizer=tokenizer, **kwargs)
     from propel.engines.vllm import is_peft  # no vllm import at module level
 
-    if is_peft(policy):
+    if is_peft(policy) and kwargs.get("lora_sync", "adapter") == "adapter":
         kwargs.setdefault("lora", True)
         kwargs.setdefault("max_lora_rank", max(16, lora_rank))
     engine = make_engine(kind, model_name, tokenizer=tokenizer, **kwargs)

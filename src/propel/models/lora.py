@@ -35,3 +35,38 @@ def apply_lora(model, spec: LoRASpec | None = None):
         bias="none",
     )
     return get_peft_model(model, config)
+
+
+def merged_state_dict(policy, dtype=None) -> dict:
+    """The base model's weights, under its own (HF) names, with every active LoRA delta added; ``policy`` is left
+    untouched (peft's merge/unmerge round trip would leave rounding drift in the base weights).
+
+    What a rollout engine without LoRA support (or with slow LoRA kernels, e.g. vLLM on CPU) loads as full weights.
+    Tied output embeddings are left out (the loader ties them back).
+    """
+    import torch
+    from peft.tuners.lora import LoraLayer
+
+    base = policy.get_base_model()
+    out: dict[str, torch.Tensor] = {}
+    with torch.no_grad():
+        lora_modules = {}
+        for name, module in base.named_modules():
+            if isinstance(module, LoraLayer):
+                weight = module.get_base_layer().weight.detach().clone()
+                for adapter in module.active_adapters:
+                    if adapter in module.lora_A:
+                        weight += module.get_delta_weight(adapter).to(weight.dtype)
+                lora_modules[name] = weight
+        for key, value in base.state_dict().items():
+            if "lora_" in key:
+                continue
+            key = key.replace(".base_layer.", ".")
+            out[key] = value.detach()
+        for name, weight in lora_modules.items():
+            out[f"{name}.weight"] = weight
+        if getattr(base.config, "tie_word_embeddings", False):
+            out.pop("lm_head.weight", None)
+    if dtype is not None:
+        out = {k: v.to(dtype) for k, v in out.items()}
+    return {k: v.contiguous() for k, v in out.items()}

@@ -360,7 +360,9 @@ def eval_config(cfg: PipelineConfig, name: str, adapter: str | None) -> dict:
                 "n_trials": spec.n_trials,
                 "band": list(cfg.label.band),
                 "generator_max_new_tokens": cfg.label.generator_max_new_tokens,
+                "generator_temperature": cfg.label.generator_temperature,
                 "solver_max_new_tokens": cfg.label.solver_max_new_tokens,
+                "solver_temperature": cfg.label.solver_temperature,  # graded as the probe's labels were
                 "seed": cfg.seed,
             },
         },
