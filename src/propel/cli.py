@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sys
 
+from jsonargparse import Namespace
 from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.utilities import rank_zero_warn
 
 from propel.errors import PropelError
 
@@ -31,6 +33,40 @@ class PropelCLI(LightningCLI):
             args=args,
             run=run,
         )
+
+    def _parse_ckpt_path(self) -> None:
+        """Lightning puts a checkpoint's saved hyperparameters over the config on ``--ckpt_path``, so a changed
+        ``--model.init_args.lr`` would be ignored without a word (open upstream): name every value it replaces."""
+        sub = self.config.get("subcommand")
+        before = _flat(self.config[sub].get("model")) if sub else {}
+        super()._parse_ckpt_path()
+        if not sub:
+            return
+        after = _flat(self.config[sub].get("model"))
+        changed = [
+            f"model.{k}: {before[k]!r} -> {after[k]!r}" for k in sorted(before) if k in after and before[k] != after[k]
+        ]
+        if changed:
+            rank_zero_warn(
+                f"resuming from {self.config[sub].get('ckpt_path')}: the checkpoint's hyperparameters replace the "
+                f"config's ({'; '.join(changed)}). A resumed run continues as it was; start a new run to change them."
+            )
+
+
+def _flat(node, prefix: str = "") -> dict:
+    """``{"init_args.lr": 1e-4, ...}`` from a (nested) jsonargparse Namespace or dict."""
+    items = vars(node) if isinstance(node, Namespace) else node
+    if not isinstance(items, dict):
+        return {prefix.rstrip("."): node} if prefix else {}
+    out = {}
+    for key, value in items.items():
+        if str(key).startswith("_"):
+            continue
+        if isinstance(value, (dict, Namespace)):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def _one_line(message: str) -> str:

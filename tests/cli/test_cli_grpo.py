@@ -4,6 +4,8 @@ peft adapters, and ``--ckpt_path last`` resume."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -211,3 +213,53 @@ def test_propel_test_base_vs_trained(cli_run, tiny_model_dir):
     assert base["tasks"] == trained["tasks"] == 2 and base["adapter"] is None and trained["adapter"]
     table = compare_dirs(tmp / "eval_base", tmp / "eval_trained", tmp / "compare")
     assert table.startswith("| metric | base | trained |") and (tmp / "compare" / "solve_counts.png").exists()
+
+
+def test_resume_names_config_values_the_checkpoint_replaces(cli_run, tiny_model_dir):
+    tmp, artifact = cli_run
+    ckpt = tmp / "ckpt" / "epoch=0-step=2.ckpt"
+    with pytest.warns(UserWarning, match=r"model\.init_args\.lr: 0\.5 -> 0\.001"):  # config value -> checkpoint's
+        _fit(
+            "-c",
+            str(_config(tmp, tiny_model_dir, artifact, max_steps=2)),  # already reached: restores, trains nothing
+            "--model.init_args.lr=0.5",
+            "--ckpt_path",
+            str(ckpt),
+        )
+
+
+def _lora_weights(ckpt: Path) -> dict[str, torch.Tensor]:
+    return torch.load(ckpt, weights_only=False)["state_dict"]
+
+
+def test_killed_mid_step_resumes_to_the_uninterrupted_result(tmp_path, tiny_model_dir):
+    """SIGKILL inside step 3 (rollouts done, gradients computed, no optimizer step), rerun with ``--ckpt_path last``:
+    the adapter after step 4 equals the adapter of a run that was never interrupted."""
+    artifact = probe_artifact(tmp_path / "probe", tiny_model_dir)
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    straight.mkdir(), killed.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}  # this process's W&B service is not theirs
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
+
+    def propel_fit(*args: str) -> subprocess.CompletedProcess:  # a new process each, as after a real kill
+        cmd = [sys.executable, "-m", "propel.cli", "fit", *args]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+
+    proc = propel_fit("-c", str(_config(straight, tiny_model_dir, artifact, max_steps=4)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    cfg = json.loads(_config(killed, tiny_model_dir, artifact, max_steps=4).read_text())
+    cfg["trainer"]["callbacks"].append({"class_path": "kill_switch.KillMidStep", "init_args": {"at_step": 2}})
+    path = killed / "grpo-kill.yaml"
+    path.write_text(json.dumps(cfg))
+    proc = propel_fit("-c", str(path))
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert torch.load(killed / "ckpt" / "last.ckpt", weights_only=False)["global_step"] == 2
+    proc = propel_fit("-c", str(_config(killed, tiny_model_dir, artifact, max_steps=4)), "--ckpt_path", "last")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    want, got = _lora_weights(straight / "ckpt" / "last.ckpt"), _lora_weights(killed / "ckpt" / "last.ckpt")
+    assert torch.load(killed / "ckpt" / "last.ckpt", weights_only=False)["global_step"] == 4
+    assert want.keys() == got.keys()
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], msg=name)
+    trained = _lora_weights(killed / "ckpt" / "epoch=0-step=2.ckpt")
+    assert any(not torch.equal(trained[k], got[k]) for k in got)  # steps 3-4 moved the adapter after the resume

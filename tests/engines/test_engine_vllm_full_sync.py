@@ -13,7 +13,7 @@ import torch
 if importlib.util.find_spec("vllm") is None:
     pytest.skip("vllm is not installed (scripts/setup_vllm.sh -> .venv-vllm)", allow_module_level=True)
 
-from vllm_helpers import PROMPTS, common_prefix
+from vllm_helpers import PROMPTS, assert_follows
 
 from propel.engines.base import SamplingSpec
 from propel.engines.hf import HFEngine
@@ -40,12 +40,7 @@ def test_full_weight_sync_follows_the_updated_model(bundled_dir):
             engine.update_weights(model)
         want = HFEngine(model, tok).generate(PROMPTS, GREEDY)
         got = engine.generate(PROMPTS, GREEDY)
-        for w, g in zip(want, got, strict=True):
-            shared = common_prefix(w[0].token_ids, g[0].token_ids)
-            assert shared >= min(16, len(w[0].token_ids)), (w[0].text, g[0].text)
-            torch.testing.assert_close(
-                torch.tensor(g[0].logprobs[:shared]), torch.tensor(w[0].logprobs[:shared]), atol=5e-3, rtol=0
-            )
+        assert_follows(want, got)
         assert [g[0].token_ids for g in got] != [b[0].token_ids for b in before]
     finally:
         engine.close()
@@ -69,12 +64,7 @@ def test_merged_lora_sync_follows_the_policy(bundled_dir):
             engine.update_weights(policy)
             want = HFEngine(policy, tok).generate(PROMPTS, GREEDY)
             got = engine.generate(PROMPTS, GREEDY)
-            for w, g in zip(want, got, strict=True):
-                shared = common_prefix(w[0].token_ids, g[0].token_ids)
-                assert shared >= min(16, len(w[0].token_ids)), (w[0].text, g[0].text)
-                torch.testing.assert_close(
-                    torch.tensor(g[0].logprobs[:shared]), torch.tensor(w[0].logprobs[:shared]), atol=5e-3, rtol=0
-                )
+            assert_follows(want, got)
             assert [g[0].token_ids for g in got] != [b[0].token_ids for b in before]
         assert len(list(engine._tmp.glob("merged-v*"))) == 1  # the previous sync's folder is removed
     finally:

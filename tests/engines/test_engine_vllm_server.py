@@ -9,12 +9,11 @@ import importlib.util
 import time
 
 import pytest
-import torch
 
 if importlib.util.find_spec("vllm") is None:
     pytest.skip("vllm is not installed (scripts/setup_vllm.sh -> .venv-vllm)", allow_module_level=True)
 
-from vllm_helpers import PROMPTS, RAW, common_prefix, perturb_lora
+from vllm_helpers import PROMPTS, RAW, assert_follows, perturb_lora
 
 from propel.engines.base import SamplingSpec
 from propel.engines.hf import HFEngine
@@ -44,22 +43,13 @@ def engine(server, tokenizer):
     eng.close()
 
 
-def _assert_follows(want, got) -> None:
-    for w, g in zip(want, got, strict=True):
-        shared = common_prefix(w[0].token_ids, g[0].token_ids)
-        assert shared >= min(16, len(w[0].token_ids)), (w[0].text, g[0].text)
-        torch.testing.assert_close(
-            torch.tensor(g[0].logprobs[:shared]), torch.tensor(w[0].logprobs[:shared]), atol=5e-3, rtol=0
-        )
-
-
 def test_server_binds_loopback_only(server):
     cmd = server.command()
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and server.base_url.startswith("http://127.0.0.1:")
 
 
 def test_greedy_chat_and_raw_match_hf(engine, real_model):
-    _assert_follows(HFEngine(*real_model).generate(PROMPTS, GREEDY), engine.generate(PROMPTS, GREEDY))
+    assert_follows(HFEngine(*real_model).generate(PROMPTS, GREEDY), engine.generate(PROMPTS, GREEDY))
 
 
 def test_n_samples_and_stop(engine):
@@ -75,15 +65,15 @@ def test_lora_sync_and_server_restart(engine, server, bundled_dir):
     perturb_lora(policy, seed=3)
     engine.update_weights(policy)
     want = HFEngine(policy, tok).generate(PROMPTS, GREEDY)
-    _assert_follows(want, engine.generate(PROMPTS, GREEDY))
+    assert_follows(want, engine.generate(PROMPTS, GREEDY))
 
     server.stop()
     assert not engine.healthy()
     t0 = time.monotonic()
     server.start()  # same port; the new server knows nothing about the adapter
     print(f"server restart took {time.monotonic() - t0:.1f} s")
-    _assert_follows(want, engine.generate(PROMPTS, GREEDY))  # engine re-registers the adapter
+    assert_follows(want, engine.generate(PROMPTS, GREEDY))  # engine re-registers the adapter
 
     perturb_lora(policy, seed=4)  # a further sync after the restart still works
     engine.update_weights(policy)
-    _assert_follows(HFEngine(policy, tok).generate(PROMPTS, GREEDY), engine.generate(PROMPTS, GREEDY))
+    assert_follows(HFEngine(policy, tok).generate(PROMPTS, GREEDY), engine.generate(PROMPTS, GREEDY))

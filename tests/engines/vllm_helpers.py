@@ -28,3 +28,17 @@ def common_prefix(a: list[int], b: list[int]) -> int:
             break
         n += 1
     return n
+
+
+def assert_follows(want, got, atol: float = 5e-3) -> None:
+    """Greedy outputs ``got`` (engine) follow ``want`` (HF on the same weights): a long shared token prefix with the
+    same logprobs (fp32 both; kernels differ, so a near-tie may flip a late token)."""
+    import torch
+
+    for w, g in zip(want, got, strict=True):
+        w, g = w[0], g[0]
+        shared = common_prefix(w.token_ids, g.token_ids)
+        assert shared >= min(16, len(w.token_ids)), (w.text, g.text)
+        torch.testing.assert_close(
+            torch.tensor(g.logprobs[:shared]), torch.tensor(w.logprobs[:shared]), atol=atol, rtol=0
+        )

@@ -26,6 +26,15 @@ def test_round_trip(tmp_path, arch):
     assert loaded.threshold == 0.4 and loaded.metrics == {"val_ece": 0.05}
 
 
+def test_load_leaves_the_global_rng_alone(tmp_path):
+    """A reward loading its probe inside a resumed training step must not shift the sampling RNG (exact resume)."""
+    ProbeArtifact(ProbeHead("deep_mlp", 6, hidden_dim=8), "m", 1, "max").save(tmp_path)
+    torch.manual_seed(3)
+    state = torch.get_rng_state()
+    ProbeArtifact.load(tmp_path)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
 def test_load_and_score_without_lightning(tmp_path):
     ProbeArtifact(ProbeHead("mlp", 4, hidden_dim=8), "m", 1, "max").save(tmp_path)
     code = (

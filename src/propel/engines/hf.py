@@ -6,11 +6,13 @@ recorded during generation under the distribution actually sampled from (tempera
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import torch
 
 from propel.engines.base import Completion, Engine, Prompt, SamplingSpec
+from propel.models.lora import merged_lora_view
 
 
 class _SampledLogprobs:
@@ -49,9 +51,9 @@ class HFEngine(Engine):
         model: a causal LM or peft model (used live: generations follow its current weights).
         tokenizer: its tokenizer (needs a pad token).
         max_batch_size: sequences per ``generate`` call (prompts x n are chunked).
-        merge_lora: fold a peft model's LoRA adapters into the base weights while generating (one matmul per
-            adapted layer, instead of the adapter path at every token), unmerged afterwards. None: only for fp32
-            weights, where the merge/unmerge round trip is exact to about one ulp (in bf16 it would drift).
+        merge_lora: generate from a merged view of a peft model's LoRA adapters (``merged_lora_view``: one matmul
+            per adapted layer instead of the adapter path at every token; the base weights come back bit for bit).
+            None: only for fp32 weights (in bf16 the merged weights round differently from the adapter path).
     """
 
     def __init__(self, model, tokenizer, max_batch_size: int = 64, merge_lora: bool | None = None) -> None:
@@ -60,7 +62,7 @@ class HFEngine(Engine):
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
         if merge_lora is None:
             merge_lora = next(model.parameters()).dtype == torch.float32
-        self.merge_lora = bool(merge_lora) and hasattr(model, "merge_adapter")
+        self.merge_lora = bool(merge_lora) and hasattr(model, "disable_adapter") and hasattr(model, "peft_config")
 
     def render(self, prompt: Prompt) -> str:
         if prompt.messages is None:
@@ -88,15 +90,11 @@ class HFEngine(Engine):
         flat: list[Completion] = []
         was_training = self.model.training
         self.model.eval()
-        merged = self.merge_lora
-        if merged:
-            self.model.merge_adapter()
         try:
-            for start in range(0, len(rows), self.max_batch_size):
-                flat.extend(self._generate_batch(rows[start : start + self.max_batch_size], sampling))
+            with merged_lora_view(self.model) if self.merge_lora else contextlib.nullcontext():
+                for start in range(0, len(rows), self.max_batch_size):
+                    flat.extend(self._generate_batch(rows[start : start + self.max_batch_size], sampling))
         finally:
-            if merged:
-                self.model.unmerge_adapter()
             self.model.train(was_training)
         return [flat[i * sampling.n : (i + 1) * sampling.n] for i in range(len(prompts))]
 

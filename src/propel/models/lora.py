@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 ALL_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -37,6 +38,47 @@ def apply_lora(model, spec: LoRASpec | None = None):
     return get_peft_model(model, config)
 
 
+def _merged_weight(module):
+    """``W + sum of the active adapters' deltas`` of one LoRA layer, as a new tensor (``W`` is not touched)."""
+    weight = module.get_base_layer().weight.detach().clone()
+    for adapter in module.active_adapters:
+        if adapter in module.lora_A:
+            weight += module.get_delta_weight(adapter).to(weight.dtype)
+    return weight
+
+
+@contextmanager
+def merged_lora_view(policy):
+    """Inside, ``policy`` runs as one plain model with every active LoRA delta folded into its weights (one matmul
+    per adapted layer instead of the adapter path at every token: what makes sampling fast).
+
+    Unlike peft's ``merge_adapter``/``unmerge_adapter``, whose add-then-subtract round trip leaves rounding drift
+    in the base weights (the KL reference) at every call and so breaks exact resume, the merged weights are new
+    tensors swapped in and the original ones swapped back: the base weights come back bit for bit. Costs one extra
+    copy of the adapted weights while inside.
+    """
+    import torch
+    from peft.tuners.lora import LoraLayer
+
+    layers = [m for m in policy.modules() if isinstance(m, LoraLayer)]
+    if not layers or any(m.disable_adapters or m.merged for m in layers):
+        yield policy  # adapters already off (e.g. inside ``disable_adapter``) or merged: nothing to fold in
+        return
+    swapped = []
+    try:
+        with torch.no_grad():
+            for module in layers:
+                weight = module.get_base_layer().weight
+                merged = _merged_weight(module)
+                swapped.append((weight, weight.data))
+                weight.data = merged
+        with policy.disable_adapter():  # the adapter path off: the swapped-in weights already hold it
+            yield policy
+    finally:
+        for weight, original in swapped:
+            weight.data = original
+
+
 def merged_state_dict(policy, dtype=None) -> dict:
     """The base model's weights, under its own (HF) names, with every active LoRA delta added; ``policy`` is left
     untouched (peft's merge/unmerge round trip would leave rounding drift in the base weights).
@@ -50,14 +92,7 @@ def merged_state_dict(policy, dtype=None) -> dict:
     base = policy.get_base_model()
     out: dict[str, torch.Tensor] = {}
     with torch.no_grad():
-        lora_modules = {}
-        for name, module in base.named_modules():
-            if isinstance(module, LoraLayer):
-                weight = module.get_base_layer().weight.detach().clone()
-                for adapter in module.active_adapters:
-                    if adapter in module.lora_A:
-                        weight += module.get_delta_weight(adapter).to(weight.dtype)
-                lora_modules[name] = weight
+        lora_modules = {name: _merged_weight(m) for name, m in base.named_modules() if isinstance(m, LoraLayer)}
         for key, value in base.state_dict().items():
             if "lora_" in key:
                 continue

@@ -79,7 +79,8 @@ class ProbeArtifact:
                 f"probe: {directory} needs {CONFIG} and {WEIGHTS} (write it with ProbeArtifact.save)"
             )
         cfg = json.loads((directory / CONFIG).read_text())
-        head = ProbeHead(cfg["arch"], cfg["input_dim"], cfg["hidden_dim"], cfg["dropout"])
+        with torch.random.fork_rng(devices=[]):  # the random init is overwritten: leave the global RNG as it was
+            head = ProbeHead(cfg["arch"], cfg["input_dim"], cfg["hidden_dim"], cfg["dropout"])
         head.net.load_state_dict(load_file(str(directory / WEIGHTS)))
         norm = cfg["normalization"]
         head.mean.copy_(torch.tensor(norm["mean"], dtype=torch.float32))

@@ -112,6 +112,8 @@ class ProbeReward:
     def bind(self, policy, tokenizer, model_name: str) -> None:
         """Offer the GRPO policy (``model_name`` = its base) as the frozen reference for an ``artifact`` probe."""
         self._policy = (policy, tokenizer, model_name)
+        if self.probe is None:  # load now, at setup, not inside the first training step
+            self.probe = self._build()
 
     def _build(self) -> ProbeLike:
         from propel.models import load_model
