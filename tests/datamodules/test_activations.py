@@ -63,6 +63,25 @@ def test_group_folds_are_group_disjoint():
         assert len(tr) + len(va) + len(te) == 70
 
 
+def test_stratified_folds_hold_every_row_out_once_with_both_classes():
+    from sklearn.model_selection import StratifiedKFold
+
+    from propel.probes.splits import stratified_kfold_split
+
+    y = np.array([1] * 12 + [0] * 73)  # the demo's pool shape: few positives
+    tests = []
+    for fold in range(5):
+        tr, va, te = stratified_kfold_split(y, 5, fold, seed=3)
+        assert not (set(tr) & set(va)) and not (set(tr) & set(te)) and not (set(va) & set(te))
+        assert len(tr) + len(va) + len(te) == len(y) and y[te].sum() >= 2 and y[va].sum() >= 2
+        tests.append(te)
+    assert sorted(np.concatenate(tests).tolist()) == list(range(len(y)))
+    want = [np.sort(t) for _, t in StratifiedKFold(5, shuffle=True, random_state=3).split(np.zeros(len(y)), y)]
+    assert all(np.array_equal(a, b) for a, b in zip(tests, want, strict=True))  # scikit-learn's folds, in order
+    with pytest.raises(ValueError, match="stratified_kfold needs >= n_folds=5 rows of each class"):
+        stratified_kfold_split(np.array([1] * 4 + [0] * 40), 5, 0)
+
+
 def test_clear_errors(paths, tmp_path):
     feats, labels = paths
     with pytest.raises(ValueError, match="layer and pooling"):

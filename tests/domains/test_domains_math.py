@@ -131,3 +131,21 @@ def test_grounded_numbers_reject_expressions_unrelated_to_the_problem():
     verdicts = domain.validity([grounded, word, stray])
     assert [v.reason for v in verdicts] == ["ok", "ok", "ungrounded_number"]
     assert MathExpressionDomain().validity([stray])[0].ok  # off by default
+
+
+def test_few_shot_solver_prompt_and_grading():
+    domain = MathExpressionDomain(solver_format="few_shot", solver_shots=2)
+    task = domain.parse(" Ann has 4 bags of 6 eggs. She uses 5. How many are left?\nExpression: 4 * 6 - 5")
+    assert domain.validity([task])[0].ok and domain.solver_stop == ("\n",)
+    prompt = domain.solver_prompt(task)
+    assert prompt.messages is None and prompt.text.count("\nAnswer: ") == 2  # two solved examples with their values
+    assert "Problem: Tom has 3 boxes" in prompt.text and "\nAnswer: 31\n\n" in prompt.text
+    assert prompt.text.endswith("Problem: Ann has 4 bags of 6 eggs. She uses 5. How many are left?\nAnswer:")
+    assert domain.grade(task, [" 19", " 19.0", "19 eggs\nProblem: more", " 20", "", " nineteen"]) == [
+        True, True, True, False, False, False,
+    ]  # fmt: skip
+    assert MathExpressionDomain().solver_stop == ()  # chat default: the answer line comes after the working
+    with pytest.raises(ValueError, match="solver_format"):
+        MathExpressionDomain(solver_format="boxed")
+    with pytest.raises(ValueError, match="solver_shots"):
+        MathExpressionDomain(solver_format="few_shot", solver_shots=0)

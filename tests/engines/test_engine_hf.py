@@ -131,3 +131,23 @@ def test_merged_lora_generation_matches_unmerged_and_restores_weights(tiny_model
     assert not any(getattr(m, "merged", False) for m in policy.modules())
     lora_layers = [m for m in policy.modules() if isinstance(m, LoraLayer)]
     assert lora_layers and not any(m.disable_adapters for m in lora_layers)  # the adapter path is back on
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_shared_prefill_gives_the_same_samples(tiny_model, temperature):
+    """One prefill per prompt, its KV cache copied to the n rows: same tokens and logprobs as n separate prefills,
+    for prompts of different lengths (left padding) and chunks split across calls."""
+    model, tok = tiny_model
+    prompts = [RAW, CHAT, Prompt(text="Problem: a much longer prompt with many more tokens in it, seven"), RAW]
+    spec = SamplingSpec(n=3, max_new_tokens=9, temperature=temperature, logprobs=True)
+    outs = []
+    for share in (True, False):
+        torch.manual_seed(5)
+        outs.append(HFEngine(model, tok, max_batch_size=6, share_prefill=share).generate(prompts, spec))
+    shared, plain = outs
+    assert [[c.token_ids for c in g] for g in shared] == [[c.token_ids for c in g] for g in plain]
+    for a, b in zip(shared, plain, strict=True):
+        for x, y in zip(a, b, strict=True):
+            torch.testing.assert_close(torch.tensor(x.logprobs), torch.tensor(y.logprobs), rtol=1e-4, atol=1e-4)
+    if temperature:
+        assert len({tuple(c.token_ids) for c in shared[0]}) > 1  # the n rows of one prompt are sampled apart

@@ -136,6 +136,8 @@ def test_bad_pipeline_config_names_the_key(tmp_path):
         load_pipeline_config(None, ["label.band=[1,9]"])
     with pytest.raises(ConfigError, match="stages"):
         load_pipeline_config(None, ["stages=[label,nope]"])
+    with pytest.raises(ConfigError, match="probe.split"):
+        load_pipeline_config(None, ["probe.split=loo"])
 
 
 def test_engine_auto_picks_vllm_only_when_installed():

@@ -73,6 +73,19 @@ def test_group_kfold_sweep_runs_every_fold():
     assert result.table["n_runs"].tolist() == [4]
 
 
+def test_stratified_kfold_sweep_holds_every_row_out_once():
+    ids, features, pool = synthetic_probe_data(n=200)
+    rows = align_labels(ids, pool)
+    config = small_config(archs=("linear",), seeds=(0, 1), split="stratified_kfold", n_folds=5, logistic_baseline=False)
+    result = run_sweep({"layer1/mean_full": features["layer1/mean_full"]}, rows, config, progress=False)
+    assert sorted(result.runs["fold"]) == sorted([0, 1, 2, 3, 4] * 2) and result.table["n_runs"].tolist() == [10]
+    mean = result.runs["test_balanced_accuracy"].mean()
+    assert result.table["test_balanced_accuracy"].iloc[0] == pytest.approx(mean)
+    _, metrics = refit_selected({"layer1/mean_full": features["layer1/mean_full"]}, rows, result, config)
+    best = result.runs.loc[result.runs["val_balanced_accuracy"].idxmax()]
+    assert metrics["fold"] == int(best["fold"])  # the fold whose test rows the refit never trained on
+
+
 def test_tiny_model_texts_to_probe_to_scorer(tiny_model, tmp_path):
     """Texts -> cached activations -> sweep -> selected probe -> artifact -> ProbeScorer.logits on new texts."""
     model, tok = tiny_model

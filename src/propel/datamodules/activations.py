@@ -25,8 +25,9 @@ class ActivationDataModule(LightningDataModule):
             ``valid``.
         layer: layer of the feature block to use (with ``pooling``; may be omitted when the source holds one block).
         pooling: pooling of the feature block to use.
-        split: ``random`` (stratified 80/10/10) or ``group_kfold`` (by the ``group`` column).
-        n_folds: folds for ``group_kfold``.
+        split: ``random`` (stratified 80/10/10), ``stratified_kfold`` (small pools) or ``group_kfold`` (by the
+            ``group`` column).
+        n_folds: folds for the k-fold splits.
         fold: which fold is the test fold (the next one is validation).
         balance: ``downsample`` the train split to equal classes, ``weighted`` (BCE pos_weight) or ``none``.
         batch_size: training batch size.

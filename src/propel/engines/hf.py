@@ -50,16 +50,28 @@ class HFEngine(Engine):
     Args:
         model: a causal LM or peft model (used live: generations follow its current weights).
         tokenizer: its tokenizer (needs a pad token).
-        max_batch_size: sequences per ``generate`` call (prompts x n are chunked).
+        max_batch_size: sequences per ``generate`` call (whole prompts are chunked: a prompt's ``n`` samples always
+            share one call).
         merge_lora: generate from a merged view of a peft model's LoRA adapters (``merged_lora_view``: one matmul
             per adapted layer instead of the adapter path at every token; the base weights come back bit for bit).
             None: only for fp32 weights (in bf16 the merged weights round differently from the adapter path).
+        share_prefill: run each prompt's prefill once and copy its KV cache to its ``n`` samples (instead of ``n``
+            identical prefills): the same tokens and logprobs, and several times less prompt compute for long
+            few-shot prompts; False prefills every sample row.
     """
 
-    def __init__(self, model, tokenizer, max_batch_size: int = 64, merge_lora: bool | None = None) -> None:
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        max_batch_size: int = 64,
+        merge_lora: bool | None = None,
+        share_prefill: bool = True,
+    ) -> None:
         if tokenizer.pad_token_id is None:
             raise ValueError("tokenizer has no pad token: set tokenizer.pad_token = tokenizer.eos_token")
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
+        self.share_prefill = share_prefill
         if merge_lora is None:
             merge_lora = next(model.parameters()).dtype == torch.float32
         self.merge_lora = bool(merge_lora) and hasattr(model, "disable_adapter") and hasattr(model, "peft_config")
@@ -86,20 +98,40 @@ class HFEngine(Engine):
                 f"sampling.n and sampling.max_new_tokens must be >= 1, got {sampling.n}, {sampling.max_new_tokens}"
             )
         encoded = [self.encode_prompt(p) for p in prompts]
-        rows = [ids for ids in encoded for _ in range(sampling.n)]
+        per_chunk = max(1, self.max_batch_size // sampling.n)  # whole prompts per generate call (n rows each)
         flat: list[Completion] = []
         was_training = self.model.training
         self.model.eval()
         try:
             with merged_lora_view(self.model) if self.merge_lora else contextlib.nullcontext():
-                for start in range(0, len(rows), self.max_batch_size):
-                    flat.extend(self._generate_batch(rows[start : start + self.max_batch_size], sampling))
+                for start in range(0, len(encoded), per_chunk):
+                    flat.extend(self._generate_batch(encoded[start : start + per_chunk], sampling))
         finally:
             self.model.train(was_training)
         return [flat[i * sampling.n : (i + 1) * sampling.n] for i in range(len(prompts))]
 
     @torch.no_grad()
-    def _generate_batch(self, rows: list[list[int]], sampling: SamplingSpec) -> list[Completion]:
+    def _prefill(self, input_ids: torch.Tensor, attention: torch.Tensor, n: int):
+        """KV cache of every prompt token but the last (which ``generate`` feeds itself), computed once per prompt
+        and repeated for its ``n`` sample rows. Positions follow ``generate``'s own rule for left padding."""
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.model.config)
+        positions = (attention.cumsum(-1) - 1).masked_fill(attention == 0, 0)
+        self.model(
+            input_ids=input_ids[:, :-1],
+            attention_mask=attention[:, :-1],
+            position_ids=positions[:, :-1],
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        cache.batch_repeat_interleave(n)
+        return cache
+
+    @torch.no_grad()
+    def _generate_batch(self, prompts: list[list[int]], sampling: SamplingSpec) -> list[Completion]:
+        """``sampling.n`` completions of each prompt (prompt-major order)."""
         from transformers import GenerationConfig, LogitsProcessorList
         from transformers.generation.logits_process import (
             TemperatureLogitsWarper,
@@ -107,11 +139,15 @@ class HFEngine(Engine):
             TopPLogitsWarper,
         )
 
-        pad = self.tokenizer.pad_token_id
-        width = max(len(r) for r in rows)
+        pad, n = self.tokenizer.pad_token_id, sampling.n
+        width = max(len(r) for r in prompts)
         device = next(self.model.parameters()).device
-        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=device)
-        attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
+        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in prompts], device=device)
+        attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in prompts], device=device)
+        extra = {}
+        if self.share_prefill and n > 1 and width > 1:
+            extra["past_key_values"] = self._prefill(input_ids, attention, n)
+        input_ids, attention = input_ids.repeat_interleave(n, 0), attention.repeat_interleave(n, 0)
         greedy = sampling.temperature == 0
         # Warpers go in our own list so the recorder, appended last, sees the final sampling distribution.
         processors = LogitsProcessorList()
@@ -137,7 +173,8 @@ class HFEngine(Engine):
             bos_token_id=self.tokenizer.bos_token_id,
             stop_strings=list(sampling.stop) or None,
         )
-        extra = {"tokenizer": self.tokenizer} if sampling.stop else {}
+        if sampling.stop:
+            extra["tokenizer"] = self.tokenizer
         sequences = self.model.generate(
             input_ids=input_ids,
             attention_mask=attention,
@@ -149,7 +186,7 @@ class HFEngine(Engine):
         logprobs = recorder.finish(sequences, new.shape[1]).cpu() if recorder is not None else None
         return [
             self._completion(new[i].tolist(), None if logprobs is None else logprobs[i].tolist(), sampling, set(eos))
-            for i in range(len(rows))
+            for i in range(input_ids.shape[0])
         ]
 
     def _completion(self, ids: list[int], logprobs: list[float] | None, sampling: SamplingSpec, eos: set[int]):

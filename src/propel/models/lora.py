@@ -39,11 +39,11 @@ def apply_lora(model, spec: LoRASpec | None = None):
 
 
 def _merged_weight(module):
-    """``W + sum of the active adapters' deltas`` of one LoRA layer, as a new tensor (``W`` is not touched)."""
-    weight = module.get_base_layer().weight.detach().clone()
+    """``W + sum of the active adapters' deltas`` of one LoRA layer (``W`` itself is never written to)."""
+    weight = module.get_base_layer().weight.detach()
     for adapter in module.active_adapters:
         if adapter in module.lora_A:
-            weight += module.get_delta_weight(adapter).to(weight.dtype)
+            weight = weight + module.get_delta_weight(adapter).to(weight.dtype)  # out of place: a new tensor
     return weight
 
 

@@ -36,6 +36,11 @@ class ProbeSpec:
     balances: list[str] = field(default_factory=lambda: ["downsample", "weighted"])
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     max_ece: float = 0.1
+    split: str = "random"
+    """``random`` 80/10/10, or ``stratified_kfold`` for small pools (every row is held out once; metrics are the
+    mean over folds)."""
+    n_folds: int = 5
+    """Folds of ``stratified_kfold``."""
     batch_size: int = 8
     max_length: int = 512
     rvp_contexts: int = 8
@@ -128,6 +133,10 @@ def load_pipeline_config(path: str | Path | None = None, overrides: list[str] | 
         raise ConfigError(f"pipeline config key {key!r}: {str(err).splitlines()[0]}") from None
     if cfg.engine not in ("auto", "hf", "vllm", "vllm_server"):
         raise ConfigError(f"pipeline config key 'engine': choose auto, hf, vllm or vllm_server, got {cfg.engine!r}")
+    if cfg.probe.split not in ("random", "stratified_kfold"):
+        raise ConfigError(
+            f"pipeline config key 'probe.split': choose random or stratified_kfold, got {cfg.probe.split!r}"
+        )
     unknown = [s for s in cfg.stages if s not in STAGES]
     if unknown:
         raise ConfigError(f"pipeline config key 'stages': unknown stage(s) {unknown}; choose from {list(STAGES)}")

@@ -186,7 +186,14 @@ def run_probe(cfg: PipelineConfig) -> dict:
             group_size=spec.rvp_group_size,
             invalid_penalty=cfg.grpo.invalid_penalty,
         )
-    sweep_cfg = SweepConfig(archs=spec.archs, balances=spec.balances, seeds=spec.seeds, max_ece=spec.max_ece)
+    sweep_cfg = SweepConfig(
+        archs=spec.archs,
+        balances=spec.balances,
+        seeds=spec.seeds,
+        max_ece=spec.max_ece,
+        split=spec.split,
+        n_folds=spec.n_folds,
+    )
     result = run_sweep(features, rows, sweep_cfg, rvp_sample=rvp_sample, out_dir=out / "sweep")
     module, metrics = refit_selected(features, rows, result, sweep_cfg)
     layer, pooling = parse_key(result.selected["key"])
@@ -195,7 +202,7 @@ def run_probe(cfg: PipelineConfig) -> dict:
     )
     artifact.save(out / "artifact")
 
-    _, _, test = split_indices(rows, sweep_cfg)
+    _, _, test = split_indices(rows, sweep_cfg, fold=metrics["fold"])  # rows the refit probe never trained on
     test_idx = torch.as_tensor(rows.rows[test], dtype=torch.long)
     with torch.no_grad():
         probs = artifact.probs(features[result.selected["key"]][test_idx].float())

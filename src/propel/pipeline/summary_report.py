@@ -17,25 +17,33 @@ def _pool_section(s: dict) -> str:
 
 def _probe_section(s: dict, out: Path, cfg: PipelineConfig) -> str:
     cols = ("key", "arch", "balance", "val_balanced_accuracy", "val_ece", "test_balanced_accuracy", "rvp_within")
-    sel, refit, base = s.get("selected", {}), s.get("selected_refit_metrics", {}), s.get("logistic_baseline") or {}
+    sel, base = s.get("selected", {}), s.get("logistic_baseline") or {}
     rows = [
         {
             "probe": f"selected: {sel.get('key')} {sel.get('arch')} {sel.get('balance')}",
-            "test balanced acc": refit.get("test_balanced_accuracy"),
-            "test ECE": refit.get("test_ece"),
-            "test AUROC": refit.get("test_auroc"),
+            "runs": sel.get("n_runs"),
+            "test balanced acc": sel.get("test_balanced_accuracy"),
+            "test ECE": sel.get("test_ece"),
+            "test AUROC": sel.get("test_auroc"),
             "RVP (overall)": sel.get("rvp_overall"),
             "RVP (within group)": sel.get("rvp_within"),
         },
         {
             "probe": f"logistic regression (sklearn), same features ({base.get('balance', '-')})",
+            "runs": base.get("n_runs"),
             "test balanced acc": base.get("test_balanced_accuracy"),
             "test ECE": base.get("test_ece"),
             "test AUROC": base.get("test_auroc"),
         },
     ]
-    body = f"Rows: {s.get('rows')} labeled valid tasks, {s.get('positives')} positive.\n\n"
-    body += markdown_table(rows) + "\nBest sweep cells (validation, mean over seeds):\n\n"
+    split = (
+        f"{cfg.probe.n_folds}-fold stratified cross-validation"
+        if cfg.probe.split == "stratified_kfold"
+        else ("a random 80/10/10 split")
+    )
+    body = f"Rows: {s.get('rows')} labeled valid tasks, {s.get('positives')} positive; {split}. Held-out numbers are "
+    body += "means over the runs (seeds x folds) of each cell.\n\n"
+    body += markdown_table(rows) + "\nBest sweep cells (by validation balanced accuracy):\n\n"
     body += markdown_table(s.get("top_cells", []), [c for c in cols if s.get("top_cells") and c in s["top_cells"][0]])
     for name in ("reliability.png", "sweep/sweep_heatmap.png"):
         src = cfg.root / "probe" / name

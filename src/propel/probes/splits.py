@@ -1,7 +1,9 @@
 """Train/val/test splits and class balancing for probe training (scikit-learn splitters, index arrays out).
 
-Random 80/10/10 (stratified by label) for single-domain pools; k-fold by group (e.g. repository) for SWE, where fold
-``k`` is the test set, fold ``k+1`` the validation set (early stopping) and the rest the training set.
+Random 80/10/10 (stratified by label) for single-domain pools; stratified k-fold for small pools (every row is held
+out once, so a pool with a dozen positives still gets a usable estimate); k-fold by group (e.g. repository) for SWE.
+In both k-fold modes fold ``k`` is the test set, fold ``k+1`` the validation set (early stopping) and the rest the
+training set.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import warnings
 
 import numpy as np
 
-SPLITS = ("random", "group_kfold")
+SPLITS = ("random", "stratified_kfold", "group_kfold")
 BALANCES = ("downsample", "weighted", "none")
 
 
@@ -36,22 +38,50 @@ def random_split(
     return np.sort(train), np.sort(val), np.sort(test)
 
 
+def _rotate(folds: list[np.ndarray], n: int, fold: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(train, val, test)`` from k disjoint folds: test = fold ``fold``, val = the next one, train = the rest."""
+    test, val = folds[fold], folds[(fold + 1) % len(folds)]
+    train = np.setdiff1d(np.arange(n), np.concatenate([test, val]))
+    return np.sort(train), np.sort(val), np.sort(test)
+
+
+def _check_folds(n_folds: int, fold: int) -> None:
+    if n_folds < 3:
+        raise ValueError(f"n_folds must be >= 3 (train, val and test folds), got {n_folds}")
+    if not 0 <= fold < n_folds:
+        raise ValueError(f"fold must be in 0..{n_folds - 1}, got {fold}")
+
+
 def group_kfold_split(groups, n_folds: int = 5, fold: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Group-disjoint ``(train, val, test)``: test = fold ``fold``, val = fold ``fold + 1``, train = the rest."""
     from sklearn.model_selection import GroupKFold
 
     groups = np.asarray(groups)
+    _check_folds(n_folds, fold)
     n_groups = len(np.unique(groups))
-    if n_folds < 3:
-        raise ValueError(f"n_folds must be >= 3 (train, val and test folds), got {n_folds}")
     if n_groups < n_folds:
         raise ValueError(f"group: {n_groups} distinct groups cannot fill n_folds={n_folds}; lower n_folds")
-    if not 0 <= fold < n_folds:
-        raise ValueError(f"fold must be in 0..{n_folds - 1}, got {fold}")
     folds = [test for _, test in GroupKFold(n_splits=n_folds).split(np.zeros(len(groups)), groups=groups)]
-    test, val = folds[fold], folds[(fold + 1) % n_folds]
-    train = np.setdiff1d(np.arange(len(groups)), np.concatenate([test, val]))
-    return np.sort(train), np.sort(val), np.sort(test)
+    return _rotate(folds, len(groups), fold)
+
+
+def stratified_kfold_split(
+    labels, n_folds: int = 5, fold: int = 0, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Label-stratified ``(train, val, test)`` (shuffled with ``seed``): test = fold ``fold``, val = the next fold."""
+    from sklearn.model_selection import StratifiedKFold
+
+    y = np.asarray(labels).astype(int)
+    _check_folds(n_folds, fold)
+    smallest = np.bincount(y, minlength=2).min()
+    if smallest < n_folds:
+        raise ValueError(
+            f"labels: split=stratified_kfold needs >= n_folds={n_folds} rows of each class, the smaller class has "
+            f"{smallest}; lower n_folds or label more tasks"
+        )
+    splitter = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
+    folds = [test for _, test in splitter.split(np.zeros(len(y)), y)]
+    return _rotate(folds, len(y), fold)
 
 
 def downsample(indices: np.ndarray, labels: np.ndarray, seed: int = 0) -> np.ndarray:
@@ -85,9 +115,11 @@ def make_split(
     n_folds: int = 5,
     fold: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Dispatch on ``split`` (``random`` or ``group_kfold``)."""
+    """Dispatch on ``split`` (``random``, ``stratified_kfold`` or ``group_kfold``)."""
     if split == "random":
         return random_split(labels, seed=seed)
+    if split == "stratified_kfold":
+        return stratified_kfold_split(labels, n_folds=n_folds, fold=fold, seed=seed)
     if split == "group_kfold":
         if groups is None:
             raise ValueError("split=group_kfold needs a `group` column in the labels")

@@ -18,7 +18,15 @@ from torch import Tensor
 from propel.probes.data import LabeledRows
 from propel.probes.heads import ARCHS, feature_stats
 from propel.probes.selection import hard_gate_rewards, rvp, select_probe
-from propel.probes.splits import BALANCES, downsample, group_kfold_split, positive_weight, random_split
+from propel.probes.splits import (
+    BALANCES,
+    SPLITS,
+    downsample,
+    group_kfold_split,
+    positive_weight,
+    random_split,
+    stratified_kfold_split,
+)
 from propel.probes.training import LoopSettings, fit_in_memory
 
 BASELINE_ARCH = "logreg_sklearn"
@@ -36,11 +44,12 @@ class SweepConfig:
     seeds: Sequence[int] = (0, 1, 2)
     """Training seeds per cell (init, shuffling, downsampling); cell metrics are their mean."""
     split: str = "random"
-    """``random`` 80/10/10 or ``group_kfold`` (every fold is run)."""
+    """``random`` 80/10/10, ``stratified_kfold`` (small pools: every row is held out once) or ``group_kfold``; in
+    the k-fold modes every fold is run and a cell's metrics are the mean over folds and seeds."""
     n_folds: int = 5
-    """Folds for ``group_kfold``."""
+    """Folds for ``stratified_kfold`` / ``group_kfold``."""
     split_seed: int = 0
-    """Seed of the random split (fixed across training seeds)."""
+    """Seed of the random / stratified split (fixed across training seeds)."""
     loop: LoopSettings = field(default_factory=LoopSettings)
     """Epochs, patience, batch size, early-stopping metric."""
     lr: float = 1e-3
@@ -99,6 +108,10 @@ def _splits(rows: LabeledRows, config: SweepConfig):
     y = rows.labels.numpy().astype(int)
     if config.split == "random":
         return [random_split(y, seed=config.split_seed)]
+    if config.split == "stratified_kfold":
+        return [stratified_kfold_split(y, config.n_folds, k, seed=config.split_seed) for k in range(config.n_folds)]
+    if config.split != "group_kfold":
+        raise ValueError(f"sweep split: unknown {config.split!r}; choose from {', '.join(SPLITS)}")
     if rows.groups is None:
         raise ValueError("split=group_kfold needs a `group` column in the labels")
     return [group_kfold_split(rows.groups, config.n_folds, k) for k in range(config.n_folds)]
@@ -271,7 +284,8 @@ def summarize(runs):
 def refit_selected(features: Mapping[str, Tensor], rows: LabeledRows, result: SweepResult, config: SweepConfig):
     """Retrain the selected cell with its best run's seed and fold (training is deterministic per seed).
 
-    Returns ``(module, metrics)``; export it with ``module.to_artifact(...)``.
+    Returns ``(module, metrics)`` (``metrics["fold"]``: the fold whose test rows the module never saw); export it
+    with ``module.to_artifact(...)``.
     """
     sel = result.selected
     runs = result.runs
@@ -280,7 +294,7 @@ def refit_selected(features: Mapping[str, Tensor], rows: LabeledRows, result: Sw
     x = features[sel["key"]][torch.as_tensor(rows.rows, dtype=torch.long)].float()
     split = _splits(rows, config)[int(best["fold"])]
     module, metrics = train_run(x, rows, split, config, sel["arch"], sel["balance"], int(best["seed"]))
-    return module, metrics
+    return module, {**metrics, "fold": int(best["fold"])}
 
 
 def split_indices(rows: LabeledRows, config: SweepConfig, fold: int = 0) -> tuple[np.ndarray, ...]:

@@ -2,7 +2,9 @@
 
 The generator continues three ``Problem: ...`` / ``Expression: ...`` examples after a final ``Problem:`` and stops
 at a blank line. A task is valid iff its expression evaluates (safely, exactly) to a whole number, the reference.
-The solver gets a chat prompt ending "Give the final answer as: Answer: <number>" and is graded numerically.
+The solver gets a chat prompt ending "Give the final answer as: Answer: <number>" (``solver_format="chat"``) or, for
+small models, a raw few-shot prompt of solved examples ending in "Answer:" (``"few_shot"``: a number in a few tokens);
+either way it is graded numerically against the reference.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from propel.engines.base import Prompt
 from propel.sandbox.base import Sandbox
 
 SOLVER_INSTRUCTION = "Solve the problem. Give the final answer as: Answer: <number>"
+SOLVER_FORMATS = ("chat", "few_shot")
 _ARITHMETIC_PREFIX = re.compile(r"[0-9\s+\-*/().^×÷%]+")
 
 
@@ -30,6 +33,16 @@ _ARITHMETIC_PREFIX = re.compile(r"[0-9\s+\-*/().^×÷%]+")
 def expression_examples() -> list[dict]:
     """Few-shot (problem, expression) pairs shipped as package data."""
     return json.loads(resources.files("propel.domains").joinpath("data/math_expression_examples.json").read_text())
+
+
+@cache
+def solved_examples(k: int) -> str:
+    """The first ``k`` shipped examples as "Problem: ... / Answer: <value of the expression>" blocks."""
+    blocks = []
+    for example in expression_examples()[:k]:
+        value = evaluate(example["expression"])
+        blocks.append(f"Problem: {example['problem']}\nAnswer: {value}\n\n")
+    return "".join(blocks)
 
 
 _NUMBER_WORDS = {w: i for i, w in enumerate([
@@ -58,6 +71,10 @@ class MathExpressionDomain(Domain):
             to twenty): rejects tasks whose expression has nothing to do with their text, which no solver can answer.
         lenient_expression: read the expression as its arithmetic prefix before any ``=`` (``35 + 74*3 = 95`` ->
             ``35 + 74*3``; ``2 * 10 + 1 as per ...`` -> ``2 * 10 + 1``); False requires the whole line to parse.
+        solver_format: ``chat`` (an instruction, answer parsed from "Answer: <number>") or ``few_shot`` (raw text:
+            ``solver_shots`` solved "Problem: ... / Answer: <number>" examples, then the task; the solver writes
+            the number and stops at the line end: what a 135M model can do, in ~8 tokens instead of ~100).
+        solver_shots: solved examples in a ``few_shot`` solver prompt.
     """
 
     name = "math_expression"
@@ -71,6 +88,8 @@ class MathExpressionDomain(Domain):
         max_abs_answer: int = 10**9,
         lenient_expression: bool = False,
         grounded_numbers: bool = False,
+        solver_format: str = "chat",
+        solver_shots: int = 3,
     ):
         if not 0 < few_shot <= len(expression_examples()):
             raise ValueError(
@@ -78,6 +97,16 @@ class MathExpressionDomain(Domain):
             )
         self.few_shot, self.max_problem_chars, self.max_abs_answer = few_shot, max_problem_chars, max_abs_answer
         self.lenient_expression, self.grounded_numbers = lenient_expression, grounded_numbers
+        if solver_format not in SOLVER_FORMATS:
+            raise ValueError(
+                f"MathExpressionDomain solver_format must be one of {SOLVER_FORMATS}, got {solver_format!r}"
+            )
+        if solver_format == "few_shot" and not 0 < solver_shots <= len(expression_examples()):
+            raise ValueError(
+                f"MathExpressionDomain solver_shots must be in 1..{len(expression_examples())}, got {solver_shots}"
+            )
+        self.solver_format, self.solver_shots = solver_format, solver_shots
+        self.solver_stop = ("\n",) if solver_format == "few_shot" else ()
 
     def contexts(self, n: int, seed: int = 0) -> list[Context]:
         examples = expression_examples()
@@ -131,9 +160,13 @@ class MathExpressionDomain(Domain):
         return verdicts
 
     def solver_prompt(self, task: Task) -> Prompt:
+        if self.solver_format == "few_shot":
+            return Prompt(text=f"{solved_examples(self.solver_shots)}Problem: {task.data['problem']}\nAnswer:")
         return Prompt(messages=[{"role": "user", "content": f"{task.data['problem']}\n\n{SOLVER_INSTRUCTION}"}])
 
     def grade(self, task: Task, completions: Sequence[str], sandbox: Sandbox | None = None) -> list[bool]:
+        if self.solver_format == "few_shot":  # the completion is the answer line itself
+            return [parse_number(c.strip().split("\n")[0]) == task.data["answer"] for c in completions]
         return [parse_number(extract_answer(c)) == task.data["answer"] for c in completions]
 
     def topic(self, task: Task) -> str:
