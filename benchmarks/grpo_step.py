@@ -6,7 +6,8 @@ KL beta 0.04 (k3), one PPO iteration, AdamW, no gradient checkpointing. Each run
 timed steps; generation time is measured by timing the rollout engine's (TRL: the policy's) ``generate`` calls.
 propel runs once per ``--propel-engines`` entry: ``hf`` (generate on the live policy), ``vllm`` (in-process vLLM,
 the LoRA adapter hot-loaded before every step) and ``vllm-merged`` (LoRA merged on the trainer side, full weights
-reloaded into vLLM before every step); vLLM runs bf16 with importance correction on and needs ``.venv-vllm``.
+reloaded into vLLM before every step); vLLM runs its default dtype (fp32 on CPU) with importance correction on
+and needs ``.venv-vllm``.
 
 python benchmarks/grpo_step.py --steps 3
 .venv-vllm/bin/python benchmarks/grpo_step.py --propel-engines hf vllm vllm-merged --steps 10

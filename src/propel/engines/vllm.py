@@ -35,9 +35,27 @@ def import_vllm():
     return vllm
 
 
-def cpu_defaults() -> None:
-    """KV-cache size for the CPU backend (GiB) unless the user set one; ignored on GPUs."""
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+def cpu_defaults(env=None) -> None:
+    """CPU-backend settings in ``env`` (default ``os.environ``) unless the user set them; ignored on GPUs.
+
+    A 2 GiB KV cache, and on machines with at most 4 cores no core reserved for the frontend: vLLM's default
+    reserves one, which on 2 cores halves the compute (measured here, SmolLM2-135M fp32, 16 prompts x 8 x 128
+    tokens: 192 tok/s with the reserve, 305 tok/s without).
+    """
+    env = os.environ if env is None else env
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    if (os.cpu_count() or 1) <= 4:
+        env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+
+
+def default_dtype(dtype: str | None) -> str:
+    """``dtype`` as given, else bf16 on GPUs and fp32 on CPUs (fp32 measured faster for SmolLM2-135M on this
+    AVX-512 CPU: 305 vs 260 tok/s, and its logprobs match the fp32 trainer's for the importance correction)."""
+    if dtype is not None:
+        return dtype
+    import torch
+
+    return "bfloat16" if torch.cuda.is_available() else "float32"
 
 
 def is_peft(policy) -> bool:
@@ -93,7 +111,7 @@ class VLLMEngine(Engine):
             ``merged`` (merge the deltas on the trainer side and reload full weights: no LoRA kernels at generation
             time, measured 3x faster generation on vLLM CPU for SmolLM2-135M; costs one weight reload per sync).
         max_lora_rank: largest adapter rank vLLM reserves room for.
-        dtype: weights dtype (bf16 is the fast path on CPU).
+        dtype: weights dtype; None: bf16 on GPUs, fp32 on CPUs (``default_dtype``).
         max_model_len: prompt + completion tokens per sequence.
         enforce_eager: skip graph capture (needed on CPU; faster startup).
         seed: global sampling seed (a per-request seed is not supported on the CPU backend).
@@ -107,7 +125,7 @@ class VLLMEngine(Engine):
         lora: bool = False,
         lora_sync: str = "adapter",
         max_lora_rank: int = 16,
-        dtype: str = "bfloat16",
+        dtype: str | None = None,
         max_model_len: int = 1024,
         enforce_eager: bool = True,
         seed: int = 0,
@@ -120,6 +138,7 @@ class VLLMEngine(Engine):
         vllm = import_vllm()
         cpu_defaults()
         self.model_path = resolve_model_dir(model_path)
+        dtype = default_dtype(dtype)
         self.lora, self.lora_sync, self.max_lora_rank, self.dtype = lora, lora_sync, max_lora_rank, dtype
         if lora:
             llm_kwargs.setdefault("max_loras", 1)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import requests
 
+from propel.engines.vllm import cpu_defaults, default_dtype
 from propel.errors import PropelError
 
 
@@ -56,7 +57,7 @@ class VLLMServer:
         port: int | None = None,
         lora: bool = False,
         max_lora_rank: int = 16,
-        dtype: str = "bfloat16",
+        dtype: str | None = None,
         max_model_len: int = 1024,
         enforce_eager: bool = True,
         startup_timeout_s: float = 600.0,
@@ -68,7 +69,7 @@ class VLLMServer:
         self.served_name = served_name or model
         self.port = port or free_port()
         self.lora, self.max_lora_rank = lora, max_lora_rank
-        self.dtype, self.max_model_len, self.enforce_eager = dtype, max_model_len, enforce_eager
+        self.dtype, self.max_model_len, self.enforce_eager = default_dtype(dtype), max_model_len, enforce_eager
         self.startup_timeout_s = startup_timeout_s
         self.extra_args = list(extra_args or [])
         self.proc: subprocess.Popen | None = None
@@ -103,7 +104,7 @@ class VLLMServer:
                 "no `vllm` executable found: run `bash scripts/setup_vllm.sh` and use `.venv-vllm/bin/python`"
             )
         env = dict(os.environ, VLLM_ALLOW_RUNTIME_LORA_UPDATING="True")
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+        cpu_defaults(env)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 self.command(), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
