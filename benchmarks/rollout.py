@@ -1,4 +1,5 @@
-"""Rollout throughput: HF ``generate`` vs vLLM in-process vs a vLLM server, on the bundled SmolLM2-135M-Instruct.
+"""Rollout throughput: HF ``generate`` (plain, and propel's shared-prefill engine) vs vLLM in-process vs a vLLM
+server, on the bundled SmolLM2-135M-Instruct.
 
 16 chat prompts x 8 samples x up to 128 new tokens at temperature 1.0, one timed run per engine after a short warm-up;
 tokens/s counts generated tokens. Each engine's row is written to ``--out`` as soon as it is measured, and a rerun
@@ -43,6 +44,8 @@ def build(kind: str, hf_dtype: str, vllm_dtype: str):
 
     if kind == "hf":
         return make_engine("hf", MODEL, dtype=hf_dtype)
+    if kind == "hf_plain":
+        return make_engine("hf", MODEL, dtype=hf_dtype, share_prefill=False)
     if kind == "vllm":
         return make_engine("vllm", MODEL, dtype=vllm_dtype)
     return make_engine("vllm_server", MODEL, launch=True, dtype=vllm_dtype)
@@ -68,7 +71,7 @@ def measure(kind: str, args: argparse.Namespace, console: Console) -> dict:
     row = {
         "engine": kind,
         "workload": f"{args.prompts}x{args.n}x{args.max_new_tokens}",
-        "dtype": args.hf_dtype if kind == "hf" else args.vllm_dtype,
+        "dtype": args.hf_dtype if kind.startswith("hf") else args.vllm_dtype,
         "load_s": load_s,
         "gen_s": gen_s,
         "tokens": tokens,
@@ -79,16 +82,18 @@ def measure(kind: str, args: argparse.Namespace, console: Console) -> dict:
 
 
 def table(rows: list[dict], args: argparse.Namespace) -> Table:
-    """One table; speed-up is relative to the hf row when present."""
+    """One table; speed-ups are relative to the hf rows when present."""
     base = next((r["tok_per_s"] for r in rows if r["engine"] == "hf"), None)
+    plain = next((r["tok_per_s"] for r in rows if r["engine"] == "hf_plain"), None)
     out = Table(
         title=f"rollout throughput: {args.prompts} prompts x n={args.n} x <= {args.max_new_tokens} tokens, "
         f"{os.cpu_count()} CPU cores"
     )
-    for col in ("engine", "workload", "dtype", "load s", "gen s", "tokens", "tok/s", "vs hf"):
+    for col in ("engine", "workload", "dtype", "load s", "gen s", "tokens", "tok/s", "vs hf", "vs hf_plain"):
         out.add_column(col, justify="left" if col in ("engine", "workload", "dtype") else "right")
     for r in rows:
         speed = f"{r['tok_per_s'] / base:.1f}x" if base else "-"
+        speed_plain = f"{r['tok_per_s'] / plain:.1f}x" if plain else "-"
         out.add_row(
             r["engine"],
             r.get("workload", "?"),
@@ -98,6 +103,7 @@ def table(rows: list[dict], args: argparse.Namespace) -> Table:
             str(r["tokens"]),
             f"{r['tok_per_s']:.0f}",
             speed,
+            speed_plain,
         )
     return out
 
@@ -105,7 +111,12 @@ def table(rows: list[dict], args: argparse.Namespace) -> Table:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--engines", nargs="+", default=["hf", "vllm", "vllm_server"], choices=["hf", "vllm", "vllm_server"]
+        "--engines",
+        nargs="+",
+        default=["hf_plain", "hf", "vllm", "vllm_server"],
+        choices=["hf_plain", "hf", "vllm", "vllm_server"],
+        help="hf_plain: batched HF generate with every sample prefilling its own prompt (the naive baseline); "
+        "hf: propel's HF engine (one prefill per prompt shared by its n samples)",
     )
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--n", type=int, default=8)
@@ -115,7 +126,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("outputs/benchmarks/rollout.json"))
     parser.add_argument("--fresh", action="store_true", help="ignore rows already in --out")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=160)
     done = {} if args.fresh or not args.out.exists() else {r["engine"]: r for r in json.loads(args.out.read_text())}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for kind in args.engines:

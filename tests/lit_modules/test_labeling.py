@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pandas as pd
 import pytest
@@ -72,13 +73,15 @@ def test_solver_trials_and_rows(tiny_model_dir, tmp_path):
     assert summary["tasks"] == 3 and summary["valid_rate"] == 1.0 and sum(summary["solve_count_hist"]) == 3
 
 
-def test_resume_after_kill_redoes_nothing(tiny_model_dir, tmp_path):
+def test_resume_after_kill_redoes_nothing(tiny_model_dir, tmp_path, caplog):
     out = tmp_path / "pool"
     with pytest.raises(RuntimeError, match="killed"):
         label(tiny_model_dir, out, MathExpressionDomain(), callbacks=[Kill(after=2)])
     first = read_pool(out)
     assert len(first) == 4  # two batches of two were written before the kill
-    label(tiny_model_dir, out, MathExpressionDomain())
+    with caplog.at_level(logging.INFO):
+        label(tiny_model_dir, out, MathExpressionDomain())
+    assert f"resuming: 4 of 8 tasks already in {out}, labeling the other 4" in caplog.text
     pool = read_pool(out)
     assert sorted(pool["id"]) == sorted(f"math_expression-0-{i}" for i in range(8))
     parts = sorted(out.glob("part-*.parquet"))

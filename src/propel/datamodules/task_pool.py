@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 from lightning.pytorch import LightningDataModule
+from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
 from propel.domains.base import Context, Domain
@@ -104,6 +105,11 @@ class TaskPoolDataModule(LightningDataModule):
         done = set(read_pool(pool_dir)["id"]) if pool_dir else set()
         todo = [c for c in contexts if c.id not in done]
         self.skipped = len(contexts) - len(todo)
+        if self.skipped:
+            rank_zero_info(
+                f"resuming: {self.skipped} of {len(contexts)} tasks already in {pool_dir}, "
+                f"labeling the other {len(todo)}"
+            )
         return todo
 
     def predict_dataloader(self) -> DataLoader:
