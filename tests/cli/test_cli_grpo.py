@@ -42,6 +42,15 @@ def test_print_config_of_the_shipped_configs():
         assert needle in out.stdout, needle
 
 
+def test_mining_overlay_keeps_every_callback():
+    configs = ["configs/grpo/base.yaml", "configs/math/grpo.yaml", "configs/math/mining.yaml"]
+    cmd = [sys.executable, "-m", "propel.cli", "fit"] + [a for c in configs for a in ("-c", c)] + ["--print_config"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    for needle in ("ModelCheckpoint", "CollapseDetector", "AdversarialProbeMining", "output_dir: runs/grpo/mined"):
+        assert needle in out.stdout, needle
+
+
 def probe_artifact(directory: Path, reference: Path, dim: int = 64) -> Path:
     """A throwaway probe on the tiny model's layer-1 last-token features (random head, normalized features)."""
     torch.manual_seed(0)

@@ -108,3 +108,32 @@ class _Wrong:
 
     def __call__(self, samples):
         return torch.zeros(1)
+
+
+def _artifact(folder, model_dir, seed):
+    from propel.probes.artifact import ProbeArtifact
+    from propel.probes.heads import ProbeHead
+
+    torch.manual_seed(seed)
+    ProbeArtifact(ProbeHead("linear", 64), str(model_dir), 1, "mean_full").save(folder)
+    return str(folder)
+
+
+def test_artifact_ensemble_and_constraint_take_the_minimum(tiny_model_dir, tmp_path):
+    """From config, a list of artifacts is WCO and ``constraint`` an auxiliary probe: both are the per-sample
+    minimum of the single probes' logits, with one shared reference model."""
+    a, b = _artifact(tmp_path / "a", tiny_model_dir, 0), _artifact(tmp_path / "b", tiny_model_dir, 1)
+    samples = [Sample(prompt="p", completion=f"task number {i} " * (i + 1)) for i in range(6)]
+    samples.append(Sample(prompt="p", completion="broken", valid=False))
+    single = [ProbeReward(artifact=f)(samples) for f in (a, b)]
+    assert not torch.equal(single[0][:6], single[1][:6])
+    want = torch.minimum(single[0], single[1])
+    wco = ProbeReward(artifact=[a, b])
+    torch.testing.assert_close(wco(samples), want)
+    assert len(wco._references) == 1  # two probes, one frozen reference copy
+    torch.testing.assert_close(ProbeReward(artifact=a, constraint=b)(samples), want)
+    assert ProbeReward(artifact=[a, b])(samples)[-1] == -1.0  # the gate still applies
+    zero = ProbeReward(probe=lambda texts: torch.zeros(len(texts)), constraint=b)(samples)
+    torch.testing.assert_close(zero[:6], single[1][:6].clamp(max=0.0))
+    with pytest.raises(ValueError, match="empty list"):
+        ProbeReward(artifact=[])

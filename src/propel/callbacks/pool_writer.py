@@ -38,6 +38,19 @@ SCHEMA = pa.schema(
 )
 
 
+def write_part(output_dir: Path, rows: list[dict], schema: pa.Schema = SCHEMA, rank: int = 0) -> Path:
+    """Write ``rows`` as one new part file of the pool in ``output_dir``, atomically (temp name, then rename)."""
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pylist(rows, schema=schema)
+    tag = zlib.crc32("\n".join(r["id"] for r in rows).encode())
+    final = output_dir / f"part-{time.time_ns()}-r{rank}-{tag:08x}.parquet"
+    tmp = final.with_name("." + final.name + ".tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, final)
+    return final
+
+
 def pool_summary(frame, n_trials: int) -> dict:
     """Valid rate, solve-count histogram 0..n over valid tasks, and share of positives among valid tasks."""
     valid = frame[frame["valid"].astype(bool)] if len(frame) else frame
@@ -69,13 +82,7 @@ class PoolWriter(BasePredictionWriter):
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx=0):
         if not prediction:  # every rank writes its own parts (rank in the name)
             return
-        self.output_dir.mkdir(parents=True, exist_ok=True)
-        table = pa.Table.from_pylist(prediction, schema=SCHEMA)
-        tag = zlib.crc32("\n".join(r["id"] for r in prediction).encode())
-        final = self.output_dir / f"part-{time.time_ns()}-r{trainer.global_rank}-{tag:08x}.parquet"
-        tmp = final.with_name("." + final.name + ".tmp")
-        pq.write_table(table, tmp)
-        os.replace(tmp, final)
+        write_part(self.output_dir, prediction, rank=trainer.global_rank)
         self.rows_written += len(prediction)
 
     def on_predict_end(self, trainer, pl_module) -> None:

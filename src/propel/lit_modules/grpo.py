@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -27,6 +28,10 @@ from propel.models.lora import LoRASpec
 from propel.rewards.base import RewardComponent, Sample
 from propel.rewards.combine import CombinedReward
 from propel.sandbox.base import Sandbox
+
+# A GRPO step is one whole optimization: a checkpoint taken after it is the state to resume from (the 6-vs-3+3 and
+# kill-mid-step tests prove it), so Lightning's advice to stash pre-optimization weights does not apply here.
+warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
 
 
 @dataclass

@@ -17,16 +17,12 @@ import torch
 from lightning.pytorch import LightningModule
 
 from propel.domains.base import Context, Domain, ParseFailure, Task
+from propel.domains.trials import in_band, solver_trials
 from propel.engines.base import Engine, SamplingSpec
 from propel.engines.factory import check_kind, make_engine, make_policy_engine
 from propel.errors import ConfigError
 from propel.models.policy import load_policy, lora_rank_of
 from propel.sandbox.base import Sandbox
-
-
-def in_band(solve_count: int, band: tuple[int, int]) -> bool:
-    """The utility label: solved between ``band[0]`` and ``band[1]`` times (inclusive) out of n."""
-    return band[0] <= solve_count <= band[1]
 
 
 class LabelingModule(LightningModule):
@@ -162,17 +158,15 @@ class LabelingModule(LightningModule):
             top_p=hp.top_p,
             stop=list(self.domain.solver_stop),
         )
-        attempts = self.solver_engine.generate([self.domain.solver_prompt(t) for t in valid.values()], spec)
-        for (i, task), outs in zip(valid.items(), attempts, strict=True):
-            grades = [bool(g) for g in self.domain.grade(task, [o.text for o in outs], self.sandbox)]
-            tokens = sum(len(o.token_ids) for o in outs)
-            self._solver_tokens += tokens
+        trials = solver_trials(self.domain, self.solver_engine, list(valid.values()), spec, self.sandbox)
+        for i, t in zip(valid, trials, strict=True):
+            self._solver_tokens += t.tokens
             rows[i].update(
-                grades=grades,
-                solve_count=sum(grades),
-                label=int(in_band(sum(grades), self.band)),
-                topic=self.domain.topic(task),
-                solver_tokens=tokens,
+                grades=t.grades,
+                solve_count=t.solve_count,
+                label=int(in_band(t.solve_count, self.band)),
+                topic=self.domain.topic(valid[i]),
+                solver_tokens=t.tokens,
             )
 
     def _row(self, ctx: Context, completion: str, parsed: Task | ParseFailure) -> dict:

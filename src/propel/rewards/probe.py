@@ -60,7 +60,10 @@ class ProbeReward:
 
     Args:
         probe: object with ``.logits(texts)`` or a callable ``texts -> logits``; or None with ``artifact``.
-        artifact: folder of a saved probe (``ProbeArtifact.save``), used when ``probe`` is None.
+        artifact: folder of a saved probe (``ProbeArtifact.save``), used when ``probe`` is None; a list of folders
+            is an ensemble scored by its minimum logit (worst-case optimisation, WCO).
+        constraint: folder of an auxiliary probe (e.g. trained on adversarially mined false positives, see
+            ``propel.callbacks.adversarial``): the score becomes ``min(main, auxiliary)``.
         reference_model: the reference model for ``artifact``; None uses the one recorded in the artifact.
         mode: ``hard_gate`` (default; invalid -> ``invalid_penalty``, valid -> logit), ``soft_gate`` (valid ->
             ``clip(sigmoid(logit), *soft_clip)``, invalid -> ``invalid_penalty``; set it to 0 for no penalty)
@@ -85,7 +88,8 @@ class ProbeReward:
         text: str = "completion",
         name: str = "probe",
         weight: float = 1.0,
-        artifact: str | None = None,
+        artifact: str | list[str] | None = None,
+        constraint: str | None = None,
         reference_model: str | None = None,
         share_policy: bool = True,
         batch_size: int = 8,
@@ -99,7 +103,11 @@ class ProbeReward:
         low, high = soft_clip
         if not 0.0 <= low <= high <= 1.0:
             raise ValueError(f"soft_clip must satisfy 0 <= low <= high <= 1, got {soft_clip}")
+        if artifact is not None and not isinstance(artifact, str) and not artifact:
+            raise ValueError("artifact: an empty list; give one probe folder or several (WCO)")
         self.probe, self.mode, self.invalid_penalty = probe, mode, invalid_penalty
+        self.constraint = constraint
+        self._built = probe is not None and constraint is None
         self.soft_clip, self.text, self.name, self.weight = (low, high), text, name, weight
         self.artifact, self.reference_model, self.share_policy, self.batch_size = (
             artifact,
@@ -108,25 +116,40 @@ class ProbeReward:
             batch_size,
         )
         self._policy = None
+        self._references: dict[str, tuple] = {}
 
     def bind(self, policy, tokenizer, model_name: str) -> None:
         """Offer the GRPO policy (``model_name`` = its base) as the frozen reference for an ``artifact`` probe."""
         self._policy = (policy, tokenizer, model_name)
-        if self.probe is None:  # load now, at setup, not inside the first training step
-            self.probe = self._build()
+        if not self._built:  # load now, at setup, not inside the first training step
+            self._build()
 
-    def _build(self) -> ProbeLike:
+    def _build(self) -> None:
+        """The scorer: the given probe or the artifact(s), min-combined with the constraint probe when set."""
+        if self.probe is not None:
+            parts = [self.probe]
+        else:
+            folders = [self.artifact] if isinstance(self.artifact, str) else list(self.artifact)
+            parts = [self._scorer(folder) for folder in folders]
+        if self.constraint is not None:
+            parts.append(self._scorer(self.constraint))
+        self.probe = parts[0] if len(parts) == 1 else MinProbe(parts)
+        self._built = True
+
+    def _scorer(self, folder: str) -> ProbeLike:
         from propel.models import load_model
         from propel.models.loading import resolve_model_dir
         from propel.probes.artifact import ProbeArtifact, ProbeScorer
 
-        art = ProbeArtifact.load(self.artifact)
+        art = ProbeArtifact.load(folder)
         reference = self.reference_model or art.reference_model
         if self.share_policy and self._policy is not None:
             policy, tokenizer, base = self._policy
             if os.path.realpath(resolve_model_dir(base)) == os.path.realpath(resolve_model_dir(reference)):
                 return ProbeScorer(art, policy, tokenizer, batch_size=self.batch_size)
-        model, tokenizer = load_model(reference)
+        if reference not in self._references:  # one frozen copy per reference model, shared by the ensemble
+            self._references[reference] = load_model(reference)
+        model, tokenizer = self._references[reference]
         return ProbeScorer(art, model, tokenizer, batch_size=self.batch_size)
 
     def _text(self, s: Sample) -> str:
@@ -141,8 +164,8 @@ class ProbeReward:
         )
         if not scored:
             return out
-        if self.probe is None:
-            self.probe = self._build()
+        if not self._built:
+            self._build()
         logits = _logits(self.probe, [self._text(samples[i]) for i in scored])
         if logits.numel() != len(scored):
             raise ValueError(f"probe returned {logits.numel()} logits for {len(scored)} texts")

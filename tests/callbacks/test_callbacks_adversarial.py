@@ -1,0 +1,185 @@
+"""Adversarial probe mining: candidates, real solver trials on mined tasks, Parquet rows, untouched training RNG,
+resume state, and the auxiliary probe's training pool."""
+
+from __future__ import annotations
+
+import lightning.pytorch as pl
+import pandas as pd
+import pytest
+import torch
+from lightning.pytorch.callbacks import Callback
+
+from propel.callbacks.adversarial import AdversarialProbeMining, adversarial_pool
+from propel.callbacks.pool_writer import write_part
+from propel.datamodules.rollouts import RolloutDataModule
+from propel.datamodules.task_pool import read_pool
+from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
+from propel.engines.base import Prompt
+from propel.errors import ConfigError
+from propel.lit_modules.grpo import GRPOModule
+from propel.losses.policy import LossSpec
+from propel.models.lora import LoRASpec
+from propel.rewards import FunctionReward, Sample
+
+
+class CountDomain(Domain):
+    """A completion is a task when non-blank, valid when longer than one character; the solver "solves" a task
+    exactly ``len(text) % 5`` times whatever it answers, so every solve count is known in advance."""
+
+    name, needs_sandbox = "count", False
+
+    def contexts(self, n: int, seed: int = 0) -> list[Context]:
+        return [Context(id=f"{seed}-{i}", prompt=Prompt(text=f"Item {seed % 7 + i}:")) for i in range(n)]
+
+    def parse(self, completion: str):
+        text = completion.strip()
+        return Task(self.name, {"text": text}) if text else ParseFailure("blank")
+
+    def validity(self, tasks, sandbox=None) -> list[Verdict]:
+        return [Verdict(len(t.data["text"]) > 1, "ok") for t in tasks]
+
+    def render(self, task) -> str:
+        return task.data["text"]
+
+    def solver_prompt(self, task):
+        return Prompt(text=task.data["text"])
+
+    def grade(self, task, completions, sandbox=None) -> list[bool]:
+        k = len(task.data["text"]) % 5
+        assert all(isinstance(c, str) for c in completions)  # real solver outputs arrive here
+        return [j < k for j in range(len(completions))]
+
+    def topic(self, task) -> str:
+        return task.data["text"][:1]
+
+
+def probe_score(sample) -> float:
+    """A stand-in probe logit: +2 for an even-length completion, -2 for an odd one."""
+    return 2.0 if len(sample.completion) % 2 == 0 else -2.0
+
+
+class Seen(Callback):
+    """Records each step's samples and probe scores (runs before the mining callback)."""
+
+    def __init__(self):
+        self.steps: dict[int, tuple[list, torch.Tensor]] = {}
+        self.losses: list[float] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        step = trainer.global_step
+        self.steps[step] = (list(pl_module.latest_samples), pl_module.latest_rewards.components["probe"].clone())
+        self.losses.append(float(trainer.callback_metrics["train/loss"]))
+
+
+def _fit(model_dir, steps, callbacks):
+    pl.seed_everything(0)
+    module = GRPOModule(
+        model=str(model_dir),
+        rewards=[FunctionReward("probe", probe_score)],
+        lora=LoRASpec(r=4, alpha=8),
+        group_size=4,
+        max_new_tokens=4,
+        lr=1e-2,
+        loss=LossSpec(beta=0.04),
+    )
+    trainer = pl.Trainer(
+        max_steps=steps,
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        callbacks=callbacks,
+    )
+    trainer.fit(module, datamodule=RolloutDataModule(CountDomain(), contexts_per_step=2))
+    return trainer
+
+
+def _miner(model_dir, out, **kw):
+    args = dict(output_dir=str(out), every_n_steps=1, solver=str(model_dir), n_trials=4, band=(1, 2))
+    args.update(solver_max_new_tokens=3, max_per_round=3)
+    args.update(kw)
+    return AdversarialProbeMining(**args)
+
+
+def test_mining_writes_solver_labeled_rows_without_touching_training(tiny_model_dir, tmp_path):
+    seen, miner = Seen(), _miner(tiny_model_dir, tmp_path / "mined")
+    trainer = _fit(tiny_model_dir, 3, [seen, miner])
+    rows = read_pool(tmp_path / "mined")
+    assert len(rows) > 0 and rows["id"].is_unique and set(rows["step"]) <= {1, 2, 3}
+    mined_before: set[str] = set()
+    for step in sorted(seen.steps):
+        samples, scores = seen.steps[step]
+        eligible = {s.completion.strip() for s, x in zip(samples, scores, strict=True) if s.valid and x >= 0}
+        eligible -= mined_before
+        texts = {Task.from_json(t).data["text"] for t in rows[rows["step"] == step]["task"]}
+        assert texts <= eligible and len(texts) == min(3, len(eligible))
+        mined_before |= texts
+    texts = [Task.from_json(t).data["text"] for t in rows["task"]]
+    assert len(set(texts)) == len(texts)  # a task text is mined once per run
+    counts = [len(t) % 5 for t in texts]
+    assert rows["solve_count"].tolist() == counts and all(len(g) == 4 for g in rows["grades"])
+    assert rows["label"].tolist() == [int(1 <= c <= 2) for c in counts]
+    assert (rows["probe_logit"] == 2.0).all() and rows["valid"].all() and (rows["solver_tokens"] > 0).all()
+    assert miner.totals["mined"] == len(rows) and miner.totals["false_positives"] == int((rows["label"] == 0).sum())
+    assert "mining/candidates" in trainer.callback_metrics
+    assert (tmp_path / "mined" / "summary.json").exists()
+    assert set(miner.state_dict()["mined_texts"]) == set(texts)
+
+    plain = Seen()
+    _fit(tiny_model_dir, 3, [plain])
+    assert plain.losses == seen.losses  # mining samples under a forked RNG: training is the same without it
+
+
+def test_candidates_filter_rank_dedupe_and_skip_mined():
+    miner = AdversarialProbeMining(output_dir="unused", min_prob=0.5, max_per_round=2)
+    task = Task("count", {"text": "x"})
+    samples = [
+        Sample("p", "aa", valid=True, task=task, info={"task_text": "aa"}),
+        Sample("p", "bb", valid=False, task=task, info={"task_text": "bb"}),  # invalid
+        Sample("p", "cc", valid=True, task=task, info={"task_text": "cc"}),
+        Sample("p", "aa", valid=True, task=task, info={"task_text": "aa"}),  # duplicate text
+        Sample("p", "dd", valid=True, task=task, info={"task_text": "dd"}),  # below min_prob
+        Sample("p", "ee", valid=True, task=task, info={"task_text": "ee"}),
+    ]
+    scores = torch.tensor([0.5, 9.0, 3.0, 4.0, -0.1, 1.0])
+    assert miner.candidates(samples, scores) == [(3, 4.0), (2, 3.0)]
+    miner.load_state_dict({"mined_texts": ["aa"], "totals": {}})
+    assert miner.candidates(samples, scores) == [(2, 3.0), (5, 1.0)]
+
+
+def test_bad_arguments_and_unknown_component(tiny_model_dir, tmp_path):
+    with pytest.raises(ConfigError, match="min_prob"):
+        AdversarialProbeMining(min_prob=1.0)
+    with pytest.raises(ConfigError, match="band"):
+        AdversarialProbeMining(n_trials=4, band=(1, 5))
+    with pytest.raises(ConfigError, match="every_n_steps"):
+        AdversarialProbeMining(every_n_steps=0)
+    with pytest.raises(ConfigError, match="'aux' is not a reward component"):
+        _fit(tiny_model_dir, 1, [_miner(tiny_model_dir, tmp_path, component="aux")])
+
+
+def _row(i: str, label, valid=True, **extra) -> dict:
+    row = dict(id=i, group="g", domain="count", context="{}", completion=i, task=Task("count", {"text": i}).to_json())
+    row.update(valid=valid, reason="ok", grades=[True, False], solve_count=1, label=label, topic="t", n_trials=2)
+    row.update(solver_tokens=3, **extra)
+    return row
+
+
+def test_adversarial_pool_joins_positives_and_false_positives(tmp_path):
+    write_part(tmp_path / "orig", [_row("p1", 1), _row("p2", 1), _row("n1", 0), _row("bad", None, valid=False)])
+    from propel.callbacks.adversarial import MINED_SCHEMA
+
+    mined = [_row("mined-1-0", 0, probe_logit=2.0, step=1), _row("mined-1-1", 1, probe_logit=1.0, step=1)]
+    write_part(tmp_path / "mined", mined, MINED_SCHEMA)
+    counts = adversarial_pool(tmp_path / "orig", tmp_path / "mined", tmp_path / "aux")
+    assert counts == {"positives": 2, "false_positives": 1, "rows": 3}
+    pool = read_pool(tmp_path / "aux")
+    assert dict(zip(pool["id"], pool["label"], strict=True)) == {"p1": 1, "p2": 1, "mined-1-0": 0}
+    with pytest.raises(FileExistsError):
+        adversarial_pool(tmp_path / "orig", tmp_path / "mined", tmp_path / "aux")
+    counts = adversarial_pool(tmp_path / "orig", tmp_path / "mined", tmp_path / "aux2", keep_negatives=True)
+    assert counts["rows"] == 4 and isinstance(read_pool(tmp_path / "aux2"), pd.DataFrame)
+    write_part(tmp_path / "none", [_row("mined-2-0", 1, probe_logit=1.0, step=2)], MINED_SCHEMA)
+    with pytest.raises(ValueError, match="no mined false positives"):
+        adversarial_pool(tmp_path / "orig", tmp_path / "none", tmp_path / "aux3")
