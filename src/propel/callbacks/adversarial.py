@@ -99,7 +99,7 @@ class AdversarialProbeMining(Callback):
         )
         out, seen = [], set()
         for i, logit in ranked:
-            text = _task_text(samples[i])
+            text = samples[i].task_text
             if logit < cut or text in seen or text in self.mined_texts:
                 continue
             seen.add(text)
@@ -144,7 +144,7 @@ class AdversarialProbeMining(Callback):
         rows = []
         for k, ((i, logit), t) in enumerate(zip(picked, trials, strict=True)):
             s = samples[i]
-            self.mined_texts.add(_task_text(s))
+            self.mined_texts.add(s.task_text)
             rows.append(
                 {
                     "id": f"mined-{step}-{k}",
@@ -173,11 +173,7 @@ class AdversarialProbeMining(Callback):
 
             kwargs = dict(self.engine_kwargs)
             if self.engine_kind == "hf":
-                from propel.models import load_model
-
-                kwargs["model"], kwargs["tokenizer"] = load_model(
-                    self.solver, dtype=self.dtype, device=str(pl_module.device)
-                )
+                kwargs.update(dtype=self.dtype, device=str(pl_module.device))
             self._engine = make_engine(self.engine_kind, self.solver, **kwargs)
         return self._engine
 
@@ -203,10 +199,6 @@ class AdversarialProbeMining(Callback):
     def load_state_dict(self, state_dict: dict) -> None:
         self.mined_texts = set(state_dict.get("mined_texts", []))
         self.totals.update(state_dict.get("totals", {}))
-
-
-def _task_text(sample) -> str:
-    return sample.info.get("task_text") or sample.completion
 
 
 def _pool_row(record: dict) -> dict:

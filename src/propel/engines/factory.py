@@ -18,7 +18,8 @@ def make_engine(kind: EngineKind, model_name: str, *, model=None, tokenizer=None
         kind: ``hf`` (HF ``generate`` on the live policy), ``vllm`` (in-process vLLM) or ``vllm_server``
             (an OpenAI-compatible vLLM server; pass ``base_url=...`` or ``launch=True``).
         model_name: bundled alias, local folder or hub id of the base model.
-        model: ``hf`` only: the live (possibly peft) policy to generate with; loaded from ``model_name`` if omitted.
+        model: ``hf`` only: the live (possibly peft) policy to generate with; loaded from ``model_name`` if omitted
+            (``dtype`` and ``device`` kwargs then apply to the load).
         tokenizer: its tokenizer (``hf``, ``vllm_server``); loaded from ``model_name`` if omitted.
         kwargs: passed to the engine class (``HFEngine``, ``VLLMEngine``, ``VLLMServerEngine``).
     """
@@ -28,7 +29,9 @@ def make_engine(kind: EngineKind, model_name: str, *, model=None, tokenizer=None
         if model is None:
             from propel.models import load_model
 
-            model, loaded_tok = load_model(model_name, dtype=kwargs.pop("dtype", "float32"))
+            model, loaded_tok = load_model(
+                model_name, dtype=kwargs.pop("dtype", "float32"), device=kwargs.pop("device", "cpu")
+            )
             tokenizer = tokenizer or loaded_tok
         if tokenizer is None:
             from propel.models import load_tokenizer

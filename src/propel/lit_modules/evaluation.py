@@ -17,6 +17,7 @@ from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader
 
 from propel.domains.base import Context, Domain, Task
+from propel.domains.trials import in_band
 from propel.errors import ConfigError
 from propel.lit_modules.labeling import LabelingModule
 from propel.sandbox.base import Sandbox
@@ -51,14 +52,14 @@ def evaluation_summary(
     rows = [i for i, ok in enumerate(valid) if ok]
     counts = [int(solve_counts[i]) for i in rows]
     texts = [task_texts[i] or "" for i in rows]
-    in_band = sum(band[0] <= c <= band[1] for c in counts)
+    hits = sum(in_band(c, band) for c in counts)
     return {
         "tasks": len(valid),
         "valid": len(rows),
         "valid_rate": len(rows) / len(valid) if valid else 0.0,
-        "in_band": in_band,
-        "utility": in_band / len(rows) if rows else 0.0,
-        "utility_all": in_band / len(valid) if valid else 0.0,
+        "in_band": hits,
+        "utility": hits / len(rows) if rows else 0.0,
+        "utility_all": hits / len(valid) if valid else 0.0,
         "self_bleu_3": self_bleu(texts, 3) if len(texts) > 1 else 0.0,
         "distinct_3": distinct_n(texts, 3) if texts else 0.0,
         "top_topic_rate": top_topic_rate([topics[i] for i in rows]) if rows else 0.0,

@@ -29,7 +29,7 @@ from propel.rewards.base import RewardComponent, Sample
 from propel.rewards.combine import CombinedReward
 from propel.sandbox.base import Sandbox
 
-# A GRPO step is one whole optimization: a checkpoint taken after it is the state to resume from (the 6-vs-3+3 and
+# A GRPO step is one whole optimization: a checkpoint taken after it is the state to resume from (the 8-vs-4+4 and
 # kill-mid-step tests prove it), so Lightning's advice to stash pre-optimization weights does not apply here.
 warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
 

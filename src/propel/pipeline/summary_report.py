@@ -39,7 +39,7 @@ def _probe_section(s: dict, out: Path, cfg: PipelineConfig) -> str:
     split = (
         f"{cfg.probe.n_folds}-fold stratified cross-validation"
         if cfg.probe.split == "stratified_kfold"
-        else ("a random 80/10/10 split")
+        else "a random 80/10/10 split"
     )
     body = f"Rows: {s.get('rows')} labeled valid tasks, {s.get('positives')} positive; {split}. Held-out numbers are "
     body += "means over the runs (seeds x folds) of each cell.\n\n"

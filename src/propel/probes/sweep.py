@@ -18,15 +18,7 @@ from torch import Tensor
 from propel.probes.data import LabeledRows
 from propel.probes.heads import ARCHS, feature_stats
 from propel.probes.selection import hard_gate_rewards, rvp, select_probe
-from propel.probes.splits import (
-    BALANCES,
-    SPLITS,
-    downsample,
-    group_kfold_split,
-    positive_weight,
-    random_split,
-    stratified_kfold_split,
-)
+from propel.probes.splits import BALANCES, downsample, make_split, positive_weight
 from propel.probes.training import LoopSettings, fit_in_memory
 
 BASELINE_ARCH = "logreg_sklearn"
@@ -105,16 +97,13 @@ def parse_key(key: str) -> tuple[int, str]:
 
 
 def _splits(rows: LabeledRows, config: SweepConfig):
+    """Every ``(train, val, test)`` split of the sweep: one for ``random``, one per fold in the k-fold modes."""
     y = rows.labels.numpy().astype(int)
-    if config.split == "random":
-        return [random_split(y, seed=config.split_seed)]
-    if config.split == "stratified_kfold":
-        return [stratified_kfold_split(y, config.n_folds, k, seed=config.split_seed) for k in range(config.n_folds)]
-    if config.split != "group_kfold":
-        raise ValueError(f"sweep split: unknown {config.split!r}; choose from {', '.join(SPLITS)}")
-    if rows.groups is None:
-        raise ValueError("split=group_kfold needs a `group` column in the labels")
-    return [group_kfold_split(rows.groups, config.n_folds, k) for k in range(config.n_folds)]
+    folds = range(1) if config.split == "random" else range(config.n_folds)
+    return [
+        make_split(y, rows.groups, split=config.split, seed=config.split_seed, n_folds=config.n_folds, fold=k)
+        for k in folds
+    ]
 
 
 def make_module(config: SweepConfig, arch: str, input_dim: int, pos_weight: float | None):

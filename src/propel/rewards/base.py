@@ -22,6 +22,11 @@ class Sample:
     topic: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def task_text(self) -> str:
+        """The domain's rendering of the parsed task (what labeling pools and probes read), else the completion."""
+        return self.info.get("task_text") or self.completion
+
 
 @runtime_checkable
 class RewardComponent(Protocol):

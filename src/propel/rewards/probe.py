@@ -154,7 +154,7 @@ class ProbeReward:
 
     def _text(self, s: Sample) -> str:
         if self.text == "task":
-            return s.info.get("task_text") or s.completion
+            return s.task_text
         return s.completion if self.text == "completion" else s.prompt + s.completion
 
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
