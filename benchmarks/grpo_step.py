@@ -62,7 +62,7 @@ ENGINES = {  # benchmark name -> (engine, engine_kwargs)
 def run_propel(model: str, steps: int, engine: str = "hf") -> dict:
     import lightning.pytorch as pl
 
-    from propel.datamodules.rollouts import RolloutDataModule
+    from propel.datamodules.contexts import ContextDataModule
     from propel.lit_modules.grpo import GRPOModule
     from propel.losses.policy import LossSpec
     from propel.rewards import FunctionReward
@@ -104,7 +104,7 @@ def run_propel(model: str, steps: int, engine: str = "hf") -> dict:
         enable_model_summary=False,
         callbacks=[timing],
     )
-    trainer.fit(module, datamodule=RolloutDataModule(MathExpressionDomain(), contexts_per_step=PROMPTS_PER_STEP))
+    trainer.fit(module, datamodule=ContextDataModule(MathExpressionDomain(), contexts_per_step=PROMPTS_PER_STEP))
     return _stats(timing.rows[1:])
 
 

@@ -10,16 +10,17 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from propel.callbacks.adversarial import AdversarialProbeMining, adversarial_pool
-from propel.callbacks.pool_writer import write_part
-from propel.datamodules.rollouts import RolloutDataModule
-from propel.datamodules.task_pool import read_pool
+from propel.datamodules.contexts import ContextDataModule
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
+from propel.domains.trials import SolverSpec
 from propel.engines.base import Prompt
 from propel.errors import ConfigError
 from propel.lit_modules.grpo import GRPOModule
 from propel.losses.policy import LossSpec
 from propel.models.lora import LoRASpec
-from propel.rewards import FunctionReward, Sample
+from propel.pools import MINED_SCHEMA, read_pool, write_part
+from propel.rewards import FunctionReward
+from propel.rollouts import Sample
 
 
 class CountDomain(Domain):
@@ -67,7 +68,8 @@ class Seen(Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         step = trainer.global_step
-        self.steps[step] = (list(pl_module.latest_samples), pl_module.latest_rewards.components["probe"].clone())
+        state = pl_module.rollout_state
+        self.steps[step] = (list(state.samples), state.rewards.components["probe"].clone())
         self.losses.append(float(trainer.callback_metrics["train/loss"]))
 
 
@@ -91,13 +93,13 @@ def _fit(model_dir, steps, callbacks):
         enable_checkpointing=False,
         callbacks=callbacks,
     )
-    trainer.fit(module, datamodule=RolloutDataModule(CountDomain(), contexts_per_step=2))
+    trainer.fit(module, datamodule=ContextDataModule(CountDomain(), contexts_per_step=2))
     return trainer
 
 
 def _miner(model_dir, out, **kw):
-    args = dict(output_dir=str(out), every_n_steps=1, solver=str(model_dir), n_trials=4, band=(1, 2))
-    args.update(solver_max_new_tokens=3, max_per_round=3)
+    solver = SolverSpec(model=str(model_dir), n_trials=4, band=(1, 2), max_new_tokens=3)
+    args = dict(output_dir=str(out), every_n_steps=1, component="probe", solver=solver, max_per_round=3)
     args.update(kw)
     return AdversarialProbeMining(**args)
 
@@ -152,7 +154,7 @@ def test_bad_arguments_and_unknown_component(tiny_model_dir, tmp_path):
     with pytest.raises(ConfigError, match="min_prob"):
         AdversarialProbeMining(min_prob=1.0)
     with pytest.raises(ConfigError, match="band"):
-        AdversarialProbeMining(n_trials=4, band=(1, 5))
+        AdversarialProbeMining(solver=SolverSpec(n_trials=4, band=(1, 5)))
     with pytest.raises(ConfigError, match="every_n_steps"):
         AdversarialProbeMining(every_n_steps=0)
     with pytest.raises(ConfigError, match="'aux' is not a reward component"):
@@ -168,8 +170,6 @@ def _row(i: str, label, valid=True, **extra) -> dict:
 
 def test_adversarial_pool_joins_positives_and_false_positives(tmp_path):
     write_part(tmp_path / "orig", [_row("p1", 1), _row("p2", 1), _row("n1", 0), _row("bad", None, valid=False)])
-    from propel.callbacks.adversarial import MINED_SCHEMA
-
     mined = [_row("mined-1-0", 0, probe_logit=2.0, step=1), _row("mined-1-1", 1, probe_logit=1.0, step=1)]
     write_part(tmp_path / "mined", mined, MINED_SCHEMA)
     counts = adversarial_pool(tmp_path / "orig", tmp_path / "mined", tmp_path / "aux")

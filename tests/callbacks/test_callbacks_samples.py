@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from propel.callbacks.samples import SampleTable
-from propel.rewards import RewardBreakdown, Sample
+from propel.rewards import RewardBreakdown
+from propel.rollouts import Sample
 
 
 def test_rows_hold_rewards_per_component():

@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from propel.callbacks.collapse import CollapseDetector
+from propel.lit_modules.state import RolloutState
+from propel.rollouts import Sample
 
 DIVERSE = [f"task {i} about topic{i % 4} with words a{i} b{i * 7} c{i * 13}" for i in range(8)]
 COLLAPSED = ["the same task about sums of two numbers"] * 8
@@ -19,13 +21,16 @@ class _Generating(pl.LightningModule):
         super().__init__()
         self.w = torch.nn.Parameter(torch.zeros(1))
         self.collapse_at = collapse_at
-        self.latest_generations: list[str] = []
-        self.latest_topics: list[str] = []
+        self.rollout_state: RolloutState | None = None
 
     def training_step(self, batch, batch_idx):
         collapsed = self.global_step + 1 >= self.collapse_at
-        self.latest_generations = COLLAPSED if collapsed else DIVERSE
-        self.latest_topics = ["sums"] * 8 if collapsed else [f"topic{i % 4}" for i in range(8)]
+        texts = COLLAPSED if collapsed else DIVERSE
+        topics = ["sums"] * 8 if collapsed else [f"topic{i % 4}" for i in range(8)]
+        samples = [
+            Sample("p", t, valid=True, topic=k, info={"task_text": t}) for t, k in zip(texts, topics, strict=True)
+        ]
+        self.rollout_state = RolloutState(step=self.global_step, samples=samples)
         return (self.w - batch.mean()) ** 2
 
     def configure_optimizers(self):

@@ -56,3 +56,13 @@ def test_bad_config_is_one_line_naming_the_key(tmp_path, capsys, yaml_text, key)
 def test_missing_config_file(tmp_path, capsys):
     code, _, err = _main(capsys, "fit", "-c", str(tmp_path / "missing.yaml"))
     assert code == 2 and "does not exist" in err
+
+
+def test_probe_route_help_and_one_line_errors(capsys):
+    code, out, _ = _main(capsys, "probe", "--help")
+    assert code == 0 and "--sweep.split" in out and "--rvp.mode" in out
+    code, _, err = _main(capsys, "probe", "-c", "configs/probe/sweep.yaml", "--sweep.splitz", "x")
+    lines = [line for line in err.splitlines() if line.startswith("propel:")]
+    assert code == 2 and len(lines) == 1 and "splitz" in lines[0], err[-2000:]
+    code, _, err = _main(capsys, "probe", "-c", "configs/probe/sweep.yaml", "--poolings", "[nope]")
+    assert code == 2 and "nope" in err and "Traceback" not in err

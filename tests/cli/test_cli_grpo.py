@@ -128,7 +128,7 @@ def _config(tmp_path: Path, model_dir: Path, artifact: Path, max_steps: int) -> 
             },
         },
         "data": {
-            "class_path": "propel.datamodules.rollouts.RolloutDataModule",
+            "class_path": "propel.datamodules.contexts.ContextDataModule",
             "init_args": {"domain": {"class_path": "propel.domains.MathExpressionDomain"}, "contexts_per_step": 2},
         },
     }
@@ -169,7 +169,7 @@ def test_resume_from_last_through_the_cli(cli_run, tiny_model_dir):
     tmp, artifact = cli_run
     _fit("-c", str(_config(tmp, tiny_model_dir, artifact, max_steps=3)), "--ckpt_path", "last")
     ckpt = torch.load(tmp / "ckpt" / "last.ckpt", weights_only=False)
-    assert ckpt["global_step"] == 3 and ckpt["RolloutDataModule"]["next_index"] == 3
+    assert ckpt["global_step"] == 3 and ckpt["ContextDataModule"]["next_index"] == 3
     # offline W&B writes the resumed part into a new run folder (same id; `wandb sync` merges them)
     steps = [row["trainer/global_step"] for row in _history(tmp / "runs", "train/loss", 1) if "train/loss" in row]
     assert steps == [2]
@@ -192,7 +192,7 @@ def test_checkpoint_and_adapter_folder_give_the_same_policy(cli_run, tiny_model_
 
 def test_propel_test_base_vs_trained(cli_run, tiny_model_dir):
     from propel.cli import main
-    from propel.lit_modules.evaluation import compare_dirs
+    from propel.pipeline.compare import compare_dirs
 
     tmp, _ = cli_run
     common = [
@@ -203,10 +203,10 @@ def test_propel_test_base_vs_trained(cli_run, tiny_model_dir):
         f"--trainer.default_root_dir={tmp}",  # where LightningCLI saves config.yaml (not the repo)
         f"--model.init_args.generator={tiny_model_dir}",
         "--data.init_args.n_tasks=2",
-        "--model.init_args.n_trials=2",
-        "--model.init_args.band=[1,1]",
+        "--model.init_args.solver.n_trials=2",
+        "--model.init_args.solver.band=[1,1]",
         "--model.init_args.generator_max_new_tokens=8",
-        "--model.init_args.solver_max_new_tokens=4",
+        "--model.init_args.solver.max_new_tokens=4",
     ]
     main(["test", *common, f"--model.init_args.output_dir={tmp / 'eval_base'}"])
     main(

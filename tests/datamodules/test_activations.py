@@ -94,7 +94,7 @@ def test_clear_errors(paths, tmp_path):
 
 def test_pool_folder_of_parts(tmp_path):
     """A labeling run's pool folder (part files, a re-written id keeps its first label) reads like one file."""
-    from propel.probes.data import read_labels
+    from propel.pools import read_labels
 
     _, _, pool = synthetic_probe_data(n=100)
     (tmp_path / "pool").mkdir()

@@ -6,7 +6,7 @@ import pytest
 import sympy
 
 from propel.domains.base import ParseFailure, Task
-from propel.domains.math import MathDomain, MathExpressionDomain, equivalent, extract_answer, parse_number
+from propel.domains.math import MathExpressionDomain, OracleMathDomain, equivalent, extract_answer, parse_number
 from propel.domains.math.expression import ExpressionError, evaluate
 from propel.domains.math.symbolic import to_sympy
 
@@ -105,7 +105,7 @@ def test_expression_domain_contexts_parse_validity_grade():
 
 
 def test_oracle_domain_needs_oracle():
-    domain = MathDomain()
+    domain = OracleMathDomain()
     task = domain.parse("Problem: What is the sum of the first 10 positive integers?\nSolution: 55")
     assert isinstance(task, Task) and task.data["problem"].endswith("integers?")
     with pytest.raises(ValueError, match="set_oracle"):

@@ -7,10 +7,13 @@ import json
 import lightning.pytorch as pl
 import pytest
 
+from propel.datamodules.task_pool import TaskPoolDataModule
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
+from propel.domains.trials import SolverSpec
 from propel.engines.base import Prompt
-from propel.lit_modules.evaluation import EvaluationData, EvaluationModule, compare, evaluation_summary
+from propel.lit_modules.evaluation import EvaluationModule
 from propel.metrics.diversity import distinct_n, nltk_self_bleu_scores
+from propel.pools import evaluation_summary
 
 
 class EchoDomain(Domain):
@@ -58,28 +61,20 @@ def test_summary_numbers():
     assert summary["distinct_3"] == pytest.approx(distinct_n(valid_texts, 3))
 
 
-def test_compare_writes_table_and_plot(tmp_path):
-    base = evaluation_summary([True, False], [0, None], ["a b c d", None], ["t", None], 2, (1, 1))
-    trained = evaluation_summary([True, True], [1, 1], ["a b c", "d e f"], ["t", "u"], 2, (1, 1))
-    table = compare(base, trained, tmp_path)
-    assert "| utility | 0 | 1 |" in table and "| solve_count_hist | [1, 0, 0] | [0, 2, 0] |" in table
-    assert (tmp_path / "compare.md").read_text() == table
-    assert (tmp_path / "solve_counts.png").stat().st_size > 1000
-
-
 def _evaluate(model_dir, out, n_tasks, adapter=None) -> EvaluationModule:
+    domain = EchoDomain()
     module = EvaluationModule(
-        EchoDomain(),
+        domain,
         generator=str(model_dir),
         adapter=adapter,
         output_dir=str(out),
-        n_trials=4,
-        band=(1, 3),
+        solver=SolverSpec(n_trials=4, band=(1, 3), max_new_tokens=5),
         generator_max_new_tokens=6,
-        solver_max_new_tokens=5,
     )
     trainer = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
-    trainer.test(module, datamodule=EvaluationData(n_tasks=n_tasks, batch_size=3))
+    trainer.test(
+        module, datamodule=TaskPoolDataModule(domain, pool_dir=str(out), n_tasks=n_tasks, seed=1, batch_size=3)
+    )
     return module
 
 

@@ -1,4 +1,4 @@
-"""GRPOModule + RolloutDataModule on a tiny random model: learning signal, LoRA-only checkpoints, exact resume."""
+"""GRPOModule + ContextDataModule on a tiny random model: learning signal, LoRA-only checkpoints, exact resume."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from propel.datamodules.rollouts import RolloutDataModule
+from propel.datamodules.contexts import ContextDataModule
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
 from propel.engines.base import Prompt
 from propel.lit_modules.grpo import GRPOModule
 from propel.losses.policy import LossSpec
 from propel.models.lora import LoRASpec
-from propel.rewards import FunctionReward, Sample
+from propel.rewards import FunctionReward
+from propel.rollouts import Sample
 
 WORDS = ["alpha", "table", "river", "stone", "cloud", "north", "green", "metal"]
 
@@ -121,11 +122,11 @@ def test_expected_reward_increases_and_logs(peaked_model_dir):
         [share_of_a(Sample("", tok.decode([i], skip_special_tokens=True))) for i in range(len(tok))]
     )
     before = _expected_reward(module, token_reward)
-    _trainer(8, [rec]).fit(module, datamodule=RolloutDataModule(LetterDomain(), contexts_per_step=2))
+    _trainer(8, [rec]).fit(module, datamodule=ContextDataModule(LetterDomain(), contexts_per_step=2))
     after = _expected_reward(module, token_reward)
     assert after > 1.15 * before, (before, after)
     assert len(rec.rows) == 8 and all(r["train/kl"] >= 0 for r in rec.rows)
-    assert len(module.latest_generations) == 16 and len(module.latest_topics) == 16
+    assert len(module.rollout_state.samples) == 16 and module.rollout_state.step == 7
     frozen = [p for n, p in module.policy.named_parameters() if "lora_" not in n]
     assert frozen and not any(p.requires_grad for p in frozen)
 
@@ -139,7 +140,7 @@ def test_checkpoint_holds_only_lora_and_resume_is_exact(peaked_model_dir, tmp_pa
             callbacks.append(ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=4, save_top_k=-1))
         module = _module(peaked_model_dir, max_new_tokens=3, loss=LossSpec(loss_type="dapo"), ppo_epochs=2)
         trainer = _trainer(max_steps, callbacks)
-        trainer.fit(module, datamodule=RolloutDataModule(LetterDomain(), contexts_per_step=2), ckpt_path=ckpt_path)
+        trainer.fit(module, datamodule=ContextDataModule(LetterDomain(), contexts_per_step=2), ckpt_path=ckpt_path)
         return rec.rows, module
 
     full, full_module = run(8)  # 4 batches x 2 PPO inner iterations = 8 optimizer steps
@@ -147,7 +148,7 @@ def test_checkpoint_holds_only_lora_and_resume_is_exact(peaked_model_dir, tmp_pa
     ckpt_file = tmp_path / "epoch=0-step=4.ckpt"
     ckpt = torch.load(ckpt_file, weights_only=False)
     assert ckpt["state_dict"] and all("lora_" in k for k in ckpt["state_dict"])
-    assert ckpt["optimizer_states"] and ckpt["RolloutDataModule"]["next_index"] == 2
+    assert ckpt["optimizer_states"] and ckpt["ContextDataModule"]["next_index"] == 2
     resumed, resumed_module = run(8, ckpt_path=str(ckpt_file))
     assert len(full) == 4 and len(first) == 2 and len(resumed) == 2
     for want, got in zip(full, first + resumed, strict=True):

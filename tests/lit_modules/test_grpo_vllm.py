@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "engines"))
 from test_grpo_module import LetterDomain, Record, share_of_a  # noqa: E402
 from vllm_helpers import PROMPTS, assert_follows  # noqa: E402
 
-from propel.datamodules.rollouts import RolloutDataModule  # noqa: E402
+from propel.datamodules.contexts import ContextDataModule  # noqa: E402
 from propel.engines.base import SamplingSpec  # noqa: E402
 from propel.engines.hf import HFEngine  # noqa: E402
 from propel.lit_modules.grpo import GRPOModule  # noqa: E402
@@ -46,7 +46,7 @@ class FollowsPolicy(Callback):
         self.synced_versions.append(module.engine._version)
 
     def on_train_end(self, trainer, module):
-        module._sync_engine()  # what the next step would do first
+        module.sync_engine()  # what the next step would do first
         module.policy.eval()
         self.engine_after = module.engine.generate(PROMPTS, GREEDY)
         self.hf_after = HFEngine(module.policy, module.tokenizer).generate(PROMPTS, GREEDY)
@@ -76,7 +76,7 @@ def test_grpo_with_vllm_engine_follows_the_trained_adapter(bundled_dir):
         enable_checkpointing=False,
         callbacks=[check, rec],
     )
-    trainer.fit(module, datamodule=RolloutDataModule(LetterDomain(), contexts_per_step=2))
+    trainer.fit(module, datamodule=ContextDataModule(LetterDomain(), contexts_per_step=2))
 
     assert len(rec.rows) == 3 and all(torch.isfinite(torch.tensor(r["train/loss"])) for r in rec.rows)
     # adapter v1 loaded at start; each later step syncs the previous step's update first (v2 before step 2, v3 before

@@ -9,11 +9,13 @@ import pandas as pd
 import pytest
 from lightning.pytorch import Callback, Trainer
 
-from propel.callbacks.pool_writer import PoolWriter, pool_summary
-from propel.datamodules.task_pool import TaskPoolDataModule, read_pool
+from propel.callbacks.pool_writer import PoolWriter
+from propel.datamodules.task_pool import TaskPoolDataModule
 from propel.domains.base import Task
 from propel.domains.math import MathExpressionDomain
-from propel.lit_modules.labeling import LabelingModule, in_band
+from propel.domains.trials import SolverSpec, in_band
+from propel.lit_modules.labeling import LabelingModule
+from propel.pools import pool_summary, read_pool
 
 
 class FixedTaskDomain(MathExpressionDomain):
@@ -40,17 +42,17 @@ def label(model_dir, out, domain, n_tasks=8, batch_size=2, n_trials=2, callbacks
     module = LabelingModule(
         domain,
         generator=str(model_dir),
-        n_trials=n_trials,
-        band=(1, 1),
+        solver=SolverSpec(n_trials=n_trials, band=(1, 1), max_new_tokens=8),
         generator_max_new_tokens=12,
-        solver_max_new_tokens=8,
         **kw,
     )
     trainer = Trainer(
         accelerator="cpu", logger=False, enable_progress_bar=False, callbacks=[PoolWriter(str(out)), *callbacks]
     )
     trainer.predict(
-        module, datamodule=TaskPoolDataModule(n_tasks=n_tasks, batch_size=batch_size), return_predictions=False
+        module,
+        datamodule=TaskPoolDataModule(domain, pool_dir=str(out), n_tasks=n_tasks, batch_size=batch_size),
+        return_predictions=False,
     )
     return module
 

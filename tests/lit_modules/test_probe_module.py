@@ -62,27 +62,21 @@ def test_bad_args():
         ProbeModule(pos_weight="balanced")
 
 
-def test_rvp_callback_logs_at_fit_start(tmp_path):
-    from lightning.pytorch.loggers import CSVLogger
+def test_shares_the_sweep_objective():
+    """ProbeModule builds on propel.probes.classifier: same init under a seed, same loss, metrics and optimizer."""
+    from propel.probes.classifier import ProbeClassifier
 
-    from propel.callbacks.rvp import RVPSelection
-
-    feats, labels = write_synthetic(tmp_path, n=300)
-    gens = [[f"c{c} g{g}" * (g + 1) for g in range(4)] for c in range(2)]
-    cb = RVPSelection(gens, reward_fn=lambda texts: torch.tensor([float(len(t)) for t in texts]))
-    logger = CSVLogger(tmp_path / "logs", name="rvp")
-    t = Trainer(
-        max_epochs=1,
-        logger=logger,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[cb],
-    )
-    t.fit(ProbeModule(), datamodule=ActivationDataModule(str(feats), str(labels), layer=1, pooling="mean_full"))
-    assert cb.results["reward_fn"][0] > 0
-    logger.save()
-    assert "rvp/overall" in (tmp_path / "logs" / "rvp" / "version_0" / "metrics.csv").read_text()
+    torch.manual_seed(0)
+    module = ProbeModule(arch="mlp", input_dim=8, hidden_dim=16, pos_weight=2.0)
+    torch.manual_seed(0)
+    core = ProbeClassifier("mlp", 8, hidden_dim=16, pos_weight=2.0)
+    for (k, a), (k2, b) in zip(module.state_dict().items(), core.state_dict().items(), strict=True):
+        assert k == k2 and torch.equal(a, b)
+    x, y, solve = torch.randn(32, 8), (torch.rand(32) > 0.5).float(), torch.randint(0, 9, (32,)).float()
+    module.eval(), core.eval()
+    with torch.no_grad():
+        assert module.metrics(module(x), y, solve) == core.metrics(core(x), y, solve)
+    assert type(module.configure_optimizers()) is type(core.configure_optimizers())
 
 
 def test_fit_yaml_through_propel_cli(tmp_path, monkeypatch):

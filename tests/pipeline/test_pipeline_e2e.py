@@ -8,9 +8,11 @@ finished or killed real run, and every later stage runs for real on the tiny mod
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from propel.domains import MathExpressionDomain
 from propel.domains.base import Task
@@ -23,8 +25,7 @@ PROBLEMS = [
 ]
 
 
-def _seed_pool(pool_dir, n_tasks: int, seed: int) -> None:
-    domain = MathExpressionDomain()
+def _seed_pool(pool_dir, domain: MathExpressionDomain, n_tasks: int, seed: int) -> None:
     rows = []
     for i, ctx in enumerate(domain.contexts(n_tasks, seed)):
         problem, expression = PROBLEMS[i % 2]
@@ -62,29 +63,31 @@ def toy_config(tmp_path, tiny_model_dir, monkeypatch):
     overrides = [
         f"workdir={workdir}",
         f"model={tiny_model_dir}",
-        "label.n_tasks=24",
-        "label.n_trials=4",
-        "label.band=[1,2]",
-        "label.generator_max_new_tokens=8",
-        "label.solver_max_new_tokens=8",
+        "label.data.init_args.n_tasks=24",
+        "label.model.init_args.solver.n_trials=4",
+        "label.model.init_args.solver.band=[1,2]",
+        "label.model.init_args.solver.max_new_tokens=8",
+        "label.model.init_args.generator_max_new_tokens=8",
         "probe.layers=[1,2]",
         "probe.poolings=[last_token,mean_full]",
-        "probe.archs=[linear]",
-        "probe.balances=[weighted]",
-        "probe.seeds=[0]",
-        "probe.rvp_contexts=2",
-        "probe.rvp_group_size=2",
-        "grpo.max_steps=2",
-        "grpo.contexts_per_step=1",
-        "grpo.group_size=2",
-        "grpo.max_new_tokens=8",
-        "grpo.checkpoint_every=1",
-        "evaluate.n_tasks=4",
-        "evaluate.n_trials=2",
-        "evaluate.batch_size=4",
+        "probe.sweep.archs=[linear]",
+        "probe.sweep.balances=[weighted]",
+        "probe.sweep.seeds=[0]",
+        "probe.rvp.contexts=2",
+        "probe.rvp.group_size=2",
+        "grpo.trainer.max_steps=2",
+        "grpo.data.init_args.contexts_per_step=1",
+        "grpo.model.init_args.group_size=2",
+        "grpo.model.init_args.max_new_tokens=8",
+        "grpo.callbacks.ModelCheckpoint.every_n_train_steps=1",
+        "grpo.callbacks.AdapterSaver.every_n_steps=1",
+        "evaluate.data.init_args.n_tasks=4",
+        "evaluate.data.init_args.batch_size=4",
+        "evaluate.model.init_args.solver.n_trials=2",
     ]
     cfg = load_pipeline_config(None, overrides)
-    _seed_pool(workdir / "label" / "pool", cfg.label.n_tasks, cfg.seed)
+    domain = MathExpressionDomain(**cfg.domain.get("init_args", {}))
+    _seed_pool(workdir / "label" / "pool", domain, 24, cfg.seed)
     return cfg
 
 
@@ -127,17 +130,74 @@ def test_rerun_skips_finished_stages(toy_config, capsys):
     assert capsys.readouterr().err.count("done earlier, skipped") == 2
 
 
+def test_resume_refuses_a_stage_started_with_other_settings(toy_config, capsys):
+    """A stage cut short resumes only with the settings it was started with: a changed key is named, not mixed in."""
+    from propel.errors import ConfigError
+    from propel.pipeline.stages import stage_config, write_config
+
+    cfg = toy_config
+    path, config = stage_config(cfg, "probe")
+    config = json.loads(json.dumps(config))
+    config["sweep"]["seeds"] = [0, 1]
+    write_config(config, path)  # as if a run with other seeds was killed mid-stage
+    cfg.stages = ["label", "probe"]
+    with pytest.raises(ConfigError, match=r"sweep.seeds: \[0, 1\] -> \[0\]"):
+        run_pipeline(cfg)
+    assert (cfg.root / "label" / "summary.json").exists() and not (cfg.root / "probe" / "summary.json").exists()
+
+
 def test_bad_pipeline_config_names_the_key(tmp_path):
     from propel.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="grpo.max_stepz"):
-        load_pipeline_config(None, ["grpo.max_stepz=3"])
-    with pytest.raises(ConfigError, match="label.band"):
-        load_pipeline_config(None, ["label.band=[1,9]"])
+    with pytest.raises(ConfigError, match="grpo.*max_stepz"):
+        load_pipeline_config(None, ["grpo.trainer.max_stepz=3"])
+    with pytest.raises(ConfigError, match="label.model.init_args.solver.*band"):
+        load_pipeline_config(None, ["label.model.init_args.solver.band=[1,9]"])
+    with pytest.raises(ConfigError, match="evaluate.model.init_args.solver.*band"):
+        load_pipeline_config(None, ["evaluate.model.init_args.solver.n_trials=2"])  # label's band is 1..3
     with pytest.raises(ConfigError, match="stages"):
         load_pipeline_config(None, ["stages=[label,nope]"])
-    with pytest.raises(ConfigError, match="probe.split"):
-        load_pipeline_config(None, ["probe.split=loo"])
+    with pytest.raises(ConfigError, match="probe.*split"):
+        load_pipeline_config(None, ["probe.sweep.split=loo"])
+    with pytest.raises(ConfigError, match="grpo.callbacks.EarlyStopping"):
+        load_pipeline_config(None, ["grpo.callbacks.EarlyStopping.patience=3"])
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_pipeline_config(None, [f"label.config=[{tmp_path / 'nope.yaml'}]"])
+
+
+def test_stage_configs_are_the_templates_with_the_run_level_values_kept_in_step(tmp_path):
+    """One set of defaults: what a stage runs is its template (as `propel <cmd> -c template` would run it) plus the
+    section's keys; the pipeline only sets the values that must agree across stages."""
+    from propel.pipeline.lightning_cli import resolve_lightning
+
+    cfg = load_pipeline_config(
+        "configs/demo.yaml",
+        [
+            f"workdir={tmp_path}",
+            "seed=3",
+            "grpo.model.init_args.rewards=[{class_path: propel.rewards.probe.ProbeReward, "
+            "init_args: {mode: soft_gate, invalid_penalty: -2.0, soft_clip: [0.1, 0.9]}}]",
+        ],
+    )
+    label, probe, grpo, evaluate = (cfg.configs[k] for k in ("label", "probe", "grpo", "evaluate"))
+    # the label template's values, untouched where the pipeline has nothing to keep in step
+    by_hand = resolve_lightning("predict", yaml.safe_load(Path("configs/math/label.yaml").read_text()))
+    assert label["model"]["init_args"]["solver"] == by_hand["model"]["init_args"]["solver"]
+    assert label["data"]["init_args"]["n_tasks"] == 240 and by_hand["data"]["init_args"]["n_tasks"] == 64
+    # run-level values: one seed, one domain, one model, paths under workdir
+    assert label["seed_everything"] == grpo["seed_everything"] == probe["seed"] == 3
+    assert evaluate["data"]["init_args"]["seed"] == 4
+    assert grpo["data"]["init_args"]["domain"] == label["model"]["init_args"]["domain"]
+    assert probe["pool"] == label["data"]["init_args"]["pool_dir"] == str(tmp_path / "label" / "pool")
+    assert grpo["model"]["init_args"]["rewards"][0]["init_args"]["artifact"] == str(tmp_path / "probe" / "artifact")
+    # RVP is scored with the reward GRPO trains with; evaluation grades as labeling did
+    assert probe["rvp"]["mode"] == "soft_gate" and probe["rvp"]["invalid_penalty"] == -2.0
+    assert list(probe["rvp"]["soft_clip"]) == [0.1, 0.9]
+    assert probe["rvp"]["max_new_tokens"] == label["model"]["init_args"]["generator_max_new_tokens"]
+    assert evaluate["model"]["init_args"]["solver"] == label["model"]["init_args"]["solver"]
+    trained = cfg.evaluate_config("trained", "x/adapter")
+    assert trained["model"]["init_args"]["adapter"] == "x/adapter"
+    assert trained["data"]["init_args"]["pool_dir"] == trained["model"]["init_args"]["output_dir"]
 
 
 def test_engine_auto_picks_vllm_only_when_installed():
@@ -146,7 +206,7 @@ def test_engine_auto_picks_vllm_only_when_installed():
     from propel.errors import ConfigError
 
     cfg = load_pipeline_config(None, [])
-    assert cfg.engine == "auto"
+    assert cfg.engine == "auto" and cfg.configs["grpo"]["model"]["init_args"]["engine"] == cfg.engine_kind
     assert cfg.engine_kind == ("vllm" if importlib.util.find_spec("vllm") else "hf")
     assert load_pipeline_config(None, ["engine=hf"]).engine_kind == "hf"
     with pytest.raises(ConfigError, match="'engine'"):

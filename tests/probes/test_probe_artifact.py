@@ -1,4 +1,4 @@
-"""Probe artifacts: save/load round trip without Lightning, plots, and the RVP callback."""
+"""Probe artifacts: save/load round trip without Lightning, and plots."""
 
 import json
 import subprocess
@@ -61,23 +61,3 @@ def test_reliability_plot(tmp_path):
     labels = (torch.rand(200) < probs).long()
     path = plot_reliability(probs, labels, tmp_path / "rel.png", title="probe")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_rvp_callback_scores_and_selects():
-    from propel.callbacks.rvp import RVPSelection
-    from propel.probes.selection import rvp
-
-    gens = [[f"ctx{c} sample {g}" for g in range(4)] for c in range(3)]
-
-    def length_reward(texts):
-        return torch.tensor([float(len(t)) for t in texts])
-
-    def constant_reward(texts):
-        return torch.zeros(len(texts))
-
-    cb = RVPSelection(gens, reward_fn=length_reward, candidates={"len": length_reward, "const": constant_reward})
-    want = rvp(torch.tensor([[float(len(t)) for t in g] for g in gens]))
-    assert cb.score(length_reward) == pytest.approx(want)
-    assert cb.select() == "len" and cb.results["const"] == (0.0, 0.0)
-    with pytest.raises(ValueError, match="same G"):
-        RVPSelection([["a", "b"], ["c"]])

@@ -1,11 +1,11 @@
-"""RVP against numpy, the hard gate, and the selection rule (accuracy under an ECE limit, RVP tiebreak)."""
+"""RVP against numpy and the selection rule (accuracy under an ECE limit, RVP tiebreak)."""
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from propel.probes.selection import hard_gate_rewards, rvp, select_probe
+from propel.probes.selection import rvp, select_probe
 
 
 def test_rvp_matches_numpy():
@@ -21,11 +21,6 @@ def test_rvp_constant_within_groups():
     assert overall == pytest.approx(1.0) and within == 0.0
     with pytest.raises(ValueError, match="num_contexts"):
         rvp(torch.ones(4))
-
-
-def test_hard_gate():
-    out = hard_gate_rewards(torch.tensor([2.0, -0.5, 0.1]), torch.tensor([True, False, True]), invalid_penalty=-1.0)
-    assert out.tolist() == pytest.approx([2.0, -1.0, 0.1])
 
 
 def table():

@@ -5,7 +5,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from propel.rewards import CombinedReward, FunctionReward, ProbeReward, RewardComponent, Sample, constrained, worst_case
+from propel.rewards import (
+    CombinedReward,
+    FunctionReward,
+    ProbeReward,
+    Reward,
+    RewardComponent,
+    RewardContext,
+    constrained,
+    worst_case,
+)
+from propel.rollouts.record import Sample
 
 
 class TinyLinearProbe:
@@ -76,6 +86,33 @@ def test_plain_callable_probe_and_no_valid_samples():
     assert reward([Sample("p", "x", valid=False)]).tolist() == [-1.0]
 
 
+@pytest.mark.parametrize("mode", ["hard_gate", "soft_gate", "probe_only"])
+def test_same_reward_as_the_sweeps_rvp(mode):
+    """The exact RL reward exists once: ProbeReward and the sweep's RVPSample agree for the same logits/validity."""
+    from propel.probes.sweep import RVPSample
+
+    logits = torch.tensor([2.0, -0.5, 0.1, -3.0, 0.7, 1.5])
+    valid = torch.tensor([True, False, True, True, False, True])
+    samples = [Sample(prompt="p", completion=str(i), valid=bool(v)) for i, v in enumerate(valid)]
+    settings = {"mode": mode, "invalid_penalty": -4.0, "soft_clip": (0.1, 0.9)}
+    reward = ProbeReward(lambda texts: logits[[int(t) for t in texts]], **settings)(samples)
+    sample = RVPSample({"layer1/mean_full": torch.eye(6)}, valid, group_size=3, **settings)
+    rvp_rewards = sample.rewards("layer1/mean_full", lambda x: x @ logits)
+    torch.testing.assert_close(reward, rvp_rewards, rtol=0, atol=0)
+    assert sample.score("layer1/mean_full", lambda x: x @ logits) == pytest.approx(
+        (reward.double().var(correction=0).item(), reward.double().reshape(2, 3).var(1, correction=0).mean().item())
+    )
+
+
+def test_default_text_is_the_rendered_task():
+    """Every config reads the domain's rendering of the task (what the probe was trained on), so it is the default."""
+    seen = []
+    reward = ProbeReward(lambda texts: seen.extend(texts) or torch.zeros(len(texts)))
+    assert reward.text == "task"
+    reward([Sample(prompt="P", completion="raw", info={"task_text": "rendered"}), Sample(prompt="P", completion="c")])
+    assert seen == ["rendered", "c"]
+
+
 def test_combined_reward_weights_and_logs_each_component(probes):
     probe = ProbeReward(probes[0], name="probe")
     length = FunctionReward("short", lambda s: -len(s.completion) / 10, weight=0.5)
@@ -103,7 +140,7 @@ def test_bad_inputs():
         CombinedReward([_Wrong()])(SAMPLES)
 
 
-class _Wrong:
+class _Wrong(Reward):
     name, weight = "wrong", 1.0
 
     def __call__(self, samples):
@@ -137,3 +174,17 @@ def test_artifact_ensemble_and_constraint_take_the_minimum(tiny_model_dir, tmp_p
     torch.testing.assert_close(zero[:6], single[1][:6].clamp(max=0.0))
     with pytest.raises(ValueError, match="empty list"):
         ProbeReward(artifact=[])
+
+
+def test_setup_shares_the_policy_as_reference(tiny_model_dir, tiny_model, tmp_path):
+    """``setup(context)`` offers the trainer's policy: an artifact on the same base model reads it, loading nothing."""
+    a = _artifact(tmp_path / "a", tiny_model_dir, 0)
+    samples = [Sample(prompt="p", completion=f"task number {i} " * (i + 1)) for i in range(4)]
+    model, tok = tiny_model
+    shared = ProbeReward(artifact=a)
+    shared.setup(RewardContext(policy=model, tokenizer=tok, model_name=str(tiny_model_dir)))
+    assert shared._built and shared._references == {}  # built at setup, from the policy: no frozen copy
+    torch.testing.assert_close(shared(samples), ProbeReward(artifact=a)(samples))
+    own = ProbeReward(artifact=a, share_policy=False)
+    own.setup(RewardContext(policy=model, tokenizer=tok, model_name=str(tiny_model_dir)))
+    assert len(own._references) == 1

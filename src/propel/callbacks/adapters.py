@@ -11,6 +11,9 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 
+from propel.errors import ConfigError
+from propel.lit_modules.policy import LoRAPolicyModule
+
 
 def save_adapter(policy, tokenizer, directory: str | Path) -> Path:
     """Write ``policy``'s adapter (and ``tokenizer``) into ``directory`` atomically (temp folder, then rename)."""
@@ -28,7 +31,7 @@ def save_adapter(policy, tokenizer, directory: str | Path) -> Path:
 class AdapterSaver(pl.Callback):
     """Every ``every_n_steps`` optimizer steps (and at the end of fit) save ``dirpath/step-<N>``.
 
-    Reads ``pl_module.policy`` (a peft model) and ``pl_module.tokenizer``.
+    Reads a ``LoRAPolicyModule``'s ``policy`` (a peft model) and ``tokenizer``.
 
     Args:
         dirpath: parent folder of the ``step-<N>`` adapter folders.
@@ -38,7 +41,7 @@ class AdapterSaver(pl.Callback):
 
     def __init__(self, dirpath: str = "runs/grpo/adapters", every_n_steps: int = 25, save_last: bool = True):
         if every_n_steps < 1:
-            raise ValueError(f"every_n_steps must be >= 1, got {every_n_steps}")
+            raise ConfigError(f"every_n_steps must be >= 1, got {every_n_steps}")
         self.dirpath, self.every_n_steps, self.save_last = Path(dirpath), every_n_steps, save_last
         self.saved: list[Path] = []
         self._last_step = 0
@@ -48,8 +51,10 @@ class AdapterSaver(pl.Callback):
         target = self.dirpath / f"step-{step}"
         if not trainer.is_global_zero or (self.saved and self.saved[-1] == target):
             return
+        if not isinstance(pl_module, LoRAPolicyModule):
+            raise TypeError(f"AdapterSaver saves a LoRAPolicyModule's adapter, got {type(pl_module).__name__}")
         self.dirpath.mkdir(parents=True, exist_ok=True)
-        self.saved.append(save_adapter(pl_module.policy, getattr(pl_module, "tokenizer", None), target))
+        self.saved.append(save_adapter(pl_module.policy, pl_module.tokenizer, target))
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step  # with ppo_epochs > 1 it advances by more than 1: save on crossing a multiple

@@ -19,17 +19,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from propel.callbacks.pool_writer import SCHEMA, write_part
-from propel.datamodules.task_pool import read_pool
-from propel.domains.trials import in_band, solver_trials
-from propel.engines.base import SamplingSpec
+from propel.domains.trials import SolverSpec, solver_trials
 from propel.errors import ConfigError
-
-MINED_SCHEMA = SCHEMA.append(pa.field("probe_logit", pa.float32())).append(pa.field("step", pa.int64()))
+from propel.lit_modules.grpo import GRPOModule
+from propel.pools.io import read_pool, write_part
+from propel.pools.rows import from_record, pool_row
+from propel.pools.schema import MINED_SCHEMA
+from propel.rewards.probe import ProbeReward
+from propel.rollouts.environment import GeneratorEnv
 
 
 class AdversarialProbeMining(Callback):
@@ -38,15 +38,14 @@ class AdversarialProbeMining(Callback):
     Args:
         output_dir: pool folder for the mined rows (one part file per round; ids ``mined-<step>-<k>``).
         every_n_steps: mine after every this many optimizer steps.
-        component: the reward component holding the probe logit (``ProbeReward``'s ``name``).
+        component: the reward component holding the probe logit; None uses the module's one ``ProbeReward``.
         min_prob: a valid task whose probe probability is at least this counts as "scored useful".
         max_per_round: at most this many tasks (the highest-scored, distinct texts never mined before) per round.
-        solver: model the solver trials run on (bundled alias, folder or hub id): the labeling solver.
+        solver: the labeling solver and its trial settings (model, n_trials, band, sampling); its model defaults to
+            the policy's base model.
         engine: rollout engine kind for the solver (``hf``, ``vllm``, ``vllm_server``); it is built on first use
             and holds its own copy of the solver (use ``vllm_server`` to keep it out of the trainer's memory).
         engine_kwargs: engine arguments.
-        n_trials, band: solver attempts per task and the inclusive utility band, as in labeling.
-        solver_max_new_tokens, solver_temperature, top_p: solver sampling, as in labeling.
         dtype: solver weights dtype for the ``hf`` engine.
         seed: solver sampling seed (each round is seeded from it and the step, under a forked RNG: mining never
             moves the training RNG stream, so a run with mining trains exactly like one without).
@@ -56,17 +55,12 @@ class AdversarialProbeMining(Callback):
         self,
         output_dir: str = "runs/mined",
         every_n_steps: int = 10,
-        component: str = "probe",
+        component: str | None = None,
         min_prob: float = 0.5,
         max_per_round: int = 16,
-        solver: str = "smollm2-135m-instruct",
+        solver: SolverSpec | None = None,
         engine: str = "hf",
         engine_kwargs: dict[str, Any] | None = None,
-        n_trials: int = 8,
-        band: tuple[int, int] = (1, 3),
-        solver_max_new_tokens: int = 256,
-        solver_temperature: float = 1.0,
-        top_p: float = 1.0,
         dtype: str = "float32",
         seed: int = 0,
     ) -> None:
@@ -74,15 +68,12 @@ class AdversarialProbeMining(Callback):
             raise ConfigError(f"AdversarialProbeMining.every_n_steps must be >= 1, got {every_n_steps}")
         if not 0.0 < min_prob < 1.0:
             raise ConfigError(f"AdversarialProbeMining.min_prob must be in (0, 1), got {min_prob}")
-        if max_per_round < 1 or n_trials < 1:
-            raise ConfigError("AdversarialProbeMining.max_per_round and n_trials must be >= 1")
-        if not 0 <= band[0] <= band[1] <= n_trials:
-            raise ConfigError(f"AdversarialProbeMining.band must satisfy 0 <= lo <= hi <= {n_trials}, got {band}")
+        if max_per_round < 1:
+            raise ConfigError("AdversarialProbeMining.max_per_round must be >= 1")
         self.output_dir, self.every_n_steps, self.component = Path(output_dir), every_n_steps, component
         self.min_prob, self.max_per_round = min_prob, max_per_round
-        self.solver, self.engine_kind, self.engine_kwargs = solver, engine, dict(engine_kwargs or {})
-        self.n_trials, self.band = n_trials, (int(band[0]), int(band[1]))
-        self.spec = dict(max_new_tokens=solver_max_new_tokens, temperature=solver_temperature, top_p=top_p)
+        self.solver = solver or SolverSpec()
+        self.engine_kind, self.engine_kwargs = engine, dict(engine_kwargs or {})
         self.dtype, self.seed = dtype, seed
         self.mined_texts: set[str] = set()
         self.totals = {"rounds": 0, "mined": 0, "false_positives": 0}
@@ -109,17 +100,34 @@ class AdversarialProbeMining(Callback):
         return out
 
     # ----------------------------------------------------------------------------------------------- mining
+    def probe_component(self, pl_module: GRPOModule) -> str:
+        """The name of the reward component that holds the probe logit."""
+        names = [c.name for c in pl_module.reward.components] if pl_module.reward is not None else []
+        if self.component is not None:
+            if self.component not in names:
+                have = ", ".join(names)
+                what = f"AdversarialProbeMining.component {self.component!r}"
+                raise ConfigError(f"{what} is not a reward component ({have})")
+            return self.component
+        probes = [c.name for c in pl_module.reward.components if isinstance(c, ProbeReward)]
+        if len(probes) != 1:
+            raise ConfigError(
+                f"AdversarialProbeMining: the module has {len(probes)} ProbeReward components ({', '.join(names)}); "
+                "name the one to mine with `component`"
+            )
+        return probes[0]
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if not isinstance(pl_module, GRPOModule):
+            raise TypeError(f"AdversarialProbeMining mines GRPOModule rollouts, got {type(pl_module).__name__}")
         step = trainer.global_step
         if step == 0 or step % self.every_n_steps:
             return
-        samples, breakdown = getattr(pl_module, "latest_samples", None), getattr(pl_module, "latest_rewards", None)
-        if not samples or breakdown is None:
+        state = pl_module.rollout_state
+        if state is None or not state.samples or state.rewards is None:
             return
-        if self.component not in breakdown.components:
-            have = ", ".join(breakdown.components)
-            raise ConfigError(f"AdversarialProbeMining.component {self.component!r} is not a reward component ({have})")
-        picked = self.candidates(samples, breakdown.components[self.component])
+        samples = state.samples
+        picked = self.candidates(samples, state.rewards.components[self.probe_component(pl_module)])
         rows = self.mine(pl_module, samples, picked, step) if picked else []
         if rows and trainer.is_global_zero:
             write_part(self.output_dir, rows, MINED_SCHEMA)
@@ -132,39 +140,23 @@ class AdversarialProbeMining(Callback):
             stats["mining/false_positive_rate"] = false_pos / len(rows)
         pl_module.log_dict(stats, on_step=True, on_epoch=False)
 
-    def mine(self, pl_module, samples: Sequence, picked: list[tuple[int, float]], step: int) -> list[dict]:
+    def mine(self, pl_module: GRPOModule, samples: Sequence, picked: list[tuple[int, float]], step: int) -> list[dict]:
         """Run the solver on the picked samples' tasks and return their pool rows."""
-        domain = pl_module.domain
-        spec = SamplingSpec(n=self.n_trials, stop=list(domain.solver_stop), **self.spec)
+        env = pl_module.environment
+        if not isinstance(env, GeneratorEnv):
+            raise TypeError(f"AdversarialProbeMining needs a GeneratorEnv (generated tasks), got {type(env).__name__}")
+        domain = env.domain
         tasks = [samples[i].task for i, _ in picked]
         engine = self._solver_engine(pl_module)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(zlib.crc32(f"{self.seed}:{step}".encode()))
-            trials = solver_trials(domain, engine, tasks, spec, getattr(pl_module, "sandbox", None))
+            trials = solver_trials(domain, engine, tasks, self.solver.sampling(domain.solver_stop), env.sandbox)
         rows = []
         for k, ((i, logit), t) in enumerate(zip(picked, trials, strict=True)):
             s = samples[i]
             self.mined_texts.add(s.task_text)
-            rows.append(
-                {
-                    "id": f"mined-{step}-{k}",
-                    "group": "mined",
-                    "domain": domain.name,
-                    "context": json.dumps({"prompt": s.prompt}),
-                    "completion": s.completion,
-                    "task": s.task.to_json(),
-                    "valid": True,
-                    "reason": "ok",
-                    "grades": t.grades,
-                    "solve_count": t.solve_count,
-                    "label": int(in_band(t.solve_count, self.band)),
-                    "topic": s.topic,
-                    "n_trials": self.n_trials,
-                    "solver_tokens": t.tokens,
-                    "probe_logit": logit,
-                    "step": step,
-                }
-            )
+            extra = {"id": f"mined-{step}-{k}", "group": "mined", "probe_logit": logit, "step": step}
+            rows.append(pool_row(s, domain.name, self.solver.n_trials, t, self.solver.band, **extra))
         return rows
 
     def _solver_engine(self, pl_module):
@@ -174,7 +166,7 @@ class AdversarialProbeMining(Callback):
             kwargs = dict(self.engine_kwargs)
             if self.engine_kind == "hf":
                 kwargs.update(dtype=self.dtype, device=str(pl_module.device))
-            self._engine = make_engine(self.engine_kind, self.solver, **kwargs)
+            self._engine = make_engine(self.engine_kind, self.solver.model or pl_module.hparams.model, **kwargs)
         return self._engine
 
     # ----------------------------------------------------------------------------------------------- lifecycle
@@ -201,16 +193,6 @@ class AdversarialProbeMining(Callback):
         self.totals.update(state_dict.get("totals", {}))
 
 
-def _pool_row(record: dict) -> dict:
-    """A pandas record back in the pool schema's Python types (labels and counts as ints, grades as bools)."""
-    row = {f.name: record.get(f.name) for f in SCHEMA}
-    for key in ("solve_count", "label", "n_trials", "solver_tokens"):
-        row[key] = None if row[key] is None or row[key] != row[key] else int(row[key])
-    row["grades"] = None if row["grades"] is None else [bool(g) for g in row["grades"]]
-    row["valid"] = bool(row["valid"])
-    return row
-
-
 def adversarial_pool(
     original: str | Path, mined: str | Path, output_dir: str | Path, keep_negatives: bool = False
 ) -> dict[str, int]:
@@ -225,7 +207,7 @@ def adversarial_pool(
     if not len(false_pos):
         raise ValueError(f"{mined}: no mined false positives; nothing for the auxiliary probe to learn")
     parts = [positives, false_pos] + ([valid[valid["label"] == 0]] if keep_negatives else [])
-    rows = [_pool_row(r) for part in parts for r in part.to_dict("records")]
+    rows = [from_record(r) for part in parts for r in part.to_dict("records")]
     out = Path(output_dir)
     if any(out.glob("part-*.parquet")):
         raise FileExistsError(f"{out} already holds a pool; pick an empty folder")

@@ -6,6 +6,8 @@ import warnings
 
 import lightning.pytorch as pl
 
+from propel.errors import ConfigError
+from propel.lit_modules.state import RolloutPublisher
 from propel.metrics.diversity import distinct_n, self_bleu, top_topic_rate
 
 ACTIONS = ("warn", "stop")
@@ -14,9 +16,10 @@ ACTIONS = ("warn", "stop")
 class CollapseDetector(pl.Callback):
     """Every ``every_n_steps`` optimizer steps, measure the diversity of the policy's latest generations.
 
-    Reads ``pl_module.latest_generations`` (list of texts) and, when present, ``pl_module.latest_topics``
-    (one label per text, None if unknown); logs ``collapse/self_bleu``, ``collapse/distinct`` and
-    ``collapse/top_topic``, and on a threshold breach warns or stops training (``trainer.should_stop``).
+    Reads the module's ``rollout_state`` (a ``RolloutPublisher``, e.g. any ``LoRAPolicyModule``): the rendered texts
+    and topics of its valid samples, what evaluation measures diversity on too; logs ``collapse/self_bleu``,
+    ``collapse/distinct`` and ``collapse/top_topic``, and on a threshold breach warns or stops training
+    (``trainer.should_stop``).
 
     Args:
         every_n_steps: check interval in optimizer steps.
@@ -25,7 +28,7 @@ class CollapseDetector(pl.Callback):
         distinct_min: breach when Distinct-n falls below this (None: never).
         top_topic_max: breach when the most common topic's share exceeds this (None: never).
         action: ``"warn"`` or ``"stop"``.
-        min_samples: skip the check with fewer generations than this.
+        min_samples: skip the check with fewer valid generations than this.
     """
 
     def __init__(
@@ -39,9 +42,9 @@ class CollapseDetector(pl.Callback):
         min_samples: int = 4,
     ) -> None:
         if action not in ACTIONS:
-            raise ValueError(f"action must be one of {ACTIONS}, got {action!r}")
+            raise ConfigError(f"action must be one of {ACTIONS}, got {action!r}")
         if every_n_steps < 1:
-            raise ValueError(f"every_n_steps must be >= 1, got {every_n_steps}")
+            raise ConfigError(f"every_n_steps must be >= 1, got {every_n_steps}")
         self.every_n_steps, self.n, self.action, self.min_samples = every_n_steps, n, action, max(2, min_samples)
         self.self_bleu_max, self.distinct_min, self.top_topic_max = self_bleu_max, distinct_min, top_topic_max
         self.last_metrics: dict[str, float] = {}
@@ -71,12 +74,15 @@ class CollapseDetector(pl.Callback):
         step = trainer.global_step
         if step == 0 or step % self.every_n_steps or step == self._last_checked_step:
             return
-        texts = list(getattr(pl_module, "latest_generations", None) or [])
+        if not isinstance(pl_module, RolloutPublisher):
+            raise TypeError(f"CollapseDetector reads the module's `rollout_state`; {type(pl_module).__name__} has none")
+        state = pl_module.rollout_state
+        texts = state.task_texts if state is not None else []
         if len(texts) < self.min_samples:
             return
         self._last_checked_step = step
-        topics = getattr(pl_module, "latest_topics", None)
-        self.last_metrics = self.measure(texts, list(topics) if topics else None)
+        topics = state.topics
+        self.last_metrics = self.measure(texts, topics if any(t is not None for t in topics) else None)
         pl_module.log_dict(self.last_metrics, on_step=True, on_epoch=False)
         breaches = self.check(self.last_metrics)
         if not breaches:

@@ -1,4 +1,8 @@
-"""RVPSelection: reward variance under the base policy, for picking a probe and checking one before RL starts."""
+"""RVPSelection: reward variance under the base policy, for picking a probe and checking one before RL starts.
+
+Give it the run's own reward component (e.g. the ``ProbeReward`` GRPO trains on, whose gate is
+``propel.probes.gate.gated_reward``) and the variance is that of the exact RL reward, gate included.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +15,11 @@ from lightning.pytorch import Callback
 from torch import Tensor
 
 from propel.probes.selection import rvp
+from propel.rewards.base import RewardComponent
+from propel.rollouts.record import Sample
 
-RewardFn = Callable[[list[str]], Tensor]
+RewardFn = Callable[[list[str]], Tensor] | RewardComponent
+"""Texts -> rewards, or a reward component (samples -> rewards, e.g. a ``ProbeReward``)."""
 
 
 def _load_generations(generations) -> list[list[str]]:
@@ -29,9 +36,12 @@ class RVPSelection(Callback):
 
     Args:
         generations: ``[num_contexts][G]`` texts sampled from the base policy (or a JSON file holding that list).
-        reward_fn: the exact RL reward (gates included), texts -> rewards; scored at fit start. When omitted, the
-            LightningModule's ``reward_fn`` attribute is used if it has one.
+        reward_fn: the exact RL reward (gates included), scored at fit start: a reward component such as the run's
+            ``ProbeReward`` (it sees each generation as a ``Sample`` with its validity), or a callable texts ->
+            rewards.
         candidates: named reward functions (one per candidate probe) to rank with ``select``.
+        valid: ``[num_contexts][G]`` validity of the generations, read by reward components' gates (default: all
+            valid).
         min_within: warn at fit start when the within-group variance is below this (a near-constant reward).
         log_prefix: metric name prefix.
     """
@@ -41,10 +51,21 @@ class RVPSelection(Callback):
         generations: Sequence[Sequence[str]] | str,
         reward_fn: RewardFn | None = None,
         candidates: Mapping[str, RewardFn] | None = None,
+        valid: Sequence[Sequence[bool]] | None = None,
         min_within: float = 1e-4,
         log_prefix: str = "rvp",
     ):
         self.generations = _load_generations(generations)
+        if reward_fn is None and not candidates:
+            raise ValueError("RVPSelection: give reward_fn (checked at fit start) and/or candidates (ranked by select)")
+        flags = [[True] * len(g) for g in self.generations] if valid is None else [list(v) for v in valid]
+        if [len(v) for v in flags] != [len(g) for g in self.generations]:
+            raise ValueError("valid: must have the [num_contexts][G] shape of generations")
+        self.samples = [
+            Sample(prompt="", completion=text, valid=bool(ok))
+            for group, oks in zip(self.generations, flags, strict=True)
+            for text, ok in zip(group, oks, strict=True)
+        ]
         self.reward_fn = reward_fn
         self.candidates = dict(candidates or {})
         self.min_within = min_within
@@ -53,9 +74,11 @@ class RVPSelection(Callback):
 
     def score(self, reward_fn: RewardFn) -> tuple[float, float]:
         """``(overall, within)`` variance of ``reward_fn`` over the sample."""
-        flat = [text for group in self.generations for text in group]
-        rewards = torch.as_tensor(reward_fn(flat), dtype=torch.float64).reshape(len(self.generations), -1)
-        return rvp(rewards)
+        if isinstance(reward_fn, RewardComponent):
+            rewards = reward_fn(self.samples)
+        else:
+            rewards = reward_fn([s.completion for s in self.samples])
+        return rvp(torch.as_tensor(rewards, dtype=torch.float64).reshape(len(self.generations), -1))
 
     def select(self, candidates: Mapping[str, RewardFn] | None = None) -> str:
         """Name of the candidate with the highest overall RVP (scores kept in ``results``)."""
@@ -67,10 +90,9 @@ class RVPSelection(Callback):
         return max(candidates, key=lambda name: self.results[name][0])
 
     def on_fit_start(self, trainer, pl_module) -> None:
-        fn = self.reward_fn or getattr(pl_module, "reward_fn", None)
         metrics = {}
-        if fn is not None:
-            overall, within = self.results["reward_fn"] = self.score(fn)
+        if self.reward_fn is not None:
+            overall, within = self.results["reward_fn"] = self.score(self.reward_fn)
             metrics.update({f"{self.log_prefix}/overall": overall, f"{self.log_prefix}/within": within})
             if within < self.min_within:
                 from lightning.pytorch.utilities import rank_zero_warn

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import lightning.pytorch as pl
 
+from propel.errors import ConfigError
+from propel.lit_modules.state import RolloutPublisher
+
 COLUMNS = ("step", "prompt_tail", "completion", "valid", "topic", "reward")
 
 
 class SampleTable(pl.Callback):
     """Every ``every_n_steps`` optimizer steps, log the latest rollouts as a table (rank 0, loggers with ``log_text``).
 
-    Reads ``pl_module.latest_samples`` (``propel.rewards.Sample`` list) and ``pl_module.latest_rewards``
-    (``RewardBreakdown``), as ``GRPOModule`` sets them. One column per reward component follows ``reward``.
+    Reads the module's ``rollout_state`` (a ``RolloutPublisher``, e.g. any ``LoRAPolicyModule``): its samples and
+    their ``RewardBreakdown``. One column per reward component follows ``reward``.
 
     Args:
         every_n_steps: logging interval in optimizer steps.
@@ -22,7 +25,7 @@ class SampleTable(pl.Callback):
 
     def __init__(self, every_n_steps: int = 10, max_rows: int = 32, key: str = "samples", prompt_chars: int = 200):
         if every_n_steps < 1 or max_rows < 1:
-            raise ValueError(f"every_n_steps and max_rows must be >= 1, got {every_n_steps}, {max_rows}")
+            raise ConfigError(f"every_n_steps and max_rows must be >= 1, got {every_n_steps}, {max_rows}")
         self.every_n_steps, self.max_rows, self.key, self.prompt_chars = every_n_steps, max_rows, key, prompt_chars
         self._last_step = -1
 
@@ -42,11 +45,13 @@ class SampleTable(pl.Callback):
         crossed = step // self.every_n_steps > max(self._last_step, 0) // self.every_n_steps
         if not crossed or not trainer.is_global_zero:
             return
-        samples = list(getattr(pl_module, "latest_samples", None) or [])
-        if not samples:
+        if not isinstance(pl_module, RolloutPublisher):
+            raise TypeError(f"SampleTable reads the module's `rollout_state`; {type(pl_module).__name__} has none")
+        state = pl_module.rollout_state
+        if state is None or not state.samples:
             return
         self._last_step = step
-        columns, data = self.rows(step, samples, getattr(pl_module, "latest_rewards", None))
+        columns, data = self.rows(step, state.samples, state.rewards)
         for logger in trainer.loggers:
             if hasattr(logger, "log_text"):
                 logger.log_text(key=self.key, columns=columns, data=data, step=step)

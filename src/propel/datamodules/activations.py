@@ -7,8 +7,9 @@ import torch
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, TensorDataset
 
+from propel.pools import read_labels
 from propel.probes.cache import load_features
-from propel.probes.data import align_labels, read_labels
+from propel.probes.data import align_labels
 from propel.probes.extraction import feature_key
 from propel.probes.heads import feature_stats
 from propel.probes.splits import BALANCES, downsample, make_split, positive_weight

@@ -2,6 +2,15 @@
 
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
 from propel.domains.code import CodeDomain
-from propel.domains.math import MathDomain, MathExpressionDomain
+from propel.domains.math import MathExpressionDomain, OracleMathDomain
 
-__all__ = ["CodeDomain", "Context", "Domain", "MathDomain", "MathExpressionDomain", "ParseFailure", "Task", "Verdict"]
+__all__ = [
+    "CodeDomain",
+    "Context",
+    "Domain",
+    "OracleMathDomain",
+    "MathExpressionDomain",
+    "ParseFailure",
+    "Task",
+    "Verdict",
+]

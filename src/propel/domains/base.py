@@ -12,17 +12,19 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-from propel.engines.base import Prompt
+from propel.engines.base import Engine, Prompt
 from propel.sandbox.base import Sandbox
 
 
 @dataclass
 class Context:
-    """One generator input: a stable id (resume key), the prompt, and a group (for grouped splits)."""
+    """One generator input: a stable id (resume key), the prompt, a group (for grouped splits) and gold data."""
 
     id: str
     prompt: Prompt
     group: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+    """Gold data a reward or grader may read (a reference answer, a ticket's gold articles); empty for generators."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -66,6 +68,8 @@ class Domain(ABC):
     """Stop strings for solver sampling."""
     generator_stop: tuple[str, ...] = ()
     """Stop strings for generator sampling (e.g. a blank line for raw few-shot prompts)."""
+    needs_oracle: bool = False
+    """True for domains whose reference answers come from an oracle model (given with ``set_oracle``)."""
 
     @abstractmethod
     def contexts(self, n: int, seed: int = 0) -> list[Context]:
@@ -90,6 +94,9 @@ class Domain(ABC):
     @abstractmethod
     def topic(self, task: Task) -> str:
         """A coarse topic label (for top-topic diversity)."""
+
+    def set_oracle(self, engine: Engine) -> None:  # noqa: B027 - optional hook
+        """Take the engine whose answers become references (domains with ``needs_oracle``); others ignore it."""
 
     def render(self, task: Task) -> str:
         """Human-readable task text (what probes and diversity metrics read)."""

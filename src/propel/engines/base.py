@@ -48,7 +48,13 @@ class Completion:
 
 
 class Engine(ABC):
-    """Generates completions; ``update_weights`` syncs it to the current policy."""
+    """Generates completions; ``update_weights`` syncs it to the current policy.
+
+    Subclasses set ``tokenizer`` (an HF tokenizer): ``render`` and ``encode_prompt`` read it, so every engine feeds
+    the model the same token ids for the same prompt.
+    """
+
+    tokenizer = None
 
     @abstractmethod
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingSpec) -> list[list[Completion]]:
@@ -56,7 +62,13 @@ class Engine(ABC):
 
     def render(self, prompt: Prompt) -> str:
         """The exact text fed to the model (chat template applied for chat prompts)."""
-        raise NotImplementedError
+        if prompt.messages is None:
+            return prompt.text
+        return self.tokenizer.apply_chat_template(prompt.messages, tokenize=False, add_generation_prompt=True)
+
+    def encode_prompt(self, prompt: Prompt) -> list[int]:
+        """Token ids fed to the model (chat templates carry their own special tokens, so none are added to them)."""
+        return self.tokenizer(self.render(prompt), add_special_tokens=prompt.messages is None)["input_ids"]
 
     def update_weights(self, policy) -> None:  # noqa: B027 - optional hook
         """Make later generations follow ``policy``'s current weights."""

@@ -76,15 +76,6 @@ class HFEngine(Engine):
             merge_lora = next(model.parameters()).dtype == torch.float32
         self.merge_lora = bool(merge_lora) and hasattr(model, "disable_adapter") and hasattr(model, "peft_config")
 
-    def render(self, prompt: Prompt) -> str:
-        if prompt.messages is None:
-            return prompt.text
-        return self.tokenizer.apply_chat_template(prompt.messages, tokenize=False, add_generation_prompt=True)
-
-    def encode_prompt(self, prompt: Prompt) -> list[int]:
-        """Token ids fed to the model (chat templates carry their own special tokens)."""
-        return self.tokenizer(self.render(prompt), add_special_tokens=prompt.messages is None)["input_ids"]
-
     def _eos_ids(self) -> set[int]:
         eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
         ids = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()

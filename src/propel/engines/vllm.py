@@ -159,15 +159,6 @@ class VLLMEngine(Engine):
         self._version = 0
         self._tmp = Path(tempfile.mkdtemp(prefix="propel-vllm-"))
 
-    def render(self, prompt: Prompt) -> str:
-        if prompt.messages is None:
-            return prompt.text
-        return self.tokenizer.apply_chat_template(prompt.messages, tokenize=False, add_generation_prompt=True)
-
-    def encode_prompt(self, prompt: Prompt) -> list[int]:
-        """Token ids fed to the model; tokenized here exactly as the HF engine does (chat templates carry BOS)."""
-        return self.tokenizer(self.render(prompt), add_special_tokens=prompt.messages is None)["input_ids"]
-
     def sampling_params(self, sampling: SamplingSpec):
         """The ``vllm.SamplingParams`` for a :class:`SamplingSpec` (``logprobs=0``: the sampled token's only)."""
         from vllm import SamplingParams

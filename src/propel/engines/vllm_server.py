@@ -113,15 +113,6 @@ class VLLMServerEngine(Engine):
             return False
 
     # ---- prompts ----
-    def render(self, prompt: Prompt) -> str:
-        if prompt.messages is None:
-            return prompt.text
-        return self.tokenizer.apply_chat_template(prompt.messages, tokenize=False, add_generation_prompt=True)
-
-    def encode_prompt(self, prompt: Prompt) -> list[int]:
-        """Token ids sent to the server (chat templates carry their own special tokens)."""
-        return self.tokenizer(self.render(prompt), add_special_tokens=prompt.messages is None)["input_ids"]
-
     def request_body(self, prompts: Sequence[Prompt], sampling: SamplingSpec) -> dict:
         """The ``/v1/completions`` body (vLLM extensions: ``top_k``, ``return_token_ids``)."""
         if sampling.n < 1 or sampling.max_new_tokens < 1:

@@ -1,6 +1,7 @@
 """ProbeModule: a small head on frozen-reference activations predicting "this task lands in the utility band".
 
-Head, loss, optimizer and metrics are defined here once; the sweep's fast loop drives the same module.
+Head, loss, optimizer, metrics and export are defined once in ``propel.probes.classifier`` (what the sweep trains in
+memory); this module drives them under a Lightning Trainer over an ``ActivationDataModule``.
 """
 
 from __future__ import annotations
@@ -8,11 +9,11 @@ from __future__ import annotations
 import copy
 
 import torch
-import torch.nn.functional as F
 from lightning.pytorch import LightningModule
 from torch import Tensor
 
-from propel.metrics.classification import binary_metrics
+from propel.probes.artifact import ProbeArtifact
+from propel.probes.classifier import probe_artifact, probe_loss, probe_metrics, probe_optimizer
 from propel.probes.heads import ARCHS, ProbeHead
 
 
@@ -66,7 +67,7 @@ class ProbeModule(LightningModule):
         self._best: tuple[float, dict, dict] | None = None  # (score, head state, val metrics) of the best epoch
         self.last_metrics: dict[str, float] = {}
 
-    # --- definition (shared with the sweep) ---
+    # --- definition (the objective lives in propel.probes.classifier, shared with the sweep) ---
     def build(self, input_dim: int) -> ProbeHead:
         """Create the head (idempotent for the same width)."""
         if self.head is None or self.head.input_dim != input_dim:
@@ -74,9 +75,6 @@ class ProbeModule(LightningModule):
             self.head = ProbeHead(h.arch, int(input_dim), h.hidden_dim, h.dropout)
             self.hparams.input_dim = int(input_dim)
         return self.head
-
-    def set_pos_weight(self, value: float | None) -> None:
-        self._pos_weight = value
 
     def forward(self, features: Tensor) -> Tensor:
         """Logits [B] of features [B, D]."""
@@ -86,17 +84,17 @@ class ProbeModule(LightningModule):
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         """BCE-with-logits, with ``pos_weight`` when set."""
-        pw = None if self._pos_weight is None else torch.tensor(self._pos_weight, device=logits.device)
-        return F.binary_cross_entropy_with_logits(logits, labels.float(), pos_weight=pw)
+        return probe_loss(logits, labels, self._pos_weight)
 
     def metrics(self, logits: Tensor, labels: Tensor, solve_counts: Tensor | None = None) -> dict[str, float]:
         """All probe metrics (plus loss) of one split."""
-        out = binary_metrics(logits, labels, solve_counts, threshold=self.hparams.threshold, n_bins=self.hparams.n_bins)
-        out["loss"] = float(self.loss(logits.detach().float(), labels))
-        return out
+        h = self.hparams
+        return probe_metrics(
+            logits, labels, solve_counts, pos_weight=self._pos_weight, threshold=h.threshold, n_bins=h.n_bins
+        )
 
     def configure_optimizers(self):
-        return torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        return probe_optimizer(self.parameters(), self.hparams.lr, self.hparams.weight_decay)
 
     # --- Lightning hooks ---
     def setup(self, stage: str) -> None:
@@ -176,18 +174,15 @@ class ProbeModule(LightningModule):
         trajectory_pooling: str = "mean",
         max_length: int = 1024,
         metrics: dict | None = None,
-    ):
+    ) -> ProbeArtifact:
         """The head as a Lightning-free ``ProbeArtifact`` (a copy on CPU)."""
-        from propel.probes.artifact import ProbeArtifact
-
-        head = copy.deepcopy(self.head).cpu().eval()
-        return ProbeArtifact(
-            head=head,
-            reference_model=reference_model,
-            layer=layer,
-            pooling=pooling,
-            trajectory_pooling=trajectory_pooling,
-            max_length=max_length,
-            threshold=self.hparams.threshold,
-            metrics=dict(self.last_metrics if metrics is None else metrics),
+        return probe_artifact(
+            self.head,
+            self.hparams.threshold,
+            self.last_metrics if metrics is None else metrics,
+            reference_model,
+            layer,
+            pooling,
+            trajectory_pooling,
+            max_length,
         )

@@ -1,7 +1,21 @@
-"""The pipeline config: one YAML with a section per stage; every default lives in these dataclasses."""
+"""The pipeline config: which template configs each stage runs, what to change in them, and the run-level values
+the pipeline keeps the same across stages.
+
+Each stage is a config a user also runs by hand (``propel predict -c configs/math/label.yaml`` ...). A stage
+section of the pipeline YAML names its templates (``config``, default ``TEMPLATES``) and sets keys in them,
+nested or dotted, exactly as in the template (``data: {init_args: {n_tasks: 240}}`` or
+``data.init_args.n_tasks: 240``); ``callbacks`` sets init_args of the template's callbacks by class name. Every
+default lives in the templates and the classes' signatures: the pipeline adds none of its own.
+
+The pipeline then sets what must agree across stages: the model, the domain and the seed (the label template's
+unless given at the top level), the engine, every path under ``workdir``, the probe reward settings of the RVP
+sample (from the GRPO stage's ``ProbeReward``) and the evaluation's solver and generation settings (the label
+stage's, so utility means what the probe was trained on; only ``n_trials`` is the evaluation's own).
+"""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -9,93 +23,40 @@ from typing import Any
 from propel.errors import ConfigError
 
 STAGES = ("label", "probe", "grpo", "evaluate")
-
-
-@dataclass
-class LabelSpec:
-    """Collect + label a task pool (``propel predict`` with LabelingModule)."""
-
-    n_tasks: int = 96
-    n_trials: int = 8
-    band: list[int] = field(default_factory=lambda: [1, 3])
-    """Inclusive solve-count band that makes a task positive."""
-    batch_size: int = 16
-    generator_max_new_tokens: int = 64
-    generator_temperature: float = 1.0
-    solver_max_new_tokens: int = 64
-    solver_temperature: float = 1.0
-
-
-@dataclass
-class ProbeSpec:
-    """Extract frozen-reference activations over the pool, sweep probes, select one, export the artifact."""
-
-    layers: list[int] = field(default_factory=lambda: [6, 12, 18, 24])
-    poolings: list[str] = field(default_factory=lambda: ["last_token", "mean_full"])
-    archs: list[str] = field(default_factory=lambda: ["linear", "mlp"])
-    balances: list[str] = field(default_factory=lambda: ["downsample", "weighted"])
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    max_ece: float = 0.1
-    split: str = "random"
-    """``random`` 80/10/10, or ``stratified_kfold`` for small pools (every row is held out once; metrics are the
-    mean over folds)."""
-    n_folds: int = 5
-    """Folds of ``stratified_kfold``."""
-    batch_size: int = 8
-    max_length: int = 512
-    rvp_contexts: int = 8
-    """Contexts of the fixed base-policy sample that RVP is measured on (0 skips RVP)."""
-    rvp_group_size: int = 4
-    """Samples per context in that sample (GRPO's within-group variance)."""
-
-
-@dataclass
-class GRPOSpec:
-    """Generator RL against the validity-gated probe reward (``propel fit`` with GRPOModule)."""
-
-    max_steps: int = 20
-    contexts_per_step: int = 2
-    group_size: int = 8
-    max_new_tokens: int = 64
-    temperature: float = 1.0
-    lr: float = 1e-4
-    beta: float = 0.04
-    loss_type: str = "grpo"
-    reward_mode: str = "hard_gate"
-    invalid_penalty: float = -1.0
-    checkpoint_every: int = 5
-    extra: dict[str, Any] = field(default_factory=dict)
-    """More GRPOModule init_args, passed through."""
-
-
-@dataclass
-class EvaluateSpec:
-    """Fresh tasks from base and trained policies, k solver trials each (``propel test``)."""
-
-    n_tasks: int = 32
-    n_trials: int = 8
-    batch_size: int = 16
+TEMPLATES: dict[str, list[str]] = {
+    "label": ["configs/math/label.yaml"],
+    "probe": ["configs/probe/sweep.yaml"],
+    "grpo": ["configs/grpo/base.yaml", "configs/math/grpo.yaml"],
+    "evaluate": ["configs/math/eval.yaml"],
+}
+"""The templates a stage composes when its section names none (paths relative to the working directory, then to
+the source checkout)."""
+SUBCOMMANDS = {"label": "predict", "grpo": "fit", "evaluate": "test"}
+"""The ``propel`` subcommand that runs each Lightning stage (the probe stage runs ``propel probe``)."""
 
 
 @dataclass
 class PipelineConfig:
-    """The whole run. ``model`` is generator = frozen reference = solver unless ``solver`` is set."""
+    """The whole run. ``configs`` holds each stage's composed, validated config (filled by ``load_pipeline_config``)."""
 
     workdir: str = "runs/pipeline"
-    model: str = "smollm2-135m-instruct"
-    solver: str | None = None
-    domain: dict[str, Any] = field(default_factory=lambda: {"class_path": "propel.domains.MathExpressionDomain"})
-    seed: int = 0
+    model: str | None = None
+    """Generator = frozen reference = solver base model; None keeps the label template's ``generator``."""
+    domain: dict[str, Any] | None = None
+    """Task domain (``class_path``/``init_args``) of every stage; None keeps the label template's."""
+    seed: int | None = None
+    """Seed of every stage (evaluation draws contexts with ``seed + 1``); None keeps the label template's."""
     engine: str = "auto"
     """Rollout engine of the label, GRPO and evaluate stages: ``hf``, ``vllm``, ``vllm_server`` or ``auto`` (vllm
     when it is importable, else hf)."""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     """Engine arguments (e.g. ``{dtype: bfloat16}`` for vllm, ``{base_url: ...}`` for vllm_server)."""
     stages: list[str] = field(default_factory=lambda: list(STAGES))
-    label: LabelSpec = field(default_factory=LabelSpec)
-    probe: ProbeSpec = field(default_factory=ProbeSpec)
-    grpo: GRPOSpec = field(default_factory=GRPOSpec)
-    evaluate: EvaluateSpec = field(default_factory=EvaluateSpec)
+    label: dict[str, Any] = field(default_factory=dict)
+    probe: dict[str, Any] = field(default_factory=dict)
+    grpo: dict[str, Any] = field(default_factory=dict)
+    evaluate: dict[str, Any] = field(default_factory=dict)
+    configs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:
@@ -110,12 +71,33 @@ class PipelineConfig:
 
         return "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
 
+    @property
+    def solver(self) -> dict:
+        """The label stage's solver settings (``SolverSpec`` fields)."""
+        return self.configs["label"]["model"]["init_args"]["solver"]
+
+    def evaluate_config(self, name: str, adapter: str | None) -> dict:
+        """The evaluate stage's config for the base (``adapter=None``) or a trained policy, writing to ``name``."""
+        out = str(self.root / "evaluate" / name)
+        config = copy.deepcopy(self.configs["evaluate"])
+        config["trainer"]["default_root_dir"] = out
+        config["model"]["init_args"].update(output_dir=out, adapter=adapter)
+        config["data"]["init_args"]["pool_dir"] = out
+        return config
+
+
+def template_path(path: str) -> Path:
+    """A template as given, else relative to the source checkout (so ``configs/...`` works from any folder)."""
+    given = Path(path)
+    if given.is_file() or given.is_absolute():
+        return given
+    checkout = Path(__file__).resolve().parents[3] / path
+    return checkout if checkout.is_file() else given
+
 
 def load_pipeline_config(path: str | Path | None = None, overrides: list[str] | None = None) -> PipelineConfig:
-    """Read YAML over the dataclass defaults (omegaconf: ``${...}`` interpolation, ``key=value`` overrides).
-
-    Unknown keys and wrong types end in a one-line ``ConfigError`` naming the key.
-    """
+    """Read the pipeline YAML (omegaconf: ``${...}`` interpolation, ``key=value`` overrides), compose and validate
+    every stage's config. Unknown keys and bad values end in a one-line ``ConfigError`` naming the key."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -133,17 +115,10 @@ def load_pipeline_config(path: str | Path | None = None, overrides: list[str] | 
         raise ConfigError(f"pipeline config key {key!r}: {str(err).splitlines()[0]}") from None
     if cfg.engine not in ("auto", "hf", "vllm", "vllm_server"):
         raise ConfigError(f"pipeline config key 'engine': choose auto, hf, vllm or vllm_server, got {cfg.engine!r}")
-    if cfg.probe.split not in ("random", "stratified_kfold"):
-        raise ConfigError(
-            f"pipeline config key 'probe.split': choose random or stratified_kfold, got {cfg.probe.split!r}"
-        )
     unknown = [s for s in cfg.stages if s not in STAGES]
     if unknown:
         raise ConfigError(f"pipeline config key 'stages': unknown stage(s) {unknown}; choose from {list(STAGES)}")
-    lo, hi = (list(cfg.label.band) + [None, None])[:2]
-    if lo is None or hi is None or not 0 <= lo <= hi <= min(cfg.label.n_trials, cfg.evaluate.n_trials):
-        raise ConfigError(
-            f"pipeline config key 'label.band': need 0 <= lo <= hi <= n_trials (label {cfg.label.n_trials}, "
-            f"evaluate {cfg.evaluate.n_trials}), got {list(cfg.label.band)}"
-        )
+    from propel.pipeline.stage_configs import compose_stages
+
+    cfg.configs = compose_stages(cfg)
     return cfg

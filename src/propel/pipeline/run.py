@@ -6,6 +6,7 @@ import time
 
 from rich.console import Console
 
+from propel.errors import ConfigError
 from propel.pipeline import stages as stage_fns
 from propel.pipeline.config import PipelineConfig, load_pipeline_config
 
@@ -26,10 +27,21 @@ def run_pipeline(cfg: PipelineConfig, console: Console | None = None) -> dict[st
     summaries: dict[str, dict] = {}
     for i, name in enumerate(cfg.stages, 1):
         done = stage_fns.read_summary(cfg, name)
+        changed = stage_fns.changed_settings(cfg, name)
         if done is not None:
             console.print(f"[bold]stage {i}/{len(cfg.stages)} {name}[/]: done earlier, skipped")
+            if changed:
+                console.print(
+                    f"[yellow]  it ran with other settings ({'; '.join(changed[:5])}); delete {cfg.root / name} "
+                    "to run it again with these[/]"
+                )
             summaries[name] = done
             continue
+        if changed:
+            raise ConfigError(
+                f"{cfg.root / name} was started with other settings ({'; '.join(changed[:5])}): resuming would mix "
+                "the two. Rerun with the same settings, or use another workdir (or delete that folder)."
+            )
         console.rule(f"stage {i}/{len(cfg.stages)}: {name}")
         start = time.monotonic()
         RUNNERS[name](cfg)
@@ -46,13 +58,13 @@ def main(args: list[str]) -> None:
 
     parser = argparse.ArgumentParser(prog="propel pipeline", description=__doc__)
     parser.add_argument("-c", "--config", help="pipeline YAML (sections: label, probe, grpo, evaluate)")
-    parser.add_argument("--print_config", action="store_true", help="print the resolved config and exit")
-    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. grpo.max_steps=5")
+    parser.add_argument("--print_config", action="store_true", help="print every stage's composed config and exit")
+    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. grpo.trainer.max_steps=5")
     ns = parser.parse_args(args)
     cfg = load_pipeline_config(ns.config, ns.overrides)
     if ns.print_config:
-        from omegaconf import OmegaConf
+        import yaml
 
-        print(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+        print(yaml.safe_dump(cfg.configs, sort_keys=False))
         return
     run_pipeline(cfg)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from propel.lit_modules.evaluation import COMPARED as EVAL_METRICS
+from propel.pipeline.compare import COMPARED as EVAL_METRICS
 from propel.pipeline.config import PipelineConfig
 from propel.pipeline.report import key_value_table, markdown_table, plot_curves, plot_histograms, write_report
 
@@ -36,11 +36,12 @@ def _probe_section(s: dict, out: Path, cfg: PipelineConfig) -> str:
             "test AUROC": base.get("test_auroc"),
         },
     ]
-    split = (
-        f"{cfg.probe.n_folds}-fold stratified cross-validation"
-        if cfg.probe.split == "stratified_kfold"
-        else "a random 80/10/10 split"
-    )
+    sweep = cfg.configs.get("probe", {}).get("sweep", {})
+    n_folds, kind = s.get("n_folds", sweep.get("n_folds")), s.get("split", sweep.get("split"))
+    split = {
+        "stratified_kfold": f"{n_folds}-fold stratified cross-validation",
+        "group_kfold": f"{n_folds}-fold group cross-validation",
+    }.get(kind, "a random 80/10/10 split")
     body = f"Rows: {s.get('rows')} labeled valid tasks, {s.get('positives')} positive; {split}. Held-out numbers are "
     body += "means over the runs (seeds x folds) of each cell.\n\n"
     body += markdown_table(rows) + "\nBest sweep cells (by validation balanced accuracy):\n\n"
@@ -87,9 +88,10 @@ def build_report(cfg: PipelineConfig, summaries: dict[str, dict]) -> Path:
         sections.append(("GRPO against the probe reward", _grpo_section(summaries["grpo"], out)))
     if "evaluate" in summaries:
         sections.append(("Evaluation: base vs trained (real solver trials)", _eval_section(summaries["evaluate"], out)))
+    lo, hi = cfg.solver["band"]
     notes = [
         f"Model (generator = reference = solver): `{cfg.model}`; domain: `{cfg.domain.get('class_path')}`; "
-        f"band {cfg.label.band[0]}..{cfg.label.band[1]} of {cfg.label.n_trials}. Numbers are measured, not targets: "
+        f"band {lo}..{hi} of {cfg.solver['n_trials']}. Numbers are measured, not targets: "
         "a small run that shows no lift says so here."
     ]
     return write_report(out / "report.md", "propel pipeline report", sections, notes)

@@ -1,18 +1,21 @@
 """Activation probes: extraction and pooling on a frozen reference, caching, heads, sweep, selection, artifacts.
 
-Light imports only here (no Lightning): ``propel.probes.sweep`` and ``propel.lit_modules.probe`` hold the training.
+Light imports only here (no Lightning): ``propel.probes.sweep`` trains heads in memory (``classifier``, ``training``);
+``propel.lit_modules.probe`` wraps the same objective for a Lightning ``fit``. ``gate`` is the exact RL reward.
 """
 
 from propel.probes.artifact import ProbeArtifact, ProbeScorer
 from propel.probes.cache import ActivationCache, extract_to_cache, load_features, save_features_file
 from propel.probes.extraction import ActivationExtractor, feature_key, hidden_states_at
+from propel.probes.gate import PROBE_MODES, gated_reward
 from propel.probes.heads import ARCHS, ProbeHead
 from propel.probes.pooling import POOLINGS, TRAJECTORY_POOLINGS, pool, pool_turns
-from propel.probes.selection import hard_gate_rewards, rvp, select_probe
+from propel.probes.selection import rvp, select_probe
 
 __all__ = [
     "ARCHS",
     "POOLINGS",
+    "PROBE_MODES",
     "TRAJECTORY_POOLINGS",
     "ActivationCache",
     "ActivationExtractor",
@@ -21,7 +24,7 @@ __all__ = [
     "ProbeScorer",
     "extract_to_cache",
     "feature_key",
-    "hard_gate_rewards",
+    "gated_reward",
     "hidden_states_at",
     "load_features",
     "pool",

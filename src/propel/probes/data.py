@@ -1,4 +1,4 @@
-"""Join cached features with task-pool labels (Parquet): the labeled rows a probe trains on.
+"""Join cached features with task-pool labels (``propel.pools.read_labels``): the labeled rows a probe trains on.
 
 The pool has one row per task with at least ``id`` and ``label`` (1 = in the utility band, 0 = outside, null =
 invalid or unlabeled); ``solve_count``, ``group`` and ``valid`` are used when present. Null-label and invalid rows
@@ -8,13 +8,10 @@ are dropped; feature rows are matched to pool rows by id.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor
-
-REQUIRED_COLUMNS = ("id", "label")
 
 
 @dataclass
@@ -26,20 +23,6 @@ class LabeledRows:
     solve_counts: Tensor  # float, NaN where the pool has no solve_count
     groups: np.ndarray | None
     ids: list[str]
-
-
-def read_labels(path: str | Path):
-    """Read the task pool (one Parquet file, or a pool folder of ``part-*.parquet``; first write of an id wins)."""
-    from propel.datamodules.task_pool import pool_parts, read_pool
-
-    path = Path(path)
-    if not (path.is_file() or pool_parts(path)):
-        raise FileNotFoundError(f"labels_path: {path} is not a Parquet file or a pool folder with part-*.parquet")
-    df = read_pool(path)
-    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
-    if missing:
-        raise ValueError(f"labels_path: {path} lacks column(s) {missing}; the pool needs id and label")
-    return df
 
 
 def align_labels(feature_ids: list[str], labels_df) -> LabeledRows:

@@ -1,14 +1,14 @@
 """Probe selection: best validation balanced accuracy under a calibration limit, reward variance (RVP) as tiebreak.
 
-RVP is the variance of the exact RL reward (validity gate included) over a fixed sample of base-policy generations:
-an accurate probe that gives every on-policy task nearly the same reward carries no GRPO signal.
+RVP is the variance of the exact RL reward (``propel.probes.gate.gated_reward``, validity gate included) over a fixed
+sample of base-policy generations: an accurate probe that gives every on-policy task nearly the same reward carries no
+GRPO signal.
 """
 
 from __future__ import annotations
 
 import warnings
 
-import torch
 from torch import Tensor
 
 
@@ -24,11 +24,6 @@ def rvp(rewards: Tensor) -> tuple[float, float]:
     overall = r.flatten().var(correction=0)
     within = r.var(dim=1, correction=0).mean()
     return float(overall), float(within)
-
-
-def hard_gate_rewards(logits: Tensor, valid: Tensor, invalid_penalty: float = -1.0) -> Tensor:
-    """PROPEL's default reward: the probe logit for valid tasks, a fixed penalty for invalid ones."""
-    return torch.where(valid.bool(), logits.float(), torch.full_like(logits.float(), invalid_penalty))
 
 
 def select_probe(

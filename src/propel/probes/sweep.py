@@ -15,9 +15,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from propel.probes.classifier import ProbeClassifier
 from propel.probes.data import LabeledRows
+from propel.probes.gate import check_gate, gated_reward
 from propel.probes.heads import ARCHS, feature_stats
-from propel.probes.selection import hard_gate_rewards, rvp, select_probe
+from propel.probes.selection import rvp, select_probe
 from propel.probes.splits import BALANCES, downsample, make_split, positive_weight
 from propel.probes.training import LoopSettings, fit_in_memory
 
@@ -67,7 +69,11 @@ class SweepConfig:
 
 @dataclass
 class RVPSample:
-    """Features of a fixed sample of base-policy generations, for RVP under the hard-gated reward."""
+    """Features of a fixed sample of base-policy generations, for RVP under the exact RL reward (``gated_reward``).
+
+    Set ``mode``, ``invalid_penalty`` and ``soft_clip`` as the GRPO run's ``ProbeReward`` has them, so the probe is
+    selected on the reward the policy will be trained with.
+    """
 
     features: Mapping[str, Tensor]
     """``feature_key -> [num_contexts * G, D]``, grouped by context (G consecutive rows per context)."""
@@ -76,12 +82,24 @@ class RVPSample:
     group_size: int
     """G, samples per context."""
     invalid_penalty: float = -1.0
-    """Reward of invalid generations."""
+    """Reward of invalid generations (gated modes)."""
+    mode: str = "hard_gate"
+    """``hard_gate``, ``soft_gate`` or ``probe_only`` (``propel.probes.gate.PROBE_MODES``)."""
+    soft_clip: tuple[float, float] = (0.0, 1.0)
+    """(low, high) bounds of the soft-gate probability."""
 
-    def score(self, key: str, module) -> tuple[float, float]:
+    def __post_init__(self):
+        self.soft_clip = check_gate(self.mode, self.soft_clip)
+
+    def rewards(self, key: str, module) -> Tensor:
+        """The RL reward of every generation under ``module``'s logits on feature block ``key``."""
         with torch.no_grad():
             logits = module(self.features[key])
-        return rvp(hard_gate_rewards(logits, self.valid, self.invalid_penalty).reshape(-1, self.group_size))
+        return gated_reward(logits, self.valid, self.mode, self.invalid_penalty, self.soft_clip)
+
+    def score(self, key: str, module) -> tuple[float, float]:
+        """``(overall, within)`` RVP of ``module`` on feature block ``key``."""
+        return rvp(self.rewards(key, module).reshape(-1, self.group_size))
 
 
 @dataclass
@@ -106,11 +124,9 @@ def _splits(rows: LabeledRows, config: SweepConfig):
     ]
 
 
-def make_module(config: SweepConfig, arch: str, input_dim: int, pos_weight: float | None):
-    """A ``ProbeModule`` configured like the sweep cell (the single definition of head, loss and metrics)."""
-    from propel.lit_modules.probe import ProbeModule
-
-    module = ProbeModule(
+def make_module(config: SweepConfig, arch: str, input_dim: int, pos_weight: float | None) -> ProbeClassifier:
+    """A ``ProbeClassifier`` configured like the sweep cell (the single definition of head, loss and metrics)."""
+    return ProbeClassifier(
         arch=arch,
         input_dim=input_dim,
         hidden_dim=config.hidden_dim,
@@ -118,17 +134,13 @@ def make_module(config: SweepConfig, arch: str, input_dim: int, pos_weight: floa
         lr=config.lr,
         weight_decay=config.weight_decay,
         pos_weight=pos_weight,
-        standardize=config.standardize,
-        monitor=config.loop.monitor,
     )
-    module.set_pos_weight(pos_weight)
-    return module
 
 
 def train_run(
     x: Tensor, rows: LabeledRows, split, config: SweepConfig, arch: str, balance: str, seed: int
-) -> tuple[object, dict]:
-    """Train one (cell, seed, split) run; returns the module and its val/test metrics."""
+) -> tuple[ProbeClassifier, dict]:
+    """Train one (cell, seed, split) run; returns the classifier and its val/test metrics."""
     train, val, test = split
     y = rows.labels
     if balance == "downsample":

@@ -1,8 +1,9 @@
-"""Fast in-process training of one ``ProbeModule`` on in-memory tensors (the sweep's inner loop).
+"""Fast in-process training of one ``ProbeClassifier`` on in-memory tensors (the sweep's inner loop).
 
-Same head, loss, optimizer and metrics as a Lightning ``fit``; what it drops is the Trainer's per-run setup cost,
-which dominates when thousands of tiny heads are trained. Early stopping mirrors Lightning's ``EarlyStopping``
-(stop after ``patience`` epochs without strict improvement) and the best epoch's weights are restored.
+Same head, loss, optimizer and metrics as ``ProbeModule`` under a Lightning ``fit``; what it drops is the Trainer's
+per-run setup cost, which dominates when thousands of tiny heads are trained. Early stopping mirrors Lightning's
+``EarlyStopping`` (stop after ``patience`` epochs without strict improvement) and the best epoch's weights are
+restored.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch
 from torch import Tensor
 
 from propel.metrics.classification import balanced_accuracy
+from propel.probes.classifier import ProbeClassifier
 
 
 @dataclass
@@ -30,15 +32,15 @@ class LoopSettings:
     """``balanced_accuracy`` (higher is better) or ``loss`` (lower is better), on the validation split."""
 
 
-def _monitor(module, logits: Tensor, y: Tensor, monitor: str) -> float:
+def _monitor(module: ProbeClassifier, logits: Tensor, y: Tensor, monitor: str) -> float:
     if monitor == "loss":
         return -float(module.loss(logits, y))
-    threshold = module.hparams.threshold
+    threshold = module.threshold
     return balanced_accuracy((torch.sigmoid(logits) >= threshold).long(), y.long())
 
 
 def fit_in_memory(
-    module,
+    module: ProbeClassifier,
     x_train: Tensor,
     y_train: Tensor,
     x_val: Tensor,
@@ -47,7 +49,7 @@ def fit_in_memory(
     seed: int = 0,
     settings: LoopSettings | None = None,
 ) -> int:
-    """Train ``module`` (a built ``ProbeModule``) in place; returns the number of epochs run."""
+    """Train ``module`` in place (best validation epoch's weights restored); returns the number of epochs run."""
     s = settings or LoopSettings()
     if s.monitor not in ("balanced_accuracy", "loss"):
         raise ValueError(f"monitor: choose balanced_accuracy or loss, got {s.monitor!r}")

@@ -1,6 +1,6 @@
 """Rewards: named, weighted components combined into one scalar per sample; probe-based rewards for PROPEL."""
 
-from propel.rewards.base import FunctionReward, RewardComponent, Sample
+from propel.rewards.base import FunctionReward, Reward, RewardComponent, RewardContext
 from propel.rewards.combine import CombinedReward, RewardBreakdown
 from propel.rewards.probe import PROBE_MODES, MinProbe, ProbeReward, constrained, worst_case
 
@@ -11,8 +11,9 @@ __all__ = [
     "MinProbe",
     "ProbeReward",
     "RewardBreakdown",
+    "Reward",
     "RewardComponent",
-    "Sample",
+    "RewardContext",
     "constrained",
     "worst_case",
 ]

@@ -1,31 +1,30 @@
-"""What a reward sees (``Sample``) and what a reward is (``RewardComponent``)."""
+"""What a reward is (``Reward``, the ``RewardComponent`` protocol) and what it may prepare with (``RewardContext``).
+
+A reward reads scored rollouts (``propel.rollouts.Sample``): the environment's verdict (``valid``, ``task``,
+``info``) and the context's gold data (``sample.context.data``). A reward that needs a model (a probe reading the
+frozen reference) gets it once, before training, through ``setup(context)``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from propel.rollouts.record import Sample
+
 
 @dataclass
-class Sample:
-    """One scored completion: the prompt text, the completion, and what the domain made of it."""
+class RewardContext:
+    """What the trainer offers rewards at setup: the policy (adapters can be disabled for a frozen reference)."""
 
-    prompt: str
-    completion: str
-    valid: bool = True
-    """The domain's cheap validity verdict (parses, runs, ...)."""
-    task: Any = None
-    """The domain's parsed structure (None when malformed)."""
-    topic: str | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def task_text(self) -> str:
-        """The domain's rendering of the parsed task (what labeling pools and probes read), else the completion."""
-        return self.info.get("task_text") or self.completion
+    policy: Any = None
+    """The trained policy (a peft model for LoRA trainers)."""
+    tokenizer: Any = None
+    model_name: str | None = None
+    """The policy's base model (alias, folder or hub id): a reward whose reference is this model may share it."""
 
 
 @runtime_checkable
@@ -35,10 +34,25 @@ class RewardComponent(Protocol):
     name: str
     weight: float
 
+    def setup(self, context: RewardContext) -> None: ...
+
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor: ...
 
 
-class FunctionReward:
+class Reward:
+    """Base class of reward components: a name, a weight, an optional ``setup`` and ``__call__(samples)``."""
+
+    name: str = "reward"
+    weight: float = 1.0
+
+    def setup(self, context: RewardContext) -> None:  # noqa: B027 - optional hook
+        """Prepare before the first call (load models, share the policy); the default needs nothing."""
+
+    def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class FunctionReward(Reward):
     """A component from a per-sample function (``Sample -> float``), e.g. a format or length check."""
 
     def __init__(self, name: str, fn: Callable[[Sample], float], weight: float = 1.0) -> None:

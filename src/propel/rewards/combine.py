@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from propel.rewards.base import RewardComponent, Sample
+from propel.rewards.base import RewardComponent, RewardContext
+from propel.rollouts.record import Sample
 
 
 @dataclass
@@ -37,8 +38,16 @@ class CombinedReward:
             raise ValueError(f"reward component names must be unique, got {names}")
         for c in components:
             if not isinstance(c, RewardComponent):
-                raise TypeError(f"{c!r} is not a RewardComponent (needs name, weight and __call__(samples))")
+                raise TypeError(
+                    f"{c!r} is not a RewardComponent (needs name, weight, setup(context) and __call__(samples); "
+                    "subclass propel.rewards.Reward)"
+                )
         self.components = list(components)
+
+    def setup(self, context: RewardContext) -> None:
+        """Run every component's ``setup`` (once, before training)."""
+        for c in self.components:
+            c.setup(context)
 
     def __call__(self, samples: Sequence[Sample]) -> RewardBreakdown:
         parts: dict[str, torch.Tensor] = {}

@@ -1,9 +1,11 @@
 """PROPEL's probe rewards: a frozen activation probe's logit, gated by task validity (seed 004, §3 and ablations).
 
+The gate itself is ``propel.probes.gate.gated_reward``, the one definition the sweep's RVP selects probes with.
+
 The probe is injected (any object with ``.logits(texts) -> Tensor``, e.g. ``propel.probes.ProbeScorer``, or a
 plain callable ``texts -> Tensor`` of logits), or named by its artifact folder (``artifact: runs/probe/artifact`` in
-YAML): then the scorer is built on first use, reading the GRPO policy with its adapters disabled as the frozen
-reference when the artifact's reference model is the policy's base model (no second copy in memory).
+YAML): then the scorer is built at ``setup`` (or on first use), reading the GRPO policy with its adapters disabled as
+the frozen reference when the artifact's reference model is the policy's base model (no second copy in memory).
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from typing import Protocol
 
 import torch
 
-from propel.rewards.base import Sample
+from propel.probes.gate import PROBE_MODES, check_gate, gated_reward, needs_logit
+from propel.rewards.base import Reward, RewardContext
+from propel.rollouts.record import Sample
 
-PROBE_MODES = ("hard_gate", "soft_gate", "probe_only")
+__all__ = ["PROBE_MODES", "MinProbe", "ProbeReward", "constrained", "worst_case"]
+
 TEXTS = ("task", "completion", "prompt+completion")
 
 
@@ -55,7 +60,7 @@ def constrained(main, auxiliary) -> MinProbe:
     return MinProbe([main, auxiliary])
 
 
-class ProbeReward:
+class ProbeReward(Reward):
     """Reward from a probe's logit, combined with validity.
 
     Args:
@@ -70,10 +75,11 @@ class ProbeReward:
             or ``probe_only`` (logit for every sample, validity ignored).
         invalid_penalty: reward of invalid samples in the gated modes.
         soft_clip: (low, high) bounds of the soft-gate probability.
-        text: which text the probe reads: ``"task"`` (the domain's rendering of the parsed task, what labeling
-            pools hold; falls back to the completion), ``"completion"`` or ``"prompt+completion"``.
-        share_policy: with ``artifact``, read the policy with adapters disabled when its base model is the
-            reference (saves a model copy); False always loads a separate frozen reference.
+        text: which text the probe reads: ``"task"`` (default: the domain's rendering of the parsed task, what
+            labeling pools hold and the probe was trained on; falls back to the completion), ``"completion"`` or
+            ``"prompt+completion"``.
+        share_policy: with ``artifact``, read the policy offered at ``setup`` with adapters disabled when its base
+            model is the reference (saves a model copy); False always loads a separate frozen reference.
         batch_size: texts per reference forward pass (with ``artifact``).
         name: component name for logging.
         weight: weight in a ``CombinedReward``.
@@ -85,7 +91,7 @@ class ProbeReward:
         mode: str = "hard_gate",
         invalid_penalty: float = -1.0,
         soft_clip: tuple[float, float] = (0.0, 1.0),
-        text: str = "completion",
+        text: str = "task",
         name: str = "probe",
         weight: float = 1.0,
         artifact: str | list[str] | None = None,
@@ -94,33 +100,29 @@ class ProbeReward:
         share_policy: bool = True,
         batch_size: int = 8,
     ) -> None:
-        if mode not in PROBE_MODES:
-            raise ValueError(f"mode must be one of {PROBE_MODES}, got {mode!r}")
+        soft_clip = check_gate(mode, soft_clip)
         if text not in TEXTS:
             raise ValueError(f"text must be one of {TEXTS}, got {text!r}")
         if (probe is None) == (artifact is None):
             raise ValueError("ProbeReward needs exactly one of `probe` (an object) or `artifact` (a probe folder)")
-        low, high = soft_clip
-        if not 0.0 <= low <= high <= 1.0:
-            raise ValueError(f"soft_clip must satisfy 0 <= low <= high <= 1, got {soft_clip}")
         if artifact is not None and not isinstance(artifact, str) and not artifact:
             raise ValueError("artifact: an empty list; give one probe folder or several (WCO)")
         self.probe, self.mode, self.invalid_penalty = probe, mode, invalid_penalty
         self.constraint = constraint
         self._built = probe is not None and constraint is None
-        self.soft_clip, self.text, self.name, self.weight = (low, high), text, name, weight
+        self.soft_clip, self.text, self.name, self.weight = soft_clip, text, name, weight
         self.artifact, self.reference_model, self.share_policy, self.batch_size = (
             artifact,
             reference_model,
             share_policy,
             batch_size,
         )
-        self._policy = None
+        self._context: RewardContext | None = None
         self._references: dict[str, tuple] = {}
 
-    def bind(self, policy, tokenizer, model_name: str) -> None:
-        """Offer the GRPO policy (``model_name`` = its base) as the frozen reference for an ``artifact`` probe."""
-        self._policy = (policy, tokenizer, model_name)
+    def setup(self, context: RewardContext) -> None:
+        """Take the trainer's policy (``context.model_name`` = its base) as the frozen reference of an artifact."""
+        self._context = context
         if not self._built:  # load now, at setup, not inside the first training step
             self._build()
 
@@ -136,17 +138,23 @@ class ProbeReward:
         self.probe = parts[0] if len(parts) == 1 else MinProbe(parts)
         self._built = True
 
+    def _shares(self, ctx: RewardContext | None, reference: str) -> bool:
+        """Whether the policy offered at setup is ``reference`` (read it with adapters disabled, load nothing)."""
+        from propel.models.loading import resolve_model_dir
+
+        if not self.share_policy or ctx is None or ctx.policy is None or ctx.model_name is None:
+            return False
+        return os.path.realpath(resolve_model_dir(ctx.model_name)) == os.path.realpath(resolve_model_dir(reference))
+
     def _scorer(self, folder: str) -> ProbeLike:
         from propel.models import load_model
-        from propel.models.loading import resolve_model_dir
         from propel.probes.artifact import ProbeArtifact, ProbeScorer
 
         art = ProbeArtifact.load(folder)
         reference = self.reference_model or art.reference_model
-        if self.share_policy and self._policy is not None:
-            policy, tokenizer, base = self._policy
-            if os.path.realpath(resolve_model_dir(base)) == os.path.realpath(resolve_model_dir(reference)):
-                return ProbeScorer(art, policy, tokenizer, batch_size=self.batch_size)
+        ctx = self._context
+        if self._shares(ctx, reference):
+            return ProbeScorer(art, ctx.policy, ctx.tokenizer, batch_size=self.batch_size)
         if reference not in self._references:  # one frozen copy per reference model, shared by the ensemble
             self._references[reference] = load_model(reference)
         model, tokenizer = self._references[reference]
@@ -158,18 +166,15 @@ class ProbeReward:
         return s.completion if self.text == "completion" else s.prompt + s.completion
 
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
-        out = torch.full((len(samples),), float(self.invalid_penalty), dtype=torch.float32)
-        scored = (
-            list(range(len(samples))) if self.mode == "probe_only" else [i for i, s in enumerate(samples) if s.valid]
-        )
-        if not scored:
-            return out
-        if not self._built:
-            self._build()
-        logits = _logits(self.probe, [self._text(samples[i]) for i in scored])
-        if logits.numel() != len(scored):
-            raise ValueError(f"probe returned {logits.numel()} logits for {len(scored)} texts")
-        if self.mode == "soft_gate":
-            logits = torch.sigmoid(logits).clamp(*self.soft_clip)
-        out[torch.tensor(scored)] = logits
-        return out
+        """``gated_reward`` of the probe's logits; the probe scores only the texts the gate reads."""
+        valid = torch.tensor([bool(s.valid) for s in samples], dtype=torch.bool)
+        scored = needs_logit(valid, self.mode).nonzero().flatten().tolist()
+        logits = torch.full((len(samples),), float("nan"))
+        if scored:
+            if not self._built:
+                self._build()
+            got = _logits(self.probe, [self._text(samples[i]) for i in scored])
+            if got.numel() != len(scored):
+                raise ValueError(f"probe returned {got.numel()} logits for {len(scored)} texts")
+            logits[scored] = got
+        return gated_reward(logits, valid, self.mode, self.invalid_penalty, self.soft_clip)

@@ -2,7 +2,7 @@
 
 from propel.domains.math.answers import extract_answer, parse_number
 from propel.domains.math.expression_domain import MathExpressionDomain
-from propel.domains.math.oracle_domain import MathDomain
+from propel.domains.math.oracle_domain import OracleMathDomain
 from propel.domains.math.symbolic import equivalent
 
-__all__ = ["MathDomain", "MathExpressionDomain", "equivalent", "extract_answer", "parse_number"]
+__all__ = ["MathExpressionDomain", "OracleMathDomain", "equivalent", "extract_answer", "parse_number"]

@@ -31,7 +31,7 @@ def example_problems() -> list[dict]:
     return json.loads(resources.files("propel.domains").joinpath("data/math_problems.json").read_text())
 
 
-class MathDomain(Domain):
+class OracleMathDomain(Domain):
     """Generated math problems; references by oracle agreement.
 
     Args:
@@ -44,6 +44,7 @@ class MathDomain(Domain):
 
     name = "math"
     needs_sandbox = False
+    needs_oracle = True
 
     def __init__(
         self,
@@ -54,7 +55,7 @@ class MathDomain(Domain):
         max_problem_chars: int = 1500,
     ):
         if oracle_attempts < 1:
-            raise ValueError(f"MathDomain oracle_attempts must be >= 1, got {oracle_attempts}")
+            raise ValueError(f"OracleMathDomain oracle_attempts must be >= 1, got {oracle_attempts}")
         self.few_shot, self.oracle_attempts = few_shot, oracle_attempts
         self.oracle_temperature, self.oracle_max_new_tokens = oracle_temperature, oracle_max_new_tokens
         self.max_problem_chars = max_problem_chars
@@ -91,7 +92,7 @@ class MathDomain(Domain):
 
     def validity(self, tasks: Sequence[Task], sandbox: Sandbox | None = None) -> list[Verdict]:
         if self.oracle is None:
-            raise ConfigError("MathDomain needs an oracle engine for references: call set_oracle(engine) first")
+            raise ConfigError("OracleMathDomain needs an oracle engine for references: call set_oracle(engine) first")
         spec = SamplingSpec(
             n=self.oracle_attempts, temperature=self.oracle_temperature, max_new_tokens=self.oracle_max_new_tokens
         )

@@ -1,0 +1,258 @@
+"""The LoRA policy base that RL and distillation trainers share: everything about the policy but the loss.
+
+It loads the base model, adds LoRA adapters, builds the rollout engine and keeps it in sync with the policy, makes
+the optimizer, runs one optimizer step over micro-batches (manual optimization: ``global_step`` counts optimizer
+steps), computes span logprobs under the sampling warping (the policy's, or the reference's with the adapters
+disabled) and keeps checkpoints LoRA-only. A trainer subclasses it and writes ``training_step`` with its loss.
+The rollouts come from the datamodule, which declares the ``RolloutSource`` protocol (its ``environment`` scores
+them); the latest step's scored rollouts are published as ``rollout_state`` for callbacks.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager
+from dataclasses import asdict
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+
+from propel.engines.base import Engine, SamplingSpec
+from propel.engines.factory import check_kind, make_policy_engine
+from propel.errors import ConfigError
+from propel.lit_modules.state import RolloutState
+from propel.losses.logprobs import token_logprobs
+from propel.models.lora import LoRASpec
+from propel.rollouts.environment import Environment
+from propel.rollouts.packing import PackedBatch
+from propel.rollouts.steps import RolloutSource
+
+# An RL step is one whole optimization: a checkpoint taken after it is the state to resume from (the 8-vs-4+4 and
+# kill-mid-step tests prove it), so Lightning's advice to stash pre-optimization weights does not apply here.
+warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
+
+MicroLoss = Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, float]]]
+
+
+class LoRAPolicyModule(pl.LightningModule):
+    """A causal LM with LoRA adapters, its rollout engine and one optimizer, trained with manual optimization.
+
+    Args:
+        model: bundled alias, local folder, ``.gguf`` file or hub id of the base model.
+        lora: LoRA settings (r=16, alpha=32, dropout 0.05 on all projections by default).
+        max_new_tokens: completion length cap.
+        temperature: sampling temperature (the trainer scores under the same warping).
+        top_p: nucleus sampling threshold (1 disables).
+        top_k: top-k sampling (0 disables).
+        stop: stop strings; None uses the environment's.
+        micro_batch_size: sequences per forward/backward; gradients of the micro-batches are accumulated.
+        lr: AdamW learning rate (when ``optimizer`` is not given).
+        weight_decay: AdamW weight decay (when ``optimizer`` is not given).
+        optimizer: callable ``params -> Optimizer`` overriding the AdamW default.
+        gradient_clip_val: max gradient norm (0 disables).
+        dtype: model dtype.
+        engine: rollout engine: ``hf`` (``generate`` on the live policy), ``vllm`` (in-process vLLM, the LoRA
+            adapter hot-loaded after every optimizer step) or ``vllm_server`` (an OpenAI-compatible vLLM server).
+        engine_kwargs: engine arguments (e.g. ``{"dtype": "bfloat16"}`` for ``vllm``, ``{"base_url": ...}`` or
+            ``{"launch": true}`` for ``vllm_server``).
+    """
+
+    def __init__(
+        self,
+        model: str = "smollm2-135m-instruct",
+        lora: LoRASpec | None = None,
+        max_new_tokens: int = 128,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        stop: list[str] | None = None,
+        micro_batch_size: int = 16,
+        lr: float = 1e-5,
+        weight_decay: float = 0.0,
+        optimizer: Callable[[Iterable], torch.optim.Optimizer] | None = None,
+        gradient_clip_val: float = 1.0,
+        dtype: str = "float32",
+        engine: str = "hf",
+        engine_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        # collects the subclass's init args too; objects are kept out (they break weights_only checkpoint loading)
+        self.save_hyperparameters(ignore=["rewards", "optimizer", "lora", "loss"])
+        if micro_batch_size < 1:
+            raise ConfigError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
+        if temperature < 0:
+            raise ConfigError(f"temperature must be >= 0, got {temperature}")
+        self.automatic_optimization = False
+        self.strict_loading = False  # checkpoints hold only the LoRA weights
+        self.lora_spec = lora or LoRASpec()
+        self.sampling = SamplingSpec(
+            n=1,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+            stop=list(stop or []),
+            logprobs=True,
+        )
+        self._optimizer_factory = optimizer
+        check_kind(engine)
+        self._engine_synced_at = -1  # global step whose weights the engine holds (-1: not synced yet)
+        self.policy = None
+        self.tokenizer = None
+        self.engine: Engine | None = None
+        self.rollout_state: RolloutState | None = None
+        """The latest step's scored rollouts, for callbacks (collapse detection, sample tables, probe mining)."""
+
+    # ----------------------------------------------------------------------------------------------- setup
+    def configure_model(self) -> None:
+        if self.policy is not None:  # runs once per stage; keep it idempotent
+            return
+        from propel.models import apply_lora, load_model
+
+        base, self.tokenizer = load_model(self.hparams.model, dtype=self.hparams.dtype, padding_side="left")
+        self.policy = apply_lora(base, self.lora_spec)
+        self.policy.train()
+        self.engine = make_policy_engine(
+            self.hparams.engine,
+            self.hparams.model,
+            self.policy,
+            self.tokenizer,
+            lora_rank=self.lora_spec.r,
+            **(self.hparams.engine_kwargs or {}),
+        )
+        self._engine_synced_at = 0
+        self.setup_policy()
+
+    def setup_policy(self) -> None:
+        """Hook after the policy and engine exist (e.g. give rewards the policy as their frozen reference)."""
+
+    @property
+    def rollout_source(self) -> RolloutSource:
+        """The datamodule feeding this trainer (it declares the contexts' environment)."""
+        dm = getattr(self.trainer, "datamodule", None)
+        if not isinstance(dm, RolloutSource):
+            raise TypeError(
+                f"{type(self).__name__} needs a datamodule that is a propel.rollouts.RolloutSource (an `environment` "
+                f"and `on_before_rollout(batch)`), e.g. propel.datamodules.contexts.ContextDataModule; got "
+                f"{type(dm).__name__}"
+            )
+        return dm
+
+    @property
+    def environment(self) -> Environment:
+        return self.rollout_source.environment
+
+    def on_fit_start(self) -> None:
+        if self.hparams.stop is None:
+            self.sampling.stop = list(self.environment.stop)
+
+    def on_fit_end(self) -> None:
+        if self.engine is not None and not self.engine_is_policy():
+            self.engine.close()  # a vLLM engine holds worker processes and a KV cache
+            self.engine = None
+
+    def configure_optimizers(self):
+        params = [p for p in self.parameters() if p.requires_grad]
+        if self._optimizer_factory is not None:
+            return self._optimizer_factory(params)
+        return torch.optim.AdamW(params, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+
+    # --------------------------------------------------------------------------------------------- engine
+    def engine_is_policy(self) -> bool:
+        """Whether the engine samples from the live policy itself (HF generate): no sync, no importance weights."""
+        from propel.engines.hf import HFEngine
+
+        return isinstance(self.engine, HFEngine) and self.engine.model is self.policy
+
+    def sync_engine(self) -> None:
+        """Ship the policy's current weights to an engine that is not the policy itself (once per optimizer step,
+        and after a resume, whose loaded adapter the engine has not seen)."""
+        if self.engine_is_policy() or self._engine_synced_at == self.global_step:
+            return
+        self.engine.update_weights(self.policy)
+        self._engine_synced_at = self.global_step
+
+    @contextmanager
+    def eval_mode(self):
+        """Dropout off for the duration (scoring, frozen logprobs), then the previous mode back."""
+        was_training = self.policy.training
+        self.policy.eval()
+        try:
+            yield
+        finally:
+            self.policy.train(was_training)
+
+    # ------------------------------------------------------------------------------------------- logprobs
+    def sequence_logprobs(self, batch: PackedBatch, with_entropy: bool = False):
+        """Response-token logprobs under the sampling warping; ``(B, T)`` each (and the entropy)."""
+        batch = batch.to(self.device)
+        # lm_head (the largest matmul) only where response tokens are predicted: the last `keep` positions
+        first = int(batch.starts.min()) - 1
+        keep = batch.input_ids.shape[1] - first
+        logits = self.policy(input_ids=batch.input_ids, attention_mask=batch.attention_mask, logits_to_keep=keep).logits
+        t = batch.response_ids.shape[1]
+        index = (batch.starts[:, None] - 1 - first + torch.arange(t, device=self.device)[None, :]).clamp(max=keep - 1)
+        picked = logits.gather(1, index[..., None].expand(-1, -1, logits.shape[-1]))
+        s = self.sampling
+        return token_logprobs(
+            picked,
+            batch.response_ids,
+            temperature=s.temperature or 1.0,
+            top_k=s.top_k,
+            top_p=s.top_p,
+            with_entropy=with_entropy,
+        )
+
+    @torch.no_grad()
+    def frozen_logprobs(self, batch: PackedBatch, reference: bool) -> torch.Tensor:
+        """Logprobs without grad, dropout off: the sampling policy's (old) or, adapters disabled, the reference's."""
+        from propel.models import reference_forward
+
+        out = []
+        with self.eval_mode():
+            for rows in self.micro_batches(batch.input_ids.shape[0]):
+                sub = batch.select(rows)
+                if reference:
+                    with reference_forward(self.policy):
+                        out.append(self.sequence_logprobs(sub)[0])
+                else:
+                    out.append(self.sequence_logprobs(sub)[0])
+        return torch.cat(out).cpu()
+
+    # ---------------------------------------------------------------------------------------- optimization
+    def micro_batches(self, n: int) -> list[torch.Tensor]:
+        size = self.hparams.micro_batch_size
+        return [torch.arange(i, min(i + size, n)) for i in range(0, n, size)]
+
+    def optimization_step(self, n_rows: int, micro_loss: MicroLoss) -> dict[str, float]:
+        """One optimizer step over rows ``0..n_rows``: the gradients of ``micro_loss(rows)`` summed over
+        micro-batches (DDP syncs only on the last), clipped, applied. Each ``micro_loss`` returns the micro-batch's
+        share of the batch loss and of each statistic; the returned dict holds their sums (``loss`` included)."""
+        opt = self.optimizers()
+        micro = self.micro_batches(n_rows)
+        totals: dict[str, float] = {}
+        for k, rows in enumerate(micro):
+            with opt.toggle_model(sync_grad=k == len(micro) - 1):
+                loss, stats = micro_loss(rows)
+                self.manual_backward(loss)
+            totals["loss"] = totals.get("loss", 0.0) + float(loss.detach())
+            for name, value in stats.items():
+                totals[name] = totals.get(name, 0.0) + value
+        if self.hparams.gradient_clip_val:
+            self.clip_gradients(opt, gradient_clip_val=self.hparams.gradient_clip_val, gradient_clip_algorithm="norm")
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return totals
+
+    # ---------------------------------------------------------------------------------------- checkpoints
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Keep only the LoRA adapter weights: the base model is reloaded from ``model``."""
+        checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if "lora_" in k}
+        checkpoint["lora_spec"] = asdict(self.lora_spec)  # rebuild the adapter without the config (evaluation)
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self._engine_synced_at = -1  # the engine was synced to the weights before the checkpoint was loaded
+        if not any("lora_" in k for k in checkpoint.get("state_dict", {})):
+            raise ValueError(f"checkpoint has no LoRA weights: it was not written by {type(self).__name__}")

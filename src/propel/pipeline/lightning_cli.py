@@ -1,0 +1,100 @@
+"""propel's LightningCLI (fit / validate / test / predict over YAML in omegaconf mode), and running it in-process.
+
+It lives on the pipeline floor so that the pipeline runs its Lightning stages through the very parser a user runs
+by hand (``propel <subcommand> -c config.yaml``) without importing ``propel.cli``, the entry point above it.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import yaml
+from jsonargparse import Namespace
+from lightning.pytorch import LightningDataModule, LightningModule
+from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.utilities import rank_zero_warn
+
+DEFAULT_LOGGER = {
+    "class_path": "propel.loggers.PropelWandbLogger",
+    "init_args": {"project": "propel", "save_dir": "runs"},
+}
+
+
+class PropelCLI(LightningCLI):
+    """LightningCLI with propel's defaults: class paths for model and data, W&B logger, omegaconf interpolation."""
+
+    def __init__(self, args=None, run: bool = True):
+        super().__init__(
+            LightningModule,
+            LightningDataModule,
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            parser_kwargs={"parser_mode": "omegaconf", "exit_on_error": False},
+            trainer_defaults={"logger": DEFAULT_LOGGER},
+            save_config_kwargs={"overwrite": True},
+            auto_configure_optimizers=False,
+            args=args,
+            run=run,
+        )
+
+    def _parse_ckpt_path(self) -> None:
+        """Lightning puts a checkpoint's saved hyperparameters over the config on ``--ckpt_path``, so a changed
+        ``--model.init_args.lr`` would be ignored without a word (open upstream): name every value it replaces."""
+        sub = self.config.get("subcommand")
+        before = flat_keys(self.config[sub].get("model")) if sub else {}
+        super()._parse_ckpt_path()
+        if not sub:
+            return
+        after = flat_keys(self.config[sub].get("model"))
+        changed = [
+            f"model.{k}: {before[k]!r} -> {after[k]!r}" for k in sorted(before) if k in after and before[k] != after[k]
+        ]
+        if changed:
+            rank_zero_warn(
+                f"resuming from {self.config[sub].get('ckpt_path')}: the checkpoint's hyperparameters replace the "
+                f"config's ({'; '.join(changed)}). A resumed run continues as it was; start a new run to change them."
+            )
+
+
+def flat_keys(node, prefix: str = "") -> dict:
+    """``{"init_args.lr": 1e-4, "callbacks.0.init_args.dirpath": ...}`` from nested Namespaces, dicts and lists of
+    them (keys starting with ``_`` are jsonargparse's own and skipped)."""
+    if isinstance(node, Namespace):
+        node = vars(node)
+    if isinstance(node, dict):
+        items = [(k, v) for k, v in node.items() if not str(k).startswith("_")]
+    elif isinstance(node, (list, tuple)) and any(isinstance(v, (dict, list, tuple, Namespace)) for v in node):
+        items = list(enumerate(node))
+    else:
+        return {prefix.rstrip("."): list(node) if isinstance(node, tuple) else node} if prefix else {}
+    out = {}
+    for key, value in items:
+        out.update(flat_keys(value, f"{prefix}{key}."))
+    return out
+
+
+def _cli(args: list[str]) -> None:
+    with warnings.catch_warnings():  # the pipeline's own argv is not this stage's: that is intended here
+        warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
+        PropelCLI(args=args)
+
+
+def run_lightning(subcommand: str, config: Path, extra_args: list[str] | None = None) -> None:
+    """``propel <subcommand> -c config [extra_args]`` in this process."""
+    _cli([subcommand, "-c", str(config), *(extra_args or [])])
+
+
+def resolve_lightning(subcommand: str, config: dict) -> dict:
+    """The complete config ``propel <subcommand>`` would run ``config`` with (every default filled in), as its
+    ``--print_config`` prints it. A bad key or value raises the CLI's one-line ``ArgumentError``."""
+    out = io.StringIO()
+    with redirect_stdout(out):
+        try:
+            _cli([subcommand, "-c", yaml.safe_dump(config, sort_keys=False), "--print_config"])
+        except SystemExit as done:
+            if done.code not in (0, None):
+                raise
+    return yaml.safe_load(out.getvalue())

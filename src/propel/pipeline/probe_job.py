@@ -1,0 +1,245 @@
+"""The probe job as ``propel probe -c configs/probe/sweep.yaml``: a labeled pool -> frozen-reference activations
+(cached, resumable) -> the layer x pooling x arch x balance sweep -> the selected probe refit and exported.
+
+Selection breaks ties with RVP measured on a fixed base-policy sample scored by the exact reward GRPO trains with
+(``RVPSettings``: set its mode, penalty and clip as the GRPO run's ``ProbeReward`` has them).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from propel.domains.base import Domain
+from propel.errors import ConfigError
+from propel.probes.sweep import SweepConfig
+
+SUMMARY = "summary.json"
+
+
+@dataclass
+class RVPSettings:
+    """The fixed base-policy sample RVP is measured on, and the reward it is scored with."""
+
+    contexts: int = 8
+    """Contexts of the sample (0 skips RVP); drawn with seed ``seed + 10_000``, apart from the labeled pool's."""
+    group_size: int = 4
+    """Samples per context (GRPO's within-group variance)."""
+    max_new_tokens: int = 256
+    """Generation length of the sample (as the labeled tasks were generated)."""
+    temperature: float = 1.0
+    mode: str = "hard_gate"
+    """Reward mode of the GRPO run's ``ProbeReward`` (``hard_gate``, ``soft_gate``, ``probe_only``)."""
+    invalid_penalty: float = -1.0
+    soft_clip: tuple[float, float] = (0.0, 1.0)
+
+
+class ProbeJob:
+    """Train, select and export one activation probe from a labeled task pool.
+
+    Args:
+        pool: folder of the labeled pool (``part-*.parquet``, as ``propel predict`` with LabelingModule writes it).
+        domain: the pool's task domain (renders tasks into the text the reference reads; draws RVP contexts).
+        output_dir: where the feature cache, ``sweep/``, ``artifact/``, ``reliability.png`` and ``summary.json`` go.
+        reference_model: the frozen reference whose activations the probes read (the generator's base model).
+        layers: hidden-state layers to extract.
+        poolings: token poolings to extract (``propel.probes.POOLINGS``).
+        batch_size: extraction batch size.
+        max_length: extraction truncation (tokens).
+        sweep: the grid and training recipe.
+        rvp: the RVP sample and its reward.
+        engine: engine of the RVP sample: ``hf`` generates with the loaded reference itself.
+        engine_kwargs: arguments of another engine.
+        seed: seed of the RVP sample.
+    """
+
+    def __init__(
+        self,
+        pool: str,
+        domain: Domain,
+        output_dir: str = "runs/probe",
+        reference_model: str = "smollm2-135m-instruct",
+        layers: list[int] | None = None,
+        poolings: list[str] | None = None,
+        batch_size: int = 8,
+        max_length: int = 512,
+        sweep: SweepConfig = SweepConfig(),  # noqa: B008 (frozen-by-convention defaults, copied below)
+        rvp: RVPSettings = RVPSettings(),  # noqa: B008
+        engine: str = "hf",
+        engine_kwargs: dict[str, Any] | None = None,
+        seed: int = 0,
+    ) -> None:
+        from propel.probes.pooling import POOLINGS
+
+        self.pool, self.domain, self.output_dir = Path(pool), domain, Path(output_dir)
+        self.reference_model = reference_model
+        self.layers = list(layers) if layers is not None else [6, 12, 18, 24]
+        self.poolings = list(poolings) if poolings is not None else ["last_token", "mean_full"]
+        bad = [p for p in self.poolings if p not in POOLINGS]
+        if bad:
+            raise ConfigError(f"probe poolings: unknown {bad}; choose from {list(POOLINGS)}")
+        if not self.layers:
+            raise ConfigError("probe layers: name at least one layer")
+        self.batch_size, self.max_length = batch_size, max_length
+        self.sweep = replace(sweep)
+        if self.sweep.split not in ("random", "stratified_kfold", "group_kfold"):
+            raise ConfigError(
+                f"probe sweep.split: choose random, stratified_kfold or group_kfold, got {self.sweep.split!r}"
+            )
+        self.rvp = replace(rvp)
+        self.engine, self.engine_kwargs, self.seed = engine, dict(engine_kwargs or {}), seed
+
+    def rvp_texts(self, model, tokenizer) -> tuple[list[str], list[bool]]:
+        """The fixed base-policy sample as the texts the probe reads, and their validity."""
+        import torch
+
+        from propel.engines.base import SamplingSpec
+        from propel.engines.factory import make_engine
+        from propel.rollouts.environment import GeneratorEnv
+        from propel.rollouts.single_turn import generate_tasks
+
+        torch.manual_seed(self.seed + 1)
+        contexts = self.domain.contexts(self.rvp.contexts, seed=self.seed + 10_000)
+        if self.engine == "hf":
+            engine = make_engine("hf", self.reference_model, model=model, tokenizer=tokenizer)
+        else:
+            engine = make_engine(self.engine, self.reference_model, **self.engine_kwargs)
+        env = GeneratorEnv(self.domain)
+        sampling = SamplingSpec(
+            n=self.rvp.group_size,
+            max_new_tokens=self.rvp.max_new_tokens,
+            temperature=self.rvp.temperature,
+            stop=list(env.stop),
+        )
+        with env:
+            groups = generate_tasks(env, engine, contexts, sampling)
+        samples = [s for group in groups for s in group]
+        return [s.task_text for s in samples], [bool(s.valid) for s in samples]
+
+    def run(self) -> dict:
+        """Run the job (a rerun reuses the cached features) and write ``summary.json``; returns the summary."""
+        import torch
+
+        from propel.domains.base import Task
+        from propel.models import freeze, load_model
+        from propel.pools.io import read_pool
+        from propel.probes import ActivationExtractor, extract_to_cache
+        from propel.probes.data import align_labels
+        from propel.probes.plots import plot_reliability
+        from propel.probes.sweep import BASELINE_ARCH, RVPSample, parse_key, refit_selected, run_sweep, split_indices
+
+        out, start = self.output_dir, time.monotonic()
+        frame = read_pool(self.pool)
+        valid = frame[frame["valid"].astype(bool)] if len(frame) else frame
+        if not len(valid):
+            raise ConfigError(f"probe job: the pool {str(self.pool)!r} has no valid task; label more tasks first")
+        ids = [str(i) for i in valid["id"]]
+        texts = [self.domain.render(Task.from_json(t)) for t in valid["task"]]
+        model, tokenizer = load_model(self.reference_model)
+        freeze(model)
+        extractor = ActivationExtractor(
+            model, tokenizer, self.layers, self.poolings, batch_size=self.batch_size, max_length=self.max_length
+        )
+        cache = extract_to_cache(extractor, texts, model_id=self.reference_model, cache_root=out / "cache", ids=ids)
+        features = {key: cache.load(key) for key in cache.keys}
+        rows = align_labels(cache.ids, frame)
+
+        rvp_sample = None
+        if self.rvp.contexts > 0:
+            rvp_texts, rvp_valid = self.rvp_texts(model, tokenizer)
+            rvp_sample = RVPSample(
+                features=extractor.encode(rvp_texts),
+                valid=torch.tensor(rvp_valid),
+                group_size=self.rvp.group_size,
+                invalid_penalty=self.rvp.invalid_penalty,
+                mode=self.rvp.mode,
+                soft_clip=tuple(self.rvp.soft_clip),
+            )
+        result = run_sweep(features, rows, self.sweep, rvp_sample=rvp_sample, out_dir=out / "sweep")
+        module, metrics = refit_selected(features, rows, result, self.sweep)
+        layer, pooling = parse_key(result.selected["key"])
+        artifact = module.to_artifact(
+            reference_model=self.reference_model,
+            layer=layer,
+            pooling=pooling,
+            max_length=self.max_length,
+            metrics=metrics,
+        )
+        artifact.save(out / "artifact")
+
+        _, _, test = split_indices(rows, self.sweep, fold=metrics["fold"])  # rows the refit probe never trained on
+        test_idx = torch.as_tensor(rows.rows[test], dtype=torch.long)
+        with torch.no_grad():
+            probs = artifact.probs(features[result.selected["key"]][test_idx].float())
+        plot_reliability(
+            probs,
+            rows.labels[torch.as_tensor(test, dtype=torch.long)],
+            out / "reliability.png",
+            title=f"selected probe {result.selected['key']} {result.selected['arch']} (test split)",
+        )
+
+        table = result.table
+        baseline = table[(table["arch"] == BASELINE_ARCH) & (table["key"] == result.selected["key"])]
+        selected = {k: (v.item() if hasattr(v, "item") else v) for k, v in result.selected.to_dict().items()}
+        summary = {
+            "rows": len(rows.ids),
+            "positives": int(rows.labels.sum().item()),
+            "split": self.sweep.split,
+            "n_folds": self.sweep.n_folds,
+            "selected": selected,
+            "selected_refit_metrics": metrics,
+            "logistic_baseline": baseline.iloc[0].to_dict() if len(baseline) else None,
+            "top_cells": table.head(5).to_dict("records"),
+            "artifact": str(out / "artifact"),
+            "seconds": time.monotonic() - start,
+        }
+        write_json(out / SUMMARY, summary)
+        return summary
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Atomic JSON write (a crash never leaves half a summary that would mark a stage done)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    tmp.replace(path)
+
+
+def probe_parser():
+    """The ``propel probe`` parser: ``ProbeJob``'s arguments, YAML configs in omegaconf mode."""
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    parser = ArgumentParser(prog="propel probe", parser_mode="omegaconf", exit_on_error=False, description=__doc__)
+    parser.add_argument("-c", "--config", action=ActionConfigFile, help="YAML config (e.g. configs/probe/sweep.yaml)")
+    parser.add_class_arguments(ProbeJob, fail_untyped=True)
+    return parser
+
+
+def parse_probe(args: list[str]) -> ProbeJob:
+    """A ``ProbeJob`` from ``propel probe`` arguments (bad keys and values raise jsonargparse's ``ArgumentError``)."""
+    parser = probe_parser()
+    cfg = parser.parse_args(args)
+    init = parser.instantiate_classes(cfg).as_dict()
+    init.pop("config", None)
+    init.pop("__path__", None)
+    return ProbeJob(**init)
+
+
+def main(args: list[str]) -> dict:
+    """``propel probe -c CONFIG [--key value ...]``: run the job and print where the artifact went."""
+    from propel.pools.summary import print_summary_table
+
+    summary = parse_probe(args).run()
+    print_summary_table(
+        {
+            "rows": summary["rows"],
+            "positives": summary["positives"],
+            "selected": summary["selected"].get("key"),
+            "artifact": summary["artifact"],
+        },
+        "probe",
+    )
+    return summary

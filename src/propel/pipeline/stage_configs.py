@@ -1,0 +1,194 @@
+"""Compose the four stage configs from their templates, the pipeline section's keys and the run-level values.
+
+Order: a stage's templates, then its section's keys, then what the pipeline keeps the same across stages (see
+``propel.pipeline.config``). Each Lightning stage is then completed with every default exactly as
+``propel <subcommand> --print_config`` would print it, which also validates it: a wrong key fails here, before
+any stage runs, naming the stage and the key.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from propel.errors import ConfigError
+from propel.pipeline import compose
+from propel.pipeline.config import SUBCOMMANDS, TEMPLATES, template_path
+
+if TYPE_CHECKING:
+    from propel.pipeline.config import PipelineConfig
+
+PROBE_REWARD = "ProbeReward"
+LOGGERS = ("propel.loggers.PropelWandbLogger", "lightning.pytorch.loggers.CSVLogger")
+
+
+def _template(cfg: PipelineConfig, stage: str) -> DictConfig:
+    """The stage's templates with its section's keys (and ``callbacks`` init_args) set."""
+    section = dict(getattr(cfg, stage))
+    paths = section.pop("config", None) or TEMPLATES[stage]
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    callbacks = section.pop("callbacks", None) or {}
+    node = compose.load([template_path(p) for p in paths], f"{stage}.config")
+    compose.set_keys(node, section, stage)
+    for name, values in callbacks.items():
+        if not compose.set_init_args(node, "trainer.callbacks", name, **dict(values or {})):
+            raise ConfigError(f"pipeline config key '{stage}.callbacks.{name}': the {stage} templates have no {name}")
+    return node
+
+
+def _put(node: DictConfig, key: str, value: Any) -> None:
+    """Set ``key`` to ``value`` (a mapping replaces what is there: a domain's init_args never mix)."""
+    OmegaConf.update(node, key, value, merge=False, force_add=True)
+
+
+def _callback(node: DictConfig, stage: str, name: str, required: bool, **values: Any) -> None:
+    if not compose.set_init_args(node, "trainer.callbacks", name, **values) and required:
+        raise ConfigError(f"pipeline config key '{stage}.config': the {stage} stage needs a {name} callback")
+
+
+def _lightning(stage: str, node: DictConfig) -> dict:
+    """The complete config ``propel <subcommand>`` runs (every default filled in); errors name the stage."""
+    from jsonargparse import ArgumentError
+
+    from propel.pipeline.lightning_cli import resolve_lightning
+
+    try:
+        return resolve_lightning(SUBCOMMANDS[stage], compose.resolved(node, stage))
+    except (ArgumentError, SystemExit) as err:
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        raise ConfigError(f"pipeline config key '{stage}': {' | '.join(lines[:4])}") from None
+
+
+def _probe(node: DictConfig) -> dict:
+    """The probe job's config, validated by building the job (nothing runs)."""
+    from jsonargparse import ArgumentError
+
+    from propel.pipeline.probe_job import parse_probe
+
+    plain = compose.resolved(node, "probe")
+    try:
+        import yaml
+
+        parse_probe(["-c", yaml.safe_dump(plain, sort_keys=False)])
+    except ArgumentError as err:
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        raise ConfigError(f"pipeline config key 'probe': {' | '.join(lines[:4])}") from None
+    except ConfigError as err:
+        raise ConfigError(f"pipeline config key 'probe': {err}") from None
+    return plain
+
+
+def _probe_reward(grpo: dict) -> dict | None:
+    rewards = grpo["model"]["init_args"].get("rewards") or []
+    hits = [r for r in rewards if str(r.get("class_path", "")).rsplit(".", 1)[-1] == PROBE_REWARD]
+    return hits[0].get("init_args", {}) if hits else None
+
+
+def compose_stages(cfg: PipelineConfig) -> dict[str, dict]:
+    """Every stage's complete config; sets ``cfg.model``, ``cfg.domain`` and ``cfg.seed`` to the values used."""
+    from propel.domains.trials import SolverSpec
+
+    root, engine, engine_kwargs = cfg.root, cfg.engine_kind, dict(cfg.engine_kwargs)
+    label = _template(cfg, "label")
+    cfg.model = cfg.model or OmegaConf.select(label, "model.init_args.generator") or "smollm2-135m-instruct"
+    domain = cfg.domain or OmegaConf.select(label, "model.init_args.domain")
+    if domain is None:
+        raise ConfigError("pipeline config key 'domain': neither the pipeline nor the label template sets one")
+    cfg.domain = domain = OmegaConf.to_container(domain, resolve=True) if isinstance(domain, DictConfig) else domain
+    seed = cfg.seed if cfg.seed is not None else OmegaConf.select(label, "seed_everything")
+    cfg.seed = seed = int(seed) if isinstance(seed, int) and not isinstance(seed, bool) else 0
+
+    pool = str(root / "label" / "pool")
+    for key, value in {
+        "seed_everything": seed,
+        "trainer.default_root_dir": str(root / "label"),
+        "model.init_args.generator": cfg.model,
+        "model.init_args.domain": domain,
+        "model.init_args.seed": seed,
+        "model.init_args.engine": engine,
+        "model.init_args.engine_kwargs": engine_kwargs,
+        "data.init_args.domain": domain,
+        "data.init_args.seed": seed,
+        "data.init_args.pool_dir": pool,
+    }.items():
+        _put(label, key, value)
+    _callback(label, "label", "PoolWriter", True, output_dir=pool)
+    configs = {"label": _lightning("label", label)}
+    generator = configs["label"]["model"]["init_args"]
+    try:
+        SolverSpec(**generator["solver"])
+    except ConfigError as err:
+        raise ConfigError(f"pipeline config key 'label.model.init_args.solver': {err}") from None
+
+    grpo, out = _template(cfg, "grpo"), root / "grpo"
+    for key, value in {
+        "seed_everything": seed,
+        "trainer.default_root_dir": str(out),
+        "trainer.logger": [
+            {
+                "class_path": LOGGERS[0],
+                "init_args": {"project": "propel", "name": "pipeline-grpo", "save_dir": str(out)},
+            },
+            {"class_path": LOGGERS[1], "init_args": {"save_dir": str(out), "name": "csv"}},
+        ],
+        "model.init_args.model": cfg.model,
+        "model.init_args.engine": engine,
+        "model.init_args.engine_kwargs": engine_kwargs,
+        "data.init_args.domain": domain,
+        "data.init_args.seed": seed,
+    }.items():
+        _put(grpo, key, value)
+    _callback(grpo, "grpo", "ModelCheckpoint", True, dirpath=str(out / "checkpoints"))
+    _callback(grpo, "grpo", "AdapterSaver", "evaluate" in cfg.stages, dirpath=str(out / "adapters"))
+    _callback(grpo, "grpo", "AdversarialProbeMining", False, output_dir=str(out / "mined"))
+    if compose.set_init_args(grpo, "model.init_args.rewards", PROBE_REWARD, artifact=str(root / "probe" / "artifact")):
+        pass
+    elif "probe" in cfg.stages:
+        raise ConfigError("pipeline config key 'grpo.config': the GRPO templates have no ProbeReward to train against")
+    configs["grpo"] = _lightning("grpo", grpo)
+
+    probe = _template(cfg, "probe")
+    reward = _probe_reward(configs["grpo"]) or {}
+    for key, value in {
+        "pool": pool,
+        "output_dir": str(root / "probe"),
+        "domain": domain,
+        "reference_model": cfg.model,
+        "seed": seed,
+        "engine": engine,
+        "engine_kwargs": engine_kwargs,
+        "rvp.max_new_tokens": generator["generator_max_new_tokens"],
+        "rvp.temperature": generator["generator_temperature"],
+        **{f"rvp.{k}": reward[k] for k in ("mode", "invalid_penalty", "soft_clip") if k in reward},
+    }.items():
+        _put(probe, key, value)
+    configs["probe"] = _probe(probe)
+
+    evaluate = _template(cfg, "evaluate")
+    n_trials = OmegaConf.select(evaluate, "model.init_args.solver.n_trials")
+    solver = {**generator["solver"], **({"n_trials": n_trials} if n_trials is not None else {})}
+    try:
+        SolverSpec(**solver)
+    except ConfigError as err:
+        raise ConfigError(f"pipeline config key 'evaluate.model.init_args.solver' (the label stage's): {err}") from None
+    for key, value in {
+        "seed_everything": seed,
+        "trainer.logger": False,
+        "model.init_args.generator": cfg.model,
+        "model.init_args.domain": domain,
+        "model.init_args.seed": seed,
+        "model.init_args.engine": engine,
+        "model.init_args.engine_kwargs": engine_kwargs,
+        "model.init_args.solver": solver,
+        "model.init_args.oracle": generator.get("oracle"),
+        "model.init_args.generator_max_new_tokens": generator["generator_max_new_tokens"],
+        "model.init_args.generator_temperature": generator["generator_temperature"],
+        "model.init_args.top_p": generator["top_p"],
+        "model.init_args.output_dir": str(root / "evaluate" / "base"),
+        "data.init_args.domain": domain,
+        "data.init_args.seed": seed + 1,
+    }.items():
+        _put(evaluate, key, value)
+    configs["evaluate"] = _lightning("evaluate", evaluate)
+    return configs

@@ -1,0 +1,85 @@
+"""Environments score rollouts for one kind of task, so a trainer can score without knowing the kind.
+
+``score`` fills each ``Sample``'s verdict in place: ``valid``, ``task``, ``topic`` and ``info`` (``reason`` always,
+``task_text`` when there is a task). PROPEL's generator side wraps a ``Domain`` (``GeneratorEnv``: the completion
+is a task, parsed and checked for validity in a sandbox); a solver-side environment (test suites, triage) parses
+answers and grades them against the gold data in ``sample.context``. An environment that runs model-written code
+owns the sandbox it starts (``open``/``close``, or ``with``) and uses the one it is given otherwise.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from propel.domains.base import Domain, Task
+from propel.rollouts.record import Sample
+from propel.sandbox.base import Sandbox
+
+
+class Environment(ABC):
+    """Scores the samples of one task kind (and holds the verifier sandbox they need)."""
+
+    stop: tuple[str, ...] = ()
+    """Stop strings for the policy's sampling in this environment."""
+    needs_sandbox: bool = True
+    """Whether scoring runs model-written code (then ``open`` starts a local sandbox when none is given)."""
+
+    def __init__(self, sandbox: Sandbox | None = None) -> None:
+        self.sandbox, self._owns_sandbox = sandbox, False
+
+    def open(self) -> Environment:
+        """Start a ``LocalSandbox`` (2 workers) when scoring needs one and none was given; idempotent."""
+        if self.sandbox is None and self.needs_sandbox:
+            from propel.sandbox.local import LocalSandbox
+
+            self.sandbox, self._owns_sandbox = LocalSandbox(max_workers=2), True
+        return self
+
+    def close(self) -> None:
+        """Stop the sandbox this environment started (one it was given stays up)."""
+        if self._owns_sandbox and self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox, self._owns_sandbox = None, False
+
+    def __enter__(self) -> Environment:
+        return self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @abstractmethod
+    def score(self, samples: Sequence[Sample]) -> None:
+        """Fill ``valid``, ``task``, ``topic`` and ``info`` of every sample, in place (batched where it can)."""
+
+
+class GeneratorEnv(Environment):
+    """PROPEL's generator side: a completion is a task of ``domain``; parse it, check validity, render it."""
+
+    def __init__(self, domain: Domain, sandbox: Sandbox | None = None) -> None:
+        super().__init__(sandbox)
+        if not isinstance(domain, Domain):
+            raise TypeError(f"GeneratorEnv needs a propel.domains.base.Domain, got {type(domain).__name__}")
+        self.domain = domain
+        self.stop = tuple(domain.generator_stop)
+        self.needs_sandbox = domain.needs_sandbox
+
+    def score(self, samples: Sequence[Sample]) -> None:
+        domain = self.domain
+        for s in samples:
+            parsed = domain.parse(s.completion)
+            s.valid = False
+            if isinstance(parsed, Task):
+                s.task, s.topic = parsed, domain.topic(parsed)
+                s.info.update(task_text=domain.render(parsed), reason="unchecked")
+            else:
+                s.task, s.topic = None, None
+                s.info["reason"] = parsed.reason
+        parsed_rows = [s for s in samples if s.task is not None]
+        if not parsed_rows:
+            return
+        if self.needs_sandbox and self.sandbox is None:
+            raise RuntimeError("GeneratorEnv.score needs a sandbox: call open() first (or pass one)")
+        verdicts = domain.validity([s.task for s in parsed_rows], self.sandbox)
+        for sample, verdict in zip(parsed_rows, verdicts, strict=True):
+            sample.valid, sample.info["reason"] = bool(verdict.ok), verdict.reason

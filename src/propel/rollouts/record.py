@@ -1,0 +1,66 @@
+"""The rollout record: what one episode of a policy produced, token-exact, and what scoring made of it.
+
+A single-turn rollout is one assistant ``Turn`` after the prompt; a multi-turn agent episode appends assistant turns
+and environment observations (``trainable=False``) in order. The token ids are exactly those the engine saw and
+produced: a trajectory is never re-tokenized, and ``propel.rollouts.pack`` lays them out for the loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from propel.domains.base import Context
+
+
+@dataclass
+class Turn:
+    """One segment of a trajectory after the prompt: an assistant turn (trained on) or an observation (masked)."""
+
+    role: str
+    """``assistant`` for policy tokens; ``tool``/``user``/``observation`` for what the environment appended."""
+    text: str
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] | None = None
+    """The engine's logprobs of ``token_ids`` (assistant turns sampled with ``logprobs=True``), else None."""
+    trainable: bool = True
+    """Whether the loss sees these tokens (assistant turns: yes; observations: no)."""
+    finish_reason: str = "length"
+
+
+@dataclass
+class Sample:
+    """One rollout and its scoring: the context it came from, the exact tokens, and the environment's verdict.
+
+    Rewards read samples; callbacks read them from the step's ``RolloutState``; labeling writes them to pools.
+    """
+
+    prompt: str
+    """The exact text fed to the model (chat template applied)."""
+    completion: str
+    """The assistant's text (all assistant turns joined, for multi-turn rollouts)."""
+    valid: bool = True
+    """The environment's cheap validity verdict (parses, runs, ...)."""
+    task: Any = None
+    """The domain's parsed structure (None when malformed)."""
+    topic: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    """Scoring details: ``reason`` (why invalid, ``ok`` otherwise), ``task_text`` (the rendered task), ..."""
+    context: Context | None = None
+    """The context the rollout answered: its id, group and gold ``data`` (what a reward may grade against)."""
+    prompt_ids: list[int] = field(default_factory=list)
+    """Token ids of ``prompt`` as the engine encoded them."""
+    turns: list[Turn] = field(default_factory=list)
+    """Everything after the prompt, in order."""
+    artifacts: dict[str, Any] = field(default_factory=dict)
+    """What the episode left behind for verifiers and reports (a diff, test results, files)."""
+
+    @property
+    def task_text(self) -> str:
+        """The domain's rendering of the parsed task (what labeling pools and probes read), else the completion."""
+        return self.info.get("task_text") or self.completion
+
+    @property
+    def response_ids(self) -> list[int]:
+        """All token ids after the prompt, turns concatenated."""
+        return [t for turn in self.turns for t in turn.token_ids]

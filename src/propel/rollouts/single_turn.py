@@ -1,0 +1,43 @@
+"""Single-turn rollouts: one engine call for a batch of contexts, then the environment's verdict.
+
+``generate_tasks`` is the one "generate -> parse -> validity" used by GRPO, labeling, evaluation and the probe job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from propel.domains.base import Context
+from propel.engines.base import Engine, SamplingSpec
+from propel.rollouts.environment import Environment
+from propel.rollouts.record import Sample, Turn
+
+
+def sample_single_turn(engine: Engine, contexts: Sequence[Context], sampling: SamplingSpec) -> list[list[Sample]]:
+    """``sampling.n`` unscored samples per context (one assistant turn each, token ids and logprobs kept)."""
+    groups = engine.generate([c.prompt for c in contexts], sampling)
+    out = []
+    for ctx, group in zip(contexts, groups, strict=True):
+        rendered, prompt_ids = engine.render(ctx.prompt), engine.encode_prompt(ctx.prompt)
+        out.append(
+            [
+                Sample(
+                    prompt=rendered,
+                    completion=c.text,
+                    context=ctx,
+                    prompt_ids=list(prompt_ids),
+                    turns=[Turn("assistant", c.text, list(c.token_ids), c.logprobs, True, c.finish_reason)],
+                )
+                for c in group
+            ]
+        )
+    return out
+
+
+def generate_tasks(
+    env: Environment, engine: Engine, contexts: Sequence[Context], sampling: SamplingSpec
+) -> list[list[Sample]]:
+    """Sample ``sampling.n`` completions per context and let ``env`` score them all in one batch."""
+    groups = sample_single_turn(engine, contexts, sampling)
+    env.score([s for group in groups for s in group])
+    return groups

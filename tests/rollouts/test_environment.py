@@ -1,0 +1,70 @@
+"""GeneratorEnv: the one parse -> validity -> render step, and the sandbox it owns or borrows."""
+
+from __future__ import annotations
+
+import pytest
+
+from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
+from propel.engines.base import Prompt
+from propel.rollouts import GeneratorEnv, Sample
+
+
+class WordDomain(Domain):
+    name, needs_sandbox, generator_stop = "words", False, ("\n\n",)
+
+    def contexts(self, n, seed=0):
+        return [Context(id=f"w-{i}", prompt=Prompt(text=f"{i}:")) for i in range(n)]
+
+    def parse(self, completion):
+        text = completion.strip()
+        return Task(self.name, {"text": text}) if text else ParseFailure("blank")
+
+    def validity(self, tasks, sandbox=None):
+        return [Verdict(len(t.data["text"]) > 2, "ok" if len(t.data["text"]) > 2 else "short") for t in tasks]
+
+    def solver_prompt(self, task):
+        return Prompt(text=task.data["text"])
+
+    def grade(self, task, completions, sandbox=None):
+        return [True for _ in completions]
+
+    def topic(self, task):
+        return task.data["text"][0]
+
+    def render(self, task):
+        return f"<{task.data['text']}>"
+
+
+def test_score_fills_verdicts_in_place():
+    env = GeneratorEnv(WordDomain())
+    samples = [Sample("p", " hello "), Sample("p", "  "), Sample("p", "hi")]
+    env.score(samples)
+    assert [s.valid for s in samples] == [True, False, False]
+    assert [s.info["reason"] for s in samples] == ["ok", "blank", "short"]
+    assert samples[0].task_text == "<hello>" and samples[0].topic == "h"
+    assert samples[1].task is None and samples[1].task_text == "  "  # no task: the raw completion
+    assert env.stop == ("\n\n",)
+
+
+def test_sandbox_is_started_and_stopped_only_when_needed():
+    class Sandboxed(WordDomain):
+        needs_sandbox = True
+
+    with GeneratorEnv(WordDomain()) as env:
+        assert env.sandbox is None
+    env = GeneratorEnv(Sandboxed())
+    with pytest.raises(RuntimeError, match="open"):
+        env.score([Sample("p", "hello")])
+    with env:
+        assert env.sandbox is not None
+        env.score([Sample("p", "hello")])
+    assert env.sandbox is None
+    borrowed = object()
+    with GeneratorEnv(Sandboxed(), sandbox=borrowed) as env:
+        assert env.sandbox is borrowed
+    assert env.sandbox is borrowed  # a given sandbox is not closed
+
+
+def test_rejects_non_domain():
+    with pytest.raises(TypeError, match="Domain"):
+        GeneratorEnv("math")
