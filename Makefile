@@ -1,4 +1,4 @@
-.PHONY: setup setup-vllm test test-quick demo lint bench bench-vllm
+.PHONY: setup setup-vllm test test-quick demo demo-agent lint bench bench-vllm
 
 setup:
 	bash scripts/setup.sh
@@ -18,12 +18,17 @@ lint:
 demo: setup
 	bash scripts/demo.sh
 
+# Multi-turn GRPO on agent episodes (ToolEnv in a local sandbox), 3 steps (~10 min on 2 cores) -> runs/agent/
+demo-agent: setup
+	WANDB_MODE=offline .venv/bin/propel fit -c configs/agent/grpo.yaml --trainer.max_steps=3
+
 # Each benchmark prints one table; run them on an idle machine (they compare against a reference in the same run).
 bench: setup
 	.venv/bin/python benchmarks/sandbox.py --jobs 200 --workers 2
 	.venv/bin/python benchmarks/self_bleu.py --sizes 1000 10000 --nltk-sample 20
 	.venv/bin/python benchmarks/extraction.py
 	.venv/bin/python benchmarks/grpo_step.py --steps 3
+	.venv/bin/python benchmarks/episodes.py
 
 bench-vllm: setup-vllm
 	.venv-vllm/bin/python benchmarks/rollout.py

@@ -12,6 +12,24 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 @pytest.fixture(scope="session")
+def docker_sandbox_or_skip():
+    """Builds a DockerSandbox(**kwargs), or skips locally / fails in CI (CI=true) when no engine or image is there."""
+
+    def make(**kwargs):
+        from propel.sandbox import SandboxError
+        from propel.sandbox.docker import DockerSandbox
+
+        try:
+            return DockerSandbox(**kwargs)
+        except SandboxError as e:
+            if os.environ.get("CI", "").lower() == "true":
+                pytest.fail(f"docker tests must run in CI: {e}")
+            pytest.skip(f"no docker engine/image here: {e}")
+
+    return make
+
+
+@pytest.fixture(scope="session")
 def bundled_dir():
     """Folder of the converted bundled SmolLM2-135M-Instruct (converted once per cache)."""
     from propel.models import bundled_model_dir

@@ -19,8 +19,8 @@ FLOORS: list[set[str]] = [
     {"losses", "metrics", "sandbox", "models", "wandb_offline", "loggers"},
     {"engines"},
     {"domains"},
-    {"probes"},
-    {"rollouts"},  # the rollout record and its production: above the probes it never needs
+    {"probes", "envs"},  # agent environments need sandboxes and contexts, nothing above
+    {"rollouts"},  # the rollout record and its production (single-turn, and agent episodes driving envs)
     {"pools", "rewards"},  # a reward is a function of rollout records; a pool row is built from a Sample
     {"datamodules", "lit_modules"},
     {"callbacks"},

@@ -27,14 +27,19 @@ class SamplingSpec:
 
 @dataclass
 class Prompt:
-    """A prompt: raw text (completion) or chat messages (rendered with the tokenizer's chat template)."""
+    """A prompt: raw text (completion), chat messages (rendered with the tokenizer's chat template), or token ids.
+
+    ``token_ids`` is "token in, token out": a multi-turn episode continues from the exact ids it has so far, so
+    earlier turns are never re-tokenized.
+    """
 
     text: str | None = None
     messages: list[dict[str, str]] | None = None
+    token_ids: list[int] | None = None
 
     def __post_init__(self) -> None:
-        if (self.text is None) == (self.messages is None):
-            raise ValueError("a Prompt needs exactly one of `text` or `messages`")
+        if sum(x is not None for x in (self.text, self.messages, self.token_ids)) != 1:
+            raise ValueError("a Prompt needs exactly one of `text`, `messages` or `token_ids`")
 
 
 @dataclass
@@ -56,18 +61,26 @@ class Engine(ABC):
 
     tokenizer = None
 
+    def context_length(self) -> int | None:
+        """Most tokens (prompt + completion) one sequence may hold; None when the engine sets no limit."""
+        return None
+
     @abstractmethod
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingSpec) -> list[list[Completion]]:
         """``sampling.n`` completions for each prompt, in prompt order."""
 
     def render(self, prompt: Prompt) -> str:
         """The exact text fed to the model (chat template applied for chat prompts)."""
+        if prompt.token_ids is not None:
+            return self.tokenizer.decode(prompt.token_ids, skip_special_tokens=False)
         if prompt.messages is None:
             return prompt.text
         return self.tokenizer.apply_chat_template(prompt.messages, tokenize=False, add_generation_prompt=True)
 
     def encode_prompt(self, prompt: Prompt) -> list[int]:
         """Token ids fed to the model (chat templates carry their own special tokens, so none are added to them)."""
+        if prompt.token_ids is not None:
+            return list(prompt.token_ids)
         return self.tokenizer(self.render(prompt), add_special_tokens=prompt.messages is None)["input_ids"]
 
     def update_weights(self, policy) -> None:  # noqa: B027 - optional hook

@@ -76,6 +76,9 @@ class HFEngine(Engine):
             merge_lora = next(model.parameters()).dtype == torch.float32
         self.merge_lora = bool(merge_lora) and hasattr(model, "disable_adapter") and hasattr(model, "peft_config")
 
+    def context_length(self) -> int | None:
+        return getattr(self.model.config, "max_position_embeddings", None)
+
     def _eos_ids(self) -> set[int]:
         eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
         ids = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()

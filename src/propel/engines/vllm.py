@@ -154,6 +154,7 @@ class VLLMEngine(Engine):
             **llm_kwargs,
         )
         self.tokenizer = self.llm.get_tokenizer()
+        self.max_model_len = max_model_len
         self._lora_request = None
         self._full_path: Path | None = None
         self._version = 0
@@ -177,6 +178,9 @@ class VLLMEngine(Engine):
             stop=list(sampling.stop) or None,
             logprobs=0 if sampling.logprobs else None,
         )
+
+    def context_length(self) -> int:
+        return self.max_model_len
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingSpec) -> list[list[Completion]]:
         from vllm.inputs import TokensPrompt

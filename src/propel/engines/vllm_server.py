@@ -112,6 +112,18 @@ class VLLMServerEngine(Engine):
         except requests.RequestException:
             return False
 
+    def context_length(self) -> int | None:
+        """The server's ``max_model_len`` (from ``/v1/models``), asked once; None when it does not say."""
+        if not hasattr(self, "_context_length"):
+            self._context_length = None
+            try:
+                models = self._session.get(f"{self.base_url}/v1/models", timeout=10).json().get("data", [])
+                lengths = [m.get("max_model_len") for m in models if m.get("max_model_len")]
+                self._context_length = int(lengths[0]) if lengths else None
+            except (requests.RequestException, ValueError):
+                pass
+        return self._context_length
+
     # ---- prompts ----
     def request_body(self, prompts: Sequence[Prompt], sampling: SamplingSpec) -> dict:
         """The ``/v1/completions`` body (vLLM extensions: ``top_k``, ``return_token_ids``)."""

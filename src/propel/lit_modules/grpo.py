@@ -22,8 +22,8 @@ from propel.losses.advantages import group_advantages, zero_variance_mask
 from propel.losses.policy import LossSpec, policy_loss, truncated_importance_weights
 from propel.rewards.base import RewardComponent, RewardContext
 from propel.rewards.combine import CombinedReward
+from propel.rollouts.episode_stats import episode_stats
 from propel.rollouts.packing import PackedBatch, pack
-from propel.rollouts.single_turn import sample_single_turn
 from propel.rollouts.steps import ContextBatch
 
 
@@ -79,33 +79,39 @@ class GRPOModule(LoRAPolicyModule):
         source.on_before_rollout(batch)
         hp, g = self.hparams, self.hparams.group_size
         self.sync_engine()
-        start = time.perf_counter()
-        groups = sample_single_turn(self.engine, batch.contexts, self.sampling)
-        gen_s = time.perf_counter() - start
-        samples = [s for group in groups for s in group]
-        source.environment.score(samples)
+        rollout = source.rollout(self.engine, batch, self.sampling)
+        samples = rollout.samples
+        failed = torch.tensor([s.infra_error is not None for s in samples])
+        if failed.all():
+            raise RuntimeError(f"every rollout of step {self.global_step} failed outside the policy; first: "
+                               f"{samples[0].infra_error}")
         with self.eval_mode():  # a probe reading the policy as its reference must see no dropout
             breakdown = self.reward(samples)
         self.rollout_state = RolloutState(step=self.global_step, samples=samples, rewards=breakdown)
         rewards = breakdown.total
-        advantages = group_advantages(rewards, g, scale=hp.scale_rewards)
-        keep = torch.ones(len(samples), dtype=torch.bool)
+        # Infrastructure failures are not the policy's doing: out of the group statistics and the loss, not 0.
+        advantages = group_advantages(rewards, g, scale=hp.scale_rewards, mask=~failed)
+        keep = ~failed
         if hp.filter_zero_variance:
-            keep = ~zero_variance_mask(rewards, g, tol=hp.zero_variance_tol)
-        lengths = torch.tensor([len(s.response_ids) for s in samples], dtype=torch.float32)
+            keep &= ~zero_variance_mask(rewards, g, tol=hp.zero_variance_tol, mask=~failed)
+        lengths = torch.tensor([s.assistant_length for s in samples], dtype=torch.float32)
         stats = {
             **breakdown.stats("reward"),
             "valid_rate": sum(s.valid for s in samples) / len(samples),
             "completion_length": float(lengths.mean()),
-            "tokens_per_s": float(lengths.sum()) / max(gen_s, 1e-9),
+            "tokens_per_s": float(lengths.sum()) / max(rollout.timings.get("generation_s", 0.0), 1e-9),
             "kept_fraction": float(keep.float().mean()),
+            **episode_stats(samples),
+            **{f"time/{k}": v for k, v in rollout.timings.items()},
         }
         if not keep.any():  # nothing to learn from this batch: no optimizer step
             self.log_dict({f"train/{k}": v for k, v in stats.items()}, on_step=True, batch_size=len(samples))
             return
         rows = torch.nonzero(keep).squeeze(-1)
         packed = pack(samples, advantages, self.tokenizer.pad_token_id).select(rows)
+        start = time.perf_counter()
         stats.update(self._optimize(packed))
+        stats["time/training_s"] = time.perf_counter() - start
         self.log("train/loss", stats.pop("loss"), on_step=True, prog_bar=True, batch_size=len(samples))
         self.log_dict({f"train/{k}": v for k, v in stats.items()}, on_step=True, batch_size=len(samples))
 

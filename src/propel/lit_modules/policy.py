@@ -4,8 +4,9 @@ It loads the base model, adds LoRA adapters, builds the rollout engine and keeps
 the optimizer, runs one optimizer step over micro-batches (manual optimization: ``global_step`` counts optimizer
 steps), computes span logprobs under the sampling warping (the policy's, or the reference's with the adapters
 disabled) and keeps checkpoints LoRA-only. A trainer subclasses it and writes ``training_step`` with its loss.
-The rollouts come from the datamodule, which declares the ``RolloutSource`` protocol (its ``environment`` scores
-them); the latest step's scored rollouts are published as ``rollout_state`` for callbacks.
+The rollouts come from the datamodule, which declares the ``RolloutSource`` protocol (it rolls out a step's contexts:
+single-turn completions or multi-turn agent episodes, scored); the latest step's scored rollouts are published as
+``rollout_state`` for callbacks.
 """
 
 from __future__ import annotations
@@ -134,19 +135,24 @@ class LoRAPolicyModule(pl.LightningModule):
         dm = getattr(self.trainer, "datamodule", None)
         if not isinstance(dm, RolloutSource):
             raise TypeError(
-                f"{type(self).__name__} needs a datamodule that is a propel.rollouts.RolloutSource (an `environment` "
-                f"and `on_before_rollout(batch)`), e.g. propel.datamodules.contexts.ContextDataModule; got "
+                f"{type(self).__name__} needs a datamodule that is a propel.rollouts.RolloutSource (`stop`, "
+                f"`on_before_rollout(batch)` and `rollout(engine, batch, sampling)`), e.g. "
+                f"propel.datamodules.contexts.ContextDataModule or propel.datamodules.episodes.EpisodeDataModule; got "
                 f"{type(dm).__name__}"
             )
         return dm
 
     @property
     def environment(self) -> Environment:
-        return self.rollout_source.environment
+        """The single-turn scoring environment of the datamodule (what probe mining re-scores tasks with)."""
+        env = getattr(self.rollout_source, "environment", None)
+        if not isinstance(env, Environment):
+            raise TypeError(f"the datamodule {type(self.rollout_source).__name__} has no single-turn environment")
+        return env
 
     def on_fit_start(self) -> None:
         if self.hparams.stop is None:
-            self.sampling.stop = list(self.environment.stop)
+            self.sampling.stop = list(self.rollout_source.stop)
 
     def on_fit_end(self) -> None:
         if self.engine is not None and not self.engine_is_policy():

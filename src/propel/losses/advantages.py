@@ -16,7 +16,12 @@ def _grouped(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
 
 
 def group_advantages(
-    rewards: torch.Tensor, group_size: int, *, scale: str = "group", eps: float = 1e-4
+    rewards: torch.Tensor,
+    group_size: int,
+    *,
+    scale: str = "group",
+    eps: float = 1e-4,
+    mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Mean-centred rewards per group, optionally divided by a standard deviation.
 
@@ -29,9 +34,14 @@ def group_advantages(
         scale: ``"group"`` (std within the group, GRPO), ``"batch"`` (one std over the batch) or ``"none"``
             (Dr. GRPO: no std scaling, which removes the question-difficulty bias).
         eps: added to the std before dividing.
+        mask: ``(num_groups * group_size,)`` bool, False for rollouts left out (infrastructure failures): they get
+            advantage 0 and the statistics of their group come from the others alone (a group with fewer than two
+            left gives zeros).
     """
     if scale not in SCALES:
         raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+    if mask is not None and not bool(mask.all()):
+        return _masked_advantages(_grouped(rewards, group_size), _grouped(mask, group_size), scale, eps)
     grouped = _grouped(rewards, group_size)
     centred = (grouped - grouped.mean(dim=1, keepdim=True)).reshape(-1)
     if scale == "none":
@@ -45,13 +55,37 @@ def group_advantages(
     return centred / (std + eps)
 
 
-def zero_variance_mask(rewards: torch.Tensor, group_size: int, *, tol: float = 1e-6) -> torch.Tensor:
+def _masked_advantages(grouped: torch.Tensor, keep: torch.Tensor, scale: str, eps: float) -> torch.Tensor:
+    """``group_advantages`` over the kept entries only (the same formulas, with counts instead of sizes)."""
+    count = keep.sum(dim=1, keepdim=True)
+    mean = (grouped * keep).sum(dim=1, keepdim=True) / count.clamp(min=1)
+    centred = ((grouped - mean) * keep).masked_fill(count < 2, 0.0)
+    if scale == "none":
+        return centred.reshape(-1)
+    if scale == "group":
+        var = (centred**2).sum(dim=1, keepdim=True) / (count - 1).clamp(min=1)
+        return (centred / (var.sqrt() + eps)).reshape(-1)
+    flat, kept = grouped.reshape(-1), keep.reshape(-1).bool()
+    std = flat[kept].std() if int(kept.sum()) > 1 else None
+    return torch.zeros_like(flat) if std is None else centred.reshape(-1) / (std + eps)
+
+
+def zero_variance_mask(
+    rewards: torch.Tensor, group_size: int, *, tol: float = 1e-6, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Per-completion bool mask, True where the completion's group has (numerically) zero reward variance.
 
     Such groups give all-zero advantages, so they carry no policy gradient (only KL) and can be dropped.
     ``tol`` makes the test robust to float noise (e.g. probe logits of identical texts computed in different
-    batches differ in the last bits).
+    batches differ in the last bits). With ``mask``, only the kept entries count (a group with fewer than two is
+    zero-variance).
     """
     grouped = _grouped(rewards, group_size)
-    std = grouped.std(dim=1, unbiased=False)
+    if mask is None or bool(mask.all()):
+        std = grouped.std(dim=1, unbiased=False)
+    else:
+        keep = _grouped(mask, group_size)
+        count = keep.sum(dim=1)
+        mean = (grouped * keep).sum(dim=1, keepdim=True) / count.clamp(min=1)[:, None]
+        std = (((grouped - mean) * keep) ** 2).sum(dim=1).div(count.clamp(min=1)).sqrt().masked_fill(count < 2, 0.0)
     return (std < tol).repeat_interleave(group_size)

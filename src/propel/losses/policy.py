@@ -130,6 +130,13 @@ def policy_loss(
     if logp.shape != old_logp.shape or logp.shape != mask.shape:
         raise ValueError(f"logp {tuple(logp.shape)}, old_logp {tuple(old_logp.shape)}, mask {tuple(mask.shape)} differ")
     mask = mask.to(logp.dtype)
+    # Masked positions (padding, tool output) may hold -inf logprobs under top-k/top-p warping (tokens the policy
+    # would never sample): zero them before any arithmetic, so neither the loss nor its gradient sees a NaN.
+    keep = mask > 0
+    logp = torch.where(keep, logp, torch.zeros_like(logp))
+    old_logp = torch.where(keep, old_logp, torch.zeros_like(old_logp))
+    if ref_logp is not None:
+        ref_logp = torch.where(keep, ref_logp, torch.zeros_like(ref_logp))
     adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
     ratio = torch.exp(logp - old_logp)
     clipped = torch.clamp(ratio, 1 - spec.eps_low, 1 + spec.high)

@@ -1,21 +1,28 @@
-"""Rollouts: the record of what a policy did (``Sample``, ``Turn``), how it is produced (single-turn generation,
-scored by an environment) and how it becomes training tensors (``pack``)."""
+"""Rollouts: the record of what a policy did (``Sample``, ``Turn``), how it is produced (single-turn generation
+scored by an environment; multi-turn agent episodes run by ``EpisodeRunner``) and how it becomes training tensors
+(``pack``) or files (``write_trajectories``)."""
 
 from propel.rollouts.environment import Environment, GeneratorEnv
+from propel.rollouts.episodes import EpisodeRunner
 from propel.rollouts.packing import PackedBatch, pack
 from propel.rollouts.record import Sample, Turn
 from propel.rollouts.single_turn import generate_tasks, sample_single_turn
-from propel.rollouts.steps import ContextBatch, RolloutSource
+from propel.rollouts.steps import ContextBatch, Rollout, RolloutSource
+from propel.rollouts.trajectories import read_trajectories, write_trajectories
 
 __all__ = [
     "ContextBatch",
     "Environment",
+    "EpisodeRunner",
     "GeneratorEnv",
     "PackedBatch",
+    "Rollout",
     "RolloutSource",
     "Sample",
     "Turn",
     "generate_tasks",
     "pack",
+    "read_trajectories",
     "sample_single_turn",
+    "write_trajectories",
 ]

@@ -26,6 +26,9 @@ class Turn:
     trainable: bool = True
     """Whether the loss sees these tokens (assistant turns: yes; observations: no)."""
     finish_reason: str = "length"
+    """Why the engine stopped an assistant turn (``stop``/``length``); empty for observations."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Per-turn details an environment reports (tool, arguments, exit code, duration, truncation, error)."""
 
 
 @dataclass
@@ -54,6 +57,9 @@ class Sample:
     """Everything after the prompt, in order."""
     artifacts: dict[str, Any] = field(default_factory=dict)
     """What the episode left behind for verifiers and reports (a diff, test results, files)."""
+    infra_error: str | None = None
+    """Why the rollout failed for reasons outside the policy (sandbox or engine): such rollouts are left out of
+    group statistics and the loss instead of being scored 0."""
 
     @property
     def task_text(self) -> str:
@@ -64,3 +70,17 @@ class Sample:
     def response_ids(self) -> list[int]:
         """All token ids after the prompt, turns concatenated."""
         return [t for turn in self.turns for t in turn.token_ids]
+
+    @property
+    def turn_spans(self) -> list[tuple[int, int]]:
+        """``[start, end)`` of each turn in the full token sequence (prompt included)."""
+        spans, at = [], len(self.prompt_ids)
+        for turn in self.turns:
+            spans.append((at, at + len(turn.token_ids)))
+            at += len(turn.token_ids)
+        return spans
+
+    @property
+    def assistant_length(self) -> int:
+        """Tokens the policy generated (observations excluded): what length penalties count."""
+        return sum(len(t.token_ids) for t in self.turns if t.trainable)

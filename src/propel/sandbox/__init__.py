@@ -1,9 +1,11 @@
-"""Isolated execution of model-written code: local (rlimits + bubblewrap) and Docker backends."""
+"""Isolated execution of model-written code: local (rlimits + bubblewrap) and Docker backends; one-shot jobs
+(``Sandbox.run``) and persistent per-episode workspaces for multi-turn agents (``Sandbox.session``)."""
 
 from __future__ import annotations
 
 from propel.sandbox.base import Job, Limits, Outcome, Result, Sandbox, SandboxError
 from propel.sandbox.local import LocalSandbox
+from propel.sandbox.session import Session
 
 BACKENDS = ("local", "docker")
 
@@ -37,5 +39,6 @@ __all__ = [
     "Result",
     "Sandbox",
     "SandboxError",
+    "Session",
     "make_sandbox",
 ]

@@ -3,6 +3,8 @@
 Runs as ``python3 -S -I -c <this file's text> <config json>``, so it imports only the standard library and nothing
 from ``propel``. Forking a warm interpreter skips the ~10 ms interpreter start per job; each child still gets its own
 session, rlimits, work dir and streams, and everything it leaves behind is killed and deleted before the next job.
+With the ``workspace`` config option (a ``Session``), that directory is every job's cwd and is kept between jobs;
+processes are still killed after each job.
 
 Protocol (fd 0 in, fd 1 out; fd 2 is the worker's own log): every frame is a 4-byte big-endian length and a JSON
 header, followed by the raw blobs the header announces. Parent -> worker: one job frame (files, then stdin). Worker
@@ -35,7 +37,13 @@ _BASE = _CONFIG.get("base", "/tmp")
 _NPROC_BASE = int(_CONFIG.get("nproc_base", 0))  # processes of this uid alive before the job (None: no RLIMIT_NPROC)
 _USE_NPROC = bool(_CONFIG.get("nproc", True))
 _LIBC = ctypes.CDLL(None, use_errno=True)
-_SCRATCH = [p for p in _CONFIG.get("scratch", ["/tmp", "/dev/shm"]) if p != _BASE]
+# workspace: a session's persistent cwd (files land there, never wiped); job roots under _BASE then hold stdin only.
+_WORKSPACE = _CONFIG.get("workspace")
+_SCRATCH = [
+    p
+    for p in _CONFIG.get("scratch", ["/tmp", "/dev/shm"])
+    if p != _BASE and not (_WORKSPACE and (_WORKSPACE + "/").startswith(p.rstrip("/") + "/"))
+]
 
 
 def _read_exact(fd, n):
@@ -211,6 +219,25 @@ def _wipe(path, keep_root):
                 os.unlink(p)
 
 
+def _put_files(workdir, names, blobs):
+    """Write a session's files into its workspace, replacing what is there. Earlier commands may have left a read-only
+    file, a symlink or a directory in the way: unlink first, and report what still fails instead of dying with it."""
+    with contextlib.suppress(OSError):
+        os.makedirs(workdir, exist_ok=True)  # a command may have emptied or locked its own workspace
+        os.chmod(workdir, 0o700)
+    for name, data in zip(names, blobs, strict=False):
+        path = os.path.join(workdir, name)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            with open(path, "wb") as f:
+                f.write(data)
+        except OSError as e:
+            return f"sandbox cannot write {name!r} into the workspace: {e}\n".encode()
+    return None
+
+
 def _classify(timed_out, over_output, status, cpu, lim, err):
     if timed_out:
         return "timeout", None
@@ -236,14 +263,26 @@ def _run_job(job, blobs):
     lim = job["limits"]
     cap = int(lim["max_output_bytes"])
     root = tempfile.mkdtemp(prefix="job-", dir=_BASE)
-    workdir = os.path.join(root, "work")
-    os.mkdir(workdir)
     names = job.get("files", [])
-    for name, data in zip(names, blobs, strict=False):
-        path = os.path.join(workdir, name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(data)
+    if _WORKSPACE is None:
+        workdir = os.path.join(root, "work")
+        os.mkdir(workdir)
+        for name, data in zip(names, blobs, strict=False):
+            path = os.path.join(workdir, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+    else:
+        workdir = _WORKSPACE
+        problem = _put_files(workdir, names, blobs)
+        if problem is not None:  # the command does not run: an error result, and the worker lives on
+            _wipe(root, keep_root=False)
+            _send({"event": "started", "pid": None})
+            err = problem[:cap]
+            header = {"event": "done", "outcome": "error", "exit_code": None, "wall_s": 0.0, "cpu_s": 0.0}
+            header.update(out_n=0, err_n=len(err), truncated=False)
+            _send(header, b"", err)
+            return
     stdin_path = os.path.join(root, "stdin")
     with open(stdin_path, "wb") as f:
         f.write(blobs[len(names)] if len(blobs) > len(names) else b"")

@@ -4,12 +4,17 @@ A container per job costs ~1 s here and ``docker exec`` per job ~65 ms; instead 
 (no network, read-only root, tmpfs work dir, memory / pids / CPU limits, unprivileged user, no capabilities) and one
 ``python3 -S -I`` worker in it through a single exec whose stdin/stdout carry the job protocol. Works against any
 engine ``docker.from_env()`` finds (``DOCKER_HOST`` included).
+
+A ``session()`` gets a container of its own (same lockdown) whose ``/work`` tmpfs is the workspace. Every container
+is labelled with its purpose, host and owning pid, so ``reap_stale_containers`` (run by each new ``DockerSandbox``)
+removes what a SIGKILLed process left behind, which no finalizer could.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import select
 import socket
@@ -21,6 +26,9 @@ from propel.sandbox.base import Job, Limits, Result, Sandbox, SandboxError
 from propel.sandbox.local import SCRUBBED_ENV, worker_source
 from propel.sandbox.pool import WorkerPool
 from propel.sandbox.protocol import Channel, WorkerLost
+from propel.sandbox.session import Session, SessionBackend
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_IMAGE = "propel-sandbox:py3"
 _FRAME = struct.Struct(">BxxxI")  # docker's multiplexed stream header: stream id, size
@@ -38,6 +46,70 @@ while True:
     signal.sigtimedwait({signal.SIGCHLD}, 1.0)
 """
 _WORKDIR = "/work"
+# A session's clean-up after its worker was lost mid-command, keeping the workspace that a restart would wipe: kill
+# every process of the sandbox uid but PID 1 and this one, wait until the reaper has collected them, and empty /tmp
+# and /dev/shm (as a local worker's respawn does), where a full disk would otherwise kill every new worker too.
+_KILL_ALL = """
+import os, shutil, signal, time
+me, until = os.getpid(), time.monotonic() + 5
+while any(int(p) not in (1, me) for p in os.listdir("/proc") if p.isdigit()):
+    if time.monotonic() > until:
+        raise SystemExit(1)
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    time.sleep(0.01)
+for scratch in ("/tmp", "/dev/shm"):
+    for name in os.listdir(scratch) if os.path.isdir(scratch) else ():
+        path = os.path.join(scratch, name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+"""
+LABEL = "propel.sandbox"
+"""Label on every container propel creates; its value says what for ("worker" or "session")."""
+
+
+def container_labels(kind: str) -> dict[str, str]:
+    """The labels of a container propel creates: its purpose, and which process on which host owns it."""
+    return {LABEL: kind, f"{LABEL}.host": socket.gethostname(), f"{LABEL}.host_pid": str(os.getpid())}
+
+
+def reap_stale_containers(client) -> int:
+    """Remove the sandbox containers of this host whose owning process is gone; returns how many.
+
+    A trainer killed with SIGKILL (or OOM) runs no finalizer, so its containers would otherwise live on. Containers
+    of live processes, of other users' processes and of other hosts sharing the engine are left alone.
+    """
+    from docker.errors import NotFound
+
+    host = socket.gethostname()
+    removed = 0
+    for info in client.api.containers(all=True, filters={"label": [LABEL, f"{LABEL}.host={host}"]}):
+        try:
+            pid = int((info.get("Labels") or {}).get(f"{LABEL}.host_pid", ""))
+        except ValueError:
+            continue
+        if pid <= 0 or pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # alive
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # alive, another user's
+        try:
+            client.api.remove_container(info["Id"], force=True)
+        except NotFound:
+            continue  # another reaper was faster
+        removed += 1
+    return removed
 
 
 class ExecChannel(Channel):
@@ -148,6 +220,13 @@ class DockerSandbox(Sandbox):
                 f"Docker image {image!r} is missing; build propel-sandbox:py3 with "
                 "`sudo bash scripts/docker_engine.sh` or pass image= an image that has python3"
             ) from e
+        try:
+            reaped = reap_stale_containers(self.client)
+        except DockerException as e:
+            logger.warning("could not look for sandbox containers left by dead processes: %s", e)
+        else:
+            if reaped:
+                logger.info("removed %d sandbox container(s) left behind by dead processes", reaped)
         self.image, self.python, self.cpus, self.workdir_mb = image, python, cpus, workdir_mb
         self._code = worker_source()
         self._containers: list = [None] * max_workers
@@ -159,10 +238,12 @@ class DockerSandbox(Sandbox):
             self._containers[slot] = self._start_container()
         return self._containers[slot]
 
-    def _start_container(self):
+    def _start_container(self, kind: str = "worker", limits: Limits | None = None):
+        """A started, locked-down container; ``limits`` (default: the sandbox's) size its cgroup limits."""
         from docker.errors import DockerException
 
-        mem = f"{self.limits.memory_mb + 128}m"
+        limits = limits or self.limits
+        mem = f"{limits.memory_mb + 128}m"
         try:
             container = self.client.containers.create(
                 self.image,
@@ -170,7 +251,7 @@ class DockerSandbox(Sandbox):
                 network_mode="none",
                 mem_limit=mem,
                 memswap_limit=mem,
-                pids_limit=self.limits.max_processes + 8,
+                pids_limit=limits.max_processes + 8,
                 nano_cpus=int(self.cpus * 1e9),
                 read_only=True,
                 # owner via uid/gid: docker forgets a tmpfs `mode` across restarts
@@ -179,7 +260,7 @@ class DockerSandbox(Sandbox):
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 environment=SCRUBBED_ENV,
-                labels={"propel.sandbox": "worker", "propel.sandbox.host_pid": str(os.getpid())},
+                labels=container_labels(kind),
             )
         except DockerException as e:
             raise SandboxError(f"cannot create a sandbox container from image {self.image!r}: {e}") from e
@@ -194,8 +275,11 @@ class DockerSandbox(Sandbox):
         return container
 
     def _spawn(self, slot: int) -> Channel:
-        container = self._container(slot)
         config = {"kill_all": True, "base": _WORKDIR, "nproc": False, "scratch": ["/tmp", "/dev/shm"]}
+        return self._exec_worker(self._container(slot), config)
+
+    def _exec_worker(self, container, config: dict) -> Channel:
+        """Start the worker in ``container`` through one exec whose stdin/stdout carry the job protocol."""
         api = self.client.api
         exec_id = api.exec_create(
             container.id,
@@ -237,7 +321,108 @@ class DockerSandbox(Sandbox):
         job.validate()
         return self._pool.run(job, job.limits or self.limits)
 
+    def session(self, limits: Limits | None = None) -> Session:
+        """A persistent workspace in a new container of its own (see ``Sandbox.session``): ``/work``, a tmpfs.
+
+        ``limits`` (default: the sandbox's) also size the container's memory and pids limits, which cap what any
+        one command's own limits can allow. Opening one creates a container (about as long as ``warm_up`` per slot).
+        """
+        limits = limits or self.limits
+        limits.validate()
+        return self._track(Session(_DockerSessionBackend(self, limits), limits))
+
     def close(self) -> None:
+        super().close()
         self._pool.close()
         for slot in range(len(self._containers)):
             self._remove(slot)
+
+
+_SESSION_CONFIG = {
+    "kill_all": True,
+    "base": "/tmp",  # job roots (stdin) go to /tmp; /work is the workspace itself
+    "nproc": False,
+    "scratch": ["/dev/shm"],
+    "workspace": _WORKDIR,
+}
+
+
+class _DockerSessionBackend(SessionBackend):
+    """One container per session. A worker lost mid-command is cleaned up by killing every process of the sandbox
+    uid from a fresh exec, which keeps the tmpfs workspace; only if that fails is the container restarted (which
+    empties it), and the result's stderr says so."""
+
+    workspace = _WORKDIR
+
+    def __init__(self, sandbox: DockerSandbox, limits: Limits):
+        super().__init__()
+        self._sandbox, self._limits = sandbox, limits
+        self._closed = False
+        self.container = sandbox._start_container("session", limits)
+
+    def spawn(self, slot: int) -> Channel:
+        from docker.errors import DockerException
+
+        if self.container is None:
+            self.container = self._sandbox._start_container("session", self._limits)
+        try:
+            return self._sandbox._exec_worker(self.container, _SESSION_CONFIG)
+        except DockerException as e:
+            if self._running():  # engine trouble, not a dead container: keep the workspace for a later try
+                raise SandboxError(f"cannot start the sandbox session's worker: {e}") from e
+        self._restart("its container had stopped")  # stopped or gone: a fresh one, with an empty workspace
+        if self.container is None:
+            self.container = self._sandbox._start_container("session", self._limits)
+        return self._sandbox._exec_worker(self.container, _SESSION_CONFIG)
+
+    def _running(self) -> bool:
+        from docker.errors import DockerException, NotFound
+
+        try:
+            self.container.reload()
+        except NotFound:
+            return False
+        except DockerException:
+            return True  # cannot tell: assume it is, rather than throw the workspace away
+        return self.container.status == "running"
+
+    def on_lost(self, slot: int, pid: int | None) -> None:
+        if self._closed or self.container is None:
+            return
+        if not self._kill_all():
+            self._restart("its worker was lost and the clean-up failed")
+
+    def _kill_all(self) -> bool:
+        from docker.errors import DockerException
+
+        api = self._sandbox.client.api
+        try:
+            exec_id = api.exec_create(
+                self.container.id,
+                [self._sandbox.python, "-S", "-I", "-c", _KILL_ALL],
+                user=_USER,
+                environment=SCRUBBED_ENV,
+            )["Id"]
+            api.exec_start(exec_id)
+            return api.exec_inspect(exec_id).get("ExitCode") == 0
+        except DockerException:
+            return False
+
+    def _restart(self, why: str) -> None:
+        """Restart the container (a new one if that fails, on the next spawn); never raises."""
+        from docker.errors import DockerException
+
+        self.notes.append(f"sandbox session: {why}; its container was restarted and the workspace is lost (empty)")
+        try:
+            self.container.restart(timeout=0)
+        except DockerException:
+            with contextlib.suppress(Exception):
+                self.container.remove(force=True)
+            self.container = None
+
+    def close(self) -> None:
+        self._closed = True
+        container, self.container = self.container, None
+        if container is not None:
+            with contextlib.suppress(Exception):  # already gone is fine
+                container.remove(force=True)

@@ -5,6 +5,9 @@ files), a scrubbed environment, and is killed with everything it started at the 
 (the default when installed) the worker also has no network, a read-only view of the system, a private size-capped
 /tmp, hidden home directories and an unprivileged uid in its own user and PID namespaces, so a fork bomb or a
 process that kills its parent is contained and the worker is simply replaced.
+
+A ``session()`` is a host temp dir bound read-write into its own worker's bubblewrap (or simply the worker's cwd with
+isolation "none"); it lives on the host, so it survives the worker being killed and replaced.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from propel.sandbox.base import Job, Limits, Result, Sandbox, SandboxError
 from propel.sandbox.bwrap import bwrap_argv, bwrap_path, homes_to_hide
 from propel.sandbox.pool import WorkerPool
 from propel.sandbox.protocol import Channel, WorkerLost
+from propel.sandbox.session import Session, SessionBackend
 from propel.sandbox.spawner import spawn_lasting
 
 ISOLATIONS = ("auto", "bwrap", "none")
@@ -137,7 +141,8 @@ class LocalSandbox(Sandbox):
             standard library only).
         scratch_mb: size of each worker's private /tmp, which holds the jobs' work dirs (bwrap only).
         uid_base: when running as root, worker slot ``i`` runs as host uid ``uid_base + i`` so that process limits
-            apply (root ignores ``RLIMIT_NPROC``) and slots cannot signal each other.
+            apply (root ignores ``RLIMIT_NPROC``) and slots cannot signal each other; open session ``k`` runs as
+            ``uid_base + max_workers + k``.
         """
         super().__init__(limits, max_workers)
         if isolation not in ISOLATIONS:
@@ -156,24 +161,37 @@ class LocalSandbox(Sandbox):
         self._root = os.geteuid() == 0
         self._code = worker_source()
         self._pool = WorkerPool(self._spawn, max_workers, on_lost=self._on_lost)
+        self._session_slots: set[int] = set()
         weakref.finalize(self, self.close)  # workers/containers go away at exit even without close()
 
     def _spawn(self, slot: int) -> Channel:
-        user = self.uid_base + slot if self._root else None
+        return self._spawn_worker(self.uid_base + slot if self._root else None)
+
+    def _spawn_worker(self, user: int | None, workspace: str | None = None) -> Channel:
+        """A worker running as host ``user`` (None: as this process); with ``workspace``, a session's worker."""
         if self.isolation == "bwrap":
             config = {"kill_all": True, "base": "/tmp", "nproc": True, "nproc_base": 2}
+            keep, writable, home = [self.python], [], "/tmp"
+            if workspace is not None:
+                config["workspace"] = workspace
+                keep, writable, home = [self.python, workspace], [workspace], workspace
             inner = [self.python, "-S", "-I", "-c", self._code, json.dumps(config)]
-            argv = bwrap_argv(inner, self.scratch_mb, hide=homes_to_hide([self.python]), bwrap=self.bwrap)
-            env = dict(SCRUBBED_ENV, HOME="/tmp")
+            argv = bwrap_argv(
+                inner, self.scratch_mb, hide=homes_to_hide(keep), bwrap=self.bwrap, writable=writable, chdir=home
+            )
+            env = dict(SCRUBBED_ENV, HOME=home)
             return PipeChannel(argv, env, cwd="/", user=user)
         base = tempfile.mkdtemp(prefix="propel-sandbox-")
         if user is not None:
             os.chown(base, user, user)
         # Without namespaces RLIMIT_NPROC counts all processes of the uid: only meaningful with a dedicated uid.
         config = {"kill_all": False, "base": base, "nproc": user is not None, "nproc_base": 1, "scratch": []}
+        if workspace is not None:
+            config["workspace"] = workspace
         argv = [self.python, "-S", "-I", "-c", self._code, json.dumps(config)]
+        cwd = workspace or base
         return PipeChannel(
-            argv, dict(SCRUBBED_ENV, HOME=base), cwd=base, user=user, on_close=lambda: shutil.rmtree(base, True)
+            argv, dict(SCRUBBED_ENV, HOME=cwd), cwd=cwd, user=user, on_close=lambda: shutil.rmtree(base, True)
         )
 
     def _on_lost(self, slot: int, pid: int | None) -> None:
@@ -191,5 +209,108 @@ class LocalSandbox(Sandbox):
         job.validate()
         return self._pool.run(job, job.limits or self.limits)
 
+    def session(self, limits: Limits | None = None) -> Session:
+        """A persistent workspace in a host temp dir with its own worker (see ``Sandbox.session``).
+
+        As root the session also runs as its own host uid, so ``RLIMIT_NPROC`` separates it from the pool and from
+        other sessions. With isolation "none" only the command's process group is killed after each command (a
+        ``setsid`` daemon lives on until ``close()``, which, as root, kills every process of the session's uid).
+        """
+        limits = limits or self.limits
+        limits.validate()
+        return self._track(Session(_LocalSessionBackend(self), limits))
+
+    def _claim_session_uid(self) -> int | None:
+        """A host uid no pool slot and no other open session of this sandbox uses (None when not root)."""
+        if not self._root:
+            return None
+        with self._sessions_lock:
+            k = next(i for i in range(len(self._session_slots) + 1) if i not in self._session_slots)
+            self._session_slots.add(k)
+        return self.uid_base + self.max_workers + k
+
+    def _release_session_uid(self, uid: int | None) -> None:
+        if uid is not None:
+            with self._sessions_lock:
+                self._session_slots.discard(uid - self.uid_base - self.max_workers)
+
     def close(self) -> None:
+        super().close()
         self._pool.close()
+
+
+def _remove_tree(path: str) -> None:
+    """Delete a workspace whatever modes its commands left on it (without root, a locked subdirectory would stop
+    ``rmtree``): make every real directory in it accessible again, never following a symlink, then delete."""
+    try:
+        shutil.rmtree(path)
+        return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
+    for root, dirs, _ in os.walk(path):
+        for name in dirs:
+            sub = os.path.join(root, name)
+            if not os.path.islink(sub):
+                with contextlib.suppress(OSError):
+                    os.chmod(sub, 0o700)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _kill_uid(uid: int, rounds: int = 50) -> None:
+    """SIGKILL every live process whose real uid is ``uid`` (a session's own uid, with isolation "none", where no PID
+    namespace ends what a command left behind), again until none is left (a fork may race the first round)."""
+    for _ in range(rounds):
+        found = False
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/status") as f:
+                    fields = dict(line.split(":", 1) for line in f if line.startswith(("State:", "Uid:")))
+                if int(fields["Uid"].split()[0]) == uid and fields["State"].split()[0] != "Z":
+                    os.kill(int(entry), signal.SIGKILL)
+                    found = True
+            except (OSError, KeyError, ValueError, IndexError):
+                continue
+        if not found:
+            return
+        time.sleep(0.005)
+
+
+class _LocalSessionBackend(SessionBackend):
+    """A host temp dir as the workspace (owned by the session's uid when root), and a worker spawned around it."""
+
+    def __init__(self, sandbox: LocalSandbox):
+        super().__init__()
+        self._sandbox = sandbox
+        self.workspace = tempfile.mkdtemp(prefix="propel-ws-")
+        self._user = sandbox._claim_session_uid()
+        try:
+            if self._user is not None:
+                os.chown(self.workspace, self._user, self._user)
+        except BaseException:
+            self.close()
+            raise
+
+    def spawn(self, slot: int) -> Channel:
+        return self._sandbox._spawn_worker(self._user, workspace=self.workspace)
+
+    def on_lost(self, slot: int, pid: int | None) -> None:
+        self._sandbox._on_lost(slot, pid)
+        self._kill_leftovers()
+
+    def _kill_leftovers(self) -> None:
+        """With isolation "none" and a uid of its own, a command's setsid'd daemons survive its process group."""
+        if self._sandbox.isolation == "none" and self._user is not None:
+            _kill_uid(self._user)
+
+    def close(self) -> None:
+        try:
+            self._kill_leftovers()
+            _remove_tree(self.workspace)
+        finally:
+            self._sandbox._release_session_uid(self._user)

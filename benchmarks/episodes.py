@@ -1,0 +1,146 @@
+"""Agent episodes: sequential vs concurrent, on the same workload, in one run.
+
+The same tasks (``ShellTasks``, ``ToolEnv``, ``group_size`` episodes each) are rolled out under three schedules:
+``sequential`` (one episode at a time), ``rounds`` (all episodes together: one batched generation per turn, tool
+calls in parallel) and ``async`` (the engine takes whichever episodes are waiting, overlapping tool calls), by two
+policies: ``scripted`` (a fixed, correct sequence of real tool calls and no generation cost: what the sandbox side
+alone gains) and ``model`` (the bundled SmolLM2-135M-Instruct sampling with the HF engine). Each cell is the mean
+of ``--repeats`` runs with a 95% interval; ``environment s`` sums the episodes' environment time (container starts,
+tool calls, verifiers), so it exceeds the wall time when they overlap. One GRPO optimizer step on the model's
+rollouts gives the training time (the same for every schedule: same token count). Docker by default:
+
+    .venv/bin/python benchmarks/episodes.py                   # --sandbox local for bubblewrap
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+from functools import partial
+
+from rich.console import Console
+from rich.table import Table
+
+SCHEDULES = {"sequential": (1, "rounds"), "rounds": (8, "rounds"), "async": (8, "async")}
+
+
+def _scripted_engine(tokenizer):
+    """Solves ``create_file`` tasks: reads the task, writes the file with bash, checks it, submits."""
+    import re
+
+    from propel.engines.scripted import ScriptedEngine
+    from propel.envs import ToolCall, format_tool_call
+
+    def script(prompt: str) -> str:
+        name, word = re.findall(r"Create a file named (\S+) that contains exactly the word (\w+)", prompt)[-1]
+        steps = [
+            ToolCall("bash", {"command": f"echo {word} > {name}"}),
+            ToolCall("read_file", {"path": name}),
+            ToolCall("submit", {}),
+        ]
+        return format_tool_call(steps[min(prompt.count("<|im_start|>assistant") - 3, 2)])  # 2 in the demonstration
+
+    return ScriptedEngine(tokenizer, script)
+
+
+def _mean_ci(values: list[float]) -> str:
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return f"{mean:.2f}"
+    return f"{mean:.2f} ± {1.96 * statistics.stdev(values) / math.sqrt(len(values)):.2f}"
+
+
+def main() -> None:
+    import torch
+
+    from propel.engines.base import SamplingSpec
+    from propel.engines.hf import HFEngine
+    from propel.envs import ShellTasks, ToolEnv
+    from propel.models import load_model
+    from propel.rollouts.episodes import EpisodeRunner
+    from propel.sandbox import make_sandbox
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sandbox", default="docker", choices=["docker", "local"])
+    parser.add_argument("--tasks", type=int, default=2)
+    parser.add_argument("--group-size", type=int, default=4, help="episodes per task")
+    parser.add_argument("--turns", type=int, default=3, help="turn budget per episode")
+    parser.add_argument("--tokens", type=int, default=32, help="new tokens per assistant turn (model policy)")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--policies", nargs="+", default=["scripted", "model"], choices=["scripted", "model"])
+    args = parser.parse_args()
+
+    model, tokenizer = load_model("smollm2-135m-instruct")
+    engines = {"scripted": _scripted_engine(tokenizer), "model": HFEngine(model, tokenizer)}
+    contexts = ShellTasks(["create_file"]).contexts(args.tasks, seed=5)
+    sampling = SamplingSpec(n=args.group_size, max_new_tokens=args.tokens, temperature=0.7, logprobs=True)
+    sandbox = make_sandbox(args.sandbox, max_workers=1)
+    rows, last = [], None
+    try:
+        for policy in args.policies:
+            base = None
+            for name, (concurrency, schedule) in SCHEDULES.items():
+                runs = []
+                for r in range(args.repeats):
+                    torch.manual_seed(r)
+                    runner = EpisodeRunner(engines[policy], partial(ToolEnv, max_turns=args.turns), sandbox,
+                                           concurrency=concurrency, schedule=schedule)  # fmt: skip
+                    groups, times = runner.run(contexts, sampling)
+                    samples = [s for g in groups for s in g]
+                    runs.append((len(samples) / times.wall_s, times, samples))
+                    last = samples if policy == "model" else last
+                rate = [x[0] for x in runs]
+                base = base or statistics.fmean(rate)
+                rows.append([
+                    policy, name, _mean_ci(rate), f"{statistics.fmean(rate) / base:.2f}x",
+                    _mean_ci([x[1].wall_s for x in runs]), _mean_ci([x[1].generation_s for x in runs]),
+                    _mean_ci([x[1].environment_s for x in runs]),
+                    f"{statistics.fmean(sum(s.info['turns'] for s in x[2]) / len(x[2]) for x in runs):.2f}",
+                    f"{statistics.fmean(sum(s.info['reward'] for s in x[2]) / len(x[2]) for x in runs):.2f}",
+                ])  # fmt: skip
+    finally:
+        sandbox.close()
+    train_s = _training_step_seconds(model, tokenizer, last) if last else None
+    table = Table(title=f"Agent episodes: {args.tasks} tasks x {args.group_size} episodes, <= {args.turns} turns, "
+                        f"{args.sandbox} sandbox, {args.repeats} runs per cell")  # fmt: skip
+    for col in ("policy", "schedule", "episodes/s", "speed-up", "wall s", "generation s", "environment s",
+                "turns/episode", "solved"):  # fmt: skip
+        table.add_column(col, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    Console(width=200).print(table)
+    if train_s is not None:
+        Console().print(f"training: one GRPO (dapo) step on the model's {len(last)} episodes: {train_s:.1f} s")
+
+
+def _training_step_seconds(model, tokenizer, samples) -> float:
+    """Wall time of one policy-gradient step (forward + backward over all tokens, assistant tokens in the loss)."""
+    import time
+
+    import torch
+
+    from propel.losses.logprobs import token_logprobs
+    from propel.losses.policy import LossSpec, policy_loss
+    from propel.models import apply_lora
+    from propel.rollouts import pack
+
+    policy = apply_lora(model)
+    batch = pack(samples, torch.randn(len(samples)), tokenizer.pad_token_id)
+    start = time.perf_counter()
+    for rows in torch.arange(len(samples)).split(4):
+        sub = batch.select(rows)
+        first = int(sub.starts.min()) - 1
+        logits = policy(input_ids=sub.input_ids, attention_mask=sub.attention_mask).logits[:, first:]
+        index = (sub.starts[:, None] - 1 - first + torch.arange(sub.response_ids.shape[1])[None]).clamp(
+            max=logits.shape[1] - 1
+        )
+        picked = logits.gather(1, index[..., None].expand(-1, -1, logits.shape[-1]))
+        logp, _ = token_logprobs(picked, sub.response_ids)
+        out = policy_loss(logp, logp.detach(), sub.advantages, sub.loss_mask, LossSpec("dapo", beta=0.0))
+        out.loss.backward()
+    return time.perf_counter() - start
+
+
+if __name__ == "__main__":
+    main()

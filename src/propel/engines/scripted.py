@@ -1,0 +1,66 @@
+"""A scripted policy: an engine whose "generation" is a function of the prompt text, tokenized like real output.
+
+It drives real environments end to end with chosen actions (tests, the episode benchmark's tool workload, demos of
+an environment) and exercises the exact code paths a sampling engine does: token-id prompts in, token ids and
+logprobs out, stop strings, the end-of-turn token, per-call token budgets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from propel.engines.base import Completion, Engine, Prompt, SamplingSpec
+
+
+class ScriptedEngine(Engine):
+    """Answers each prompt with ``script(prompt_text)``, ended by the tokenizer's end-of-turn token.
+
+    Args:
+        tokenizer: an HF tokenizer (its chat template renders chat prompts).
+        script: maps the exact prompt text (chat template applied, all earlier turns included) to the reply.
+        context_length: the limit ``context_length()`` reports (None: unlimited).
+        delay_s: seconds each ``generate`` call sleeps (stands in for generation time in benchmarks).
+    """
+
+    def __init__(
+        self,
+        tokenizer,
+        script: Callable[[str], str],
+        context_length: int | None = None,
+        delay_s: float = 0.0,
+    ) -> None:
+        self.tokenizer, self.script, self._context_length, self.delay_s = tokenizer, script, context_length, delay_s
+        self.calls: list[int] = []
+        """Batch sizes of the ``generate`` calls so far."""
+
+    def context_length(self) -> int | None:
+        return self._context_length
+
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingSpec) -> list[list[Completion]]:
+        import time
+
+        self.calls.append(len(prompts))
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        out = []
+        for prompt in prompts:
+            text = self.script(self.render(prompt))
+            out.append([self._completion(text, sampling) for _ in range(sampling.n)])
+        return out
+
+    def _completion(self, text: str, sampling: SamplingSpec) -> Completion:
+        hits = [(text.find(s), s) for s in sampling.stop if s and s in text]
+        cut = min(at + len(s) for at, s in hits) if hits else None
+        finish = "stop"
+        if cut is not None:  # kept in the tokens (the policy wrote it), not in the text, as the HF engine does
+            at, stop = min(hits)
+            text = text[:cut]
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if cut is None and self.tokenizer.eos_token_id is not None:
+            ids = ids + [self.tokenizer.eos_token_id]
+        if len(ids) > sampling.max_new_tokens:
+            ids, finish = ids[: sampling.max_new_tokens], "length"
+        shown = self.tokenizer.decode(ids, skip_special_tokens=True)
+        if cut is not None and finish == "stop":
+            shown = shown[:at]
+        return Completion(text=shown, token_ids=ids, logprobs=[0.0] * len(ids), finish_reason=finish)

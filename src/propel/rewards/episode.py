@@ -1,0 +1,60 @@
+"""Rewards of agent episodes: the environment's own verdict, and DAPO's soft penalty for overlong answers.
+
+Both read what the policy did, never the environment's text: ``OverlongPenalty`` counts assistant tokens only
+(tool output is not the policy's length; counting it punishes episodes for what a command printed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from propel.errors import ConfigError
+from propel.rewards.base import Reward
+from propel.rollouts.record import Sample
+
+
+class EnvironmentReward(Reward):
+    """The reward the episode's environment gave when it ended (its verifier: 1 solved, 0 not, or graded)."""
+
+    def __init__(self, name: str = "env", weight: float = 1.0) -> None:
+        self.name, self.weight = name, weight
+
+    def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
+        missing = [i for i, s in enumerate(samples) if s.info.get("reward") is None and s.infra_error is None]
+        if missing:
+            raise ValueError(
+                f"EnvironmentReward needs agent episodes scored by their environment; sample {missing[0]} has no "
+                "info['reward'] (use it with propel.datamodules.episodes.EpisodeDataModule)"
+            )
+        return torch.tensor([float(s.info.get("reward") or 0.0) for s in samples], dtype=torch.float32)
+
+
+class OverlongPenalty(Reward):
+    """DAPO's soft overlong punishment (Eq. 13) on the assistant tokens of a rollout.
+
+    0 up to ``max_length - cache``, then falling linearly to -1 at ``max_length``, and -1 beyond.
+
+    Args:
+        max_length: ``L_max``, the assistant-token budget of a whole episode.
+        cache: ``L_cache``, the soft zone before it (0: a hard cut at ``max_length``).
+    """
+
+    def __init__(self, max_length: int, cache: int = 0, name: str = "overlong", weight: float = 1.0) -> None:
+        if max_length < 1 or not 0 <= cache <= max_length:
+            raise ConfigError(
+                f"OverlongPenalty needs max_length >= 1 and 0 <= cache <= max_length, got {max_length}, {cache}"
+            )
+        self.max_length, self.cache, self.name, self.weight = max_length, cache, name, weight
+
+    def penalty(self, length: int) -> float:
+        soft_start = self.max_length - self.cache
+        if length <= soft_start:
+            return 0.0
+        if length <= self.max_length:
+            return (soft_start - length) / self.cache
+        return -1.0
+
+    def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
+        return torch.tensor([self.penalty(s.assistant_length) for s in samples], dtype=torch.float32)

@@ -1,0 +1,104 @@
+"""Token ids of a chat built turn by turn, never re-tokenized ("token in, token out").
+
+Generated ids are appended exactly as the engine produced them. An environment message is appended as the chat
+template renders it: the template is applied to the whole conversation and the text it adds after what is already
+there (closing the assistant turn, the tool message, the next assistant header) is tokenized alone. Every boundary
+in ChatML-style templates is a special token, so that delta tokenizes as it would inside the whole text; a template
+that rewrites earlier turns (one stripping past reasoning) breaks the prefix and raises ``TemplateNotAppendOnly``,
+naming the first differing character, instead of silently training on text the model never saw.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from propel.envs.tool_calls import describe_tools
+
+
+class TemplateNotAppendOnly(RuntimeError):
+    """The chat template re-rendered an earlier turn differently: incremental token ids would not match it."""
+
+
+def template_renders_tools(tokenizer, tools: list[dict[str, Any]]) -> bool:
+    """Whether the tokenizer's chat template describes ``tools=`` to the model (SmolLM2's ChatML does not)."""
+    if not tools:
+        return False
+    probe = [{"role": "user", "content": "hi"}]
+    try:
+        with_tools = tokenizer.apply_chat_template(probe, tools=tools, tokenize=False)
+    except Exception:  # noqa: BLE001 - a template that rejects tools= does not support them
+        return False
+    return with_tools != tokenizer.apply_chat_template(probe, tokenize=False)
+
+
+def with_tool_block(messages: list[dict[str, str]], tools: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """``messages`` with the plain-text tool description at the end of the system message (one added if none)."""
+    block = describe_tools(tools)
+    if messages and messages[0]["role"] == "system":
+        return [{"role": "system", "content": f"{messages[0]['content']}\n\n{block}"}, *messages[1:]]
+    return [{"role": "system", "content": block}, *messages]
+
+
+class Conversation:
+    """The messages of one episode and the exact token ids the model has seen and produced.
+
+    Args:
+        tokenizer: the engine's tokenizer (its chat template renders the messages).
+        messages: the opening messages (system, user).
+        tools: JSON tool schemas; given to the template when it renders them, else described in the system message.
+    """
+
+    def __init__(self, tokenizer, messages: list[dict[str, str]], tools: list[dict[str, Any]] | None = None) -> None:
+        self.tokenizer = tokenizer
+        tools = list(tools or [])
+        self.template_tools = tools if template_renders_tools(tokenizer, tools) else None
+        self.messages = list(messages) if (self.template_tools or not tools) else with_tool_block(messages, tools)
+        self.text = self._render(add_generation_prompt=True)
+        self.ids: list[int] = self._encode(self.text)
+        self.prompt_length = len(self.ids)
+
+    def _render(self, add_generation_prompt: bool) -> str:
+        kwargs = {"tools": self.template_tools} if self.template_tools else {}
+        return self.tokenizer.apply_chat_template(
+            self.messages, tokenize=False, add_generation_prompt=add_generation_prompt, **kwargs
+        )
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def add_assistant(self, token_ids: list[int], eos_ids: set[int]) -> str:
+        """Append a generated turn as is; returns its message content (the text without a final end-of-turn token)."""
+        body = token_ids[:-1] if token_ids and token_ids[-1] in eos_ids else token_ids
+        content = self._decode(body)
+        self.ids.extend(token_ids)
+        self.text += self._decode(token_ids)
+        self.messages.append({"role": "assistant", "content": content})
+        return content
+
+    def add_message(self, role: str, content: str) -> list[int]:
+        """Append an environment message as the template renders it, with the next assistant header; returns the
+        appended ids (the template's closing of the previous assistant turn included)."""
+        self.messages.append({"role": role, "content": content})
+        full = self._render(add_generation_prompt=True)
+        if not full.startswith(self.text):
+            at = next((i for i, (a, b) in enumerate(zip(full, self.text, strict=False)) if a != b), len(self.text))
+            self.messages.pop()
+            raise TemplateNotAppendOnly(
+                f"the chat template re-renders earlier turns differently at character {at} "
+                f"({self.text[at : at + 40]!r} became {full[at : at + 40]!r}); incremental token ids would not match"
+            )
+        delta = self._encode(full[len(self.text) :])
+        self.ids.extend(delta)
+        self.text = full
+        return delta
+
+    def peek_message(self, role: str, content: str) -> int:
+        """How many tokens ``add_message(role, content)`` would append (to keep an episode inside the context)."""
+        self.messages.append({"role": role, "content": content})
+        try:
+            return len(self._encode(self._render(add_generation_prompt=True)[len(self.text) :]))
+        finally:
+            self.messages.pop()

@@ -1,0 +1,28 @@
+"""Per-step statistics of agent episodes: turns, tool errors, finish reasons, infrastructure failures."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from propel.envs.base import FINISH_REASONS
+from propel.rollouts.record import Sample
+
+
+def episode_stats(samples: Sequence[Sample]) -> dict[str, float]:
+    """Means over the step's episodes (empty for single-turn rollouts, which carry no ``finish_reason``)."""
+    episodes = [s for s in samples if "finish_reason" in s.info]
+    if not episodes:
+        return {}
+    n = len(episodes)
+    observations = [t for s in episodes for t in s.turns if not t.trainable]
+    reasons = Counter(s.info["finish_reason"] for s in episodes)
+    stats = {
+        "episode/turns": sum(s.info.get("turns", 0) for s in episodes) / n,
+        "episode/tool_error_rate": sum(bool(t.info.get("error")) for t in observations) / max(1, len(observations)),
+        "episode/solved_rate": sum(bool(s.artifacts.get("verifier", {}).get("passed")) for s in episodes) / n,
+        "episode/infra_failures": float(sum(s.infra_error is not None for s in episodes)),
+        "episode/length_tokens": sum(len(s.prompt_ids) + len(s.response_ids) for s in episodes) / n,
+    }
+    stats.update({f"episode/finish_{r}": reasons.get(r, 0) / n for r in FINISH_REASONS})
+    return stats

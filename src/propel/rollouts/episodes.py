@@ -1,0 +1,271 @@
+"""Multi-turn rollouts: many agent episodes advanced together, one token-exact ``Sample`` per episode.
+
+Each live episode waits either for the engine (its next assistant turn) or for its environment (reset, a tool call,
+the verifier). The engine gets the waiting episodes' exact token prefixes in one ``generate`` call; environment work
+runs on a thread pool, so the tool calls of different episodes run in parallel in the sandbox. Two schedules:
+
+* ``rounds`` (default): every live episode takes one turn per round -- one batched generation, then all their tool
+  calls in parallel. Batches do not depend on timing, so a seeded run samples the same tokens again (resume).
+* ``async``: the engine takes whichever episodes are waiting as soon as it is free, so generation overlaps the
+  tool calls still running (more throughput; batch composition then depends on timing).
+
+``concurrency=1`` runs the episodes one after another (the baseline ``benchmarks/episodes.py`` compares against).
+An episode never outgrows the context: when the next turn or observation would not fit, it ends with
+``finish_reason="length"`` (verified as it stands). Exceptions from an environment or the engine end only the
+episodes concerned, marked ``infra_error``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+
+from propel.domains.base import Context
+from propel.engines.base import Completion, Engine, Prompt, SamplingSpec
+from propel.envs.base import AgentEnv, Observation
+from propel.rollouts.conversation import Conversation
+from propel.rollouts.record import Sample, Turn
+from propel.sandbox.base import Sandbox
+
+SCHEDULES = ("rounds", "async")
+
+
+@dataclass
+class EpisodeTimes:
+    """Where the wall time of a batch of episodes went."""
+
+    wall_s: float = 0.0
+    generation_s: float = 0.0
+    """Time inside ``engine.generate``."""
+    environment_s: float = 0.0
+    """Summed time of environment calls (resets, tool calls, verifiers); exceeds wall time when they overlap."""
+    turns: int = 0
+
+
+@dataclass
+class _Episode:
+    index: int
+    context: Context
+    env: AgentEnv
+    sample: Sample | None = None
+    conversation: Conversation | None = None
+    done: bool = False
+    generation_s: float = 0.0
+    environment_s: float = 0.0
+    pending: list[Turn] = field(default_factory=list)
+
+
+def _end(episode: _Episode, obs: Observation) -> None:
+    """Copy the final observation and the environment's state into the sample."""
+    sample, state = episode.sample, episode.env.state
+    sample.infra_error = state.infra_error
+    sample.valid = state.infra_error is None
+    sample.artifacts["verifier"] = dict(state.verifier)
+    sample.info.update(
+        finish_reason=obs.finish_reason or state.finish_reason,
+        reward=obs.reward,
+        reward_components=dict(obs.reward_components),
+        episode_id=state.episode_id,
+        turns=sum(t.trainable for t in sample.turns),
+        tool_errors=sum(bool(t.info.get("error")) for t in sample.turns if not t.trainable),
+        generation_s=episode.generation_s,
+        environment_s=episode.environment_s,
+        reason="ok" if state.infra_error is None else "infra_error",
+    )
+    sample.completion = "\n".join(t.text for t in sample.turns if t.trainable)
+    episode.done = True
+    episode.env.close()
+
+
+class EpisodeRunner:
+    """Runs agent episodes with an engine.
+
+    Args:
+        engine: generates assistant turns from token prefixes.
+        make_env: builds one environment instance per episode (a YAML ``class_path`` becomes such a factory).
+        sandbox: the shared sandbox backend handed to each ``reset``.
+        concurrency: episodes alive at once (1: sequential).
+        schedule: ``rounds`` or ``async`` (see the module docstring).
+        max_context_tokens: cap on an episode's tokens (prompt + all turns); the engine's own limit applies too.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        make_env: Callable[[], AgentEnv],
+        sandbox: Sandbox | None = None,
+        concurrency: int = 8,
+        schedule: str = "rounds",
+        max_context_tokens: int | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+        self.engine, self.make_env, self.sandbox = engine, make_env, sandbox
+        self.concurrency, self.schedule = concurrency, schedule
+        limits = [x for x in (engine.context_length(), max_context_tokens) if x]
+        self.max_context = min(limits) if limits else None
+        tokenizer = engine.tokenizer
+        self.eos_ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+
+    # ------------------------------------------------------------------------------------------------- run
+    def run(self, contexts: Sequence[Context], sampling: SamplingSpec) -> tuple[list[list[Sample]], EpisodeTimes]:
+        """``sampling.n`` episodes per context (a GRPO group), scored by their environments; groups in order."""
+        start = time.perf_counter()
+        per_turn = replace(sampling, n=1)
+        episodes = [
+            _Episode(i, c, self.make_env()) for i, c in enumerate(c for c in contexts for _ in range(sampling.n))
+        ]
+        if per_turn.stop == [] and episodes:
+            per_turn.stop = list(episodes[0].env.stop)
+        times = EpisodeTimes()
+        queue = list(episodes)
+        waiting: list[_Episode] = []  # for the engine
+        running: dict[Future, _Episode] = {}  # environment calls in flight
+        with ThreadPoolExecutor(self.concurrency) as pool:
+            try:
+                while queue or waiting or running:
+                    while queue and len(waiting) + len(running) < self.concurrency:
+                        ep = queue.pop(0)
+                        running[pool.submit(self._reset, ep)] = ep
+                    if self.schedule == "rounds" and running:
+                        wait(running)  # the whole round's environment calls
+                        finished = list(running)
+                    elif waiting and self.schedule == "async":
+                        finished = {f for f in running if f.done()}
+                    else:
+                        finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        ep = running.pop(future)
+                        self._collect(ep, future, waiting)
+                    if waiting and (self.schedule == "async" or not running):
+                        batch, waiting = sorted(waiting, key=lambda e: e.index), []  # rounds: a fixed order
+                        for ep, action in self._generate(batch, per_turn, times):
+                            if action is None:  # ended (context full or engine error) without a step
+                                continue
+                            running[pool.submit(self._step, ep, action)] = ep
+            finally:
+                for ep in episodes:
+                    if not ep.done:
+                        ep.env.close()
+        times.wall_s = time.perf_counter() - start
+        times.environment_s = sum(ep.environment_s for ep in episodes)
+        n = sampling.n
+        samples = [ep.sample for ep in episodes]
+        return [samples[i * n : (i + 1) * n] for i in range(len(contexts))], times
+
+    # ------------------------------------------------------------------------------------- environment side
+    def _timed(self, ep: _Episode, fn, *args) -> Observation:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            ep.environment_s += time.perf_counter() - t0
+
+    def _reset(self, ep: _Episode) -> Observation:
+        return self._timed(ep, ep.env.reset, ep.context, self.sandbox)
+
+    def _step(self, ep: _Episode, action: str) -> Observation:
+        return self._timed(ep, ep.env.step, action)
+
+    def _end_env(self, ep: _Episode, reason: str) -> Observation:
+        return self._timed(ep, ep.env.end, reason)
+
+    def _collect(self, ep: _Episode, future: Future, waiting: list[_Episode]) -> None:
+        """Take an environment call's observation: start, extend or end the episode's conversation."""
+        try:
+            obs = future.result()
+        except Exception as e:  # noqa: BLE001 - an environment bug ends this episode only, marked as infra
+            self._infra(ep, f"environment raised {type(e).__name__}: {e}")
+            return
+        if ep.sample is None:  # the reset
+            self._start(ep, obs)
+            if ep.done:
+                return
+        elif (obs.content or not obs.done) and not self._append(ep, obs):
+            return
+        if obs.done:
+            _end(ep, obs)
+            return
+        if self.max_context is not None and len(ep.conversation.ids) >= self.max_context:
+            self._finish_now(ep, "length")
+            return
+        waiting.append(ep)
+
+    def _start(self, ep: _Episode, obs: Observation) -> None:
+        messages = obs.messages or ([] if ep.context.prompt.messages is None else ep.context.prompt.messages)
+        conv = Conversation(self.engine.tokenizer, messages, ep.env.tools)
+        ep.conversation = conv
+        ep.sample = Sample(prompt=conv.text, completion="", context=ep.context, prompt_ids=list(conv.ids))
+        if obs.done:
+            _end(ep, obs)
+
+    def _append(self, ep: _Episode, obs: Observation) -> bool:
+        """Add the observation to the conversation, or end the episode (``length``) when it would not fit."""
+        conv = ep.conversation
+        if self.max_context is not None and len(conv.ids) + conv.peek_message(obs.role, obs.content) > self.max_context:
+            if obs.done:
+                _end(ep, replace(obs, content=""))
+            else:
+                self._finish_now(ep, "length")
+            return False
+        ids = conv.add_message(obs.role, obs.content)
+        ep.sample.turns.append(Turn(obs.role, obs.content, ids, None, False, "", dict(obs.metadata)))
+        return True
+
+    def _finish_now(self, ep: _Episode, reason: str) -> None:
+        """End an episode from outside (synchronously: rare, and keeps the schedule simple)."""
+        try:
+            obs = self._end_env(ep, reason)
+        except Exception as e:  # noqa: BLE001
+            self._infra(ep, f"environment raised {type(e).__name__} ending the episode: {e}")
+            return
+        _end(ep, replace(obs, content=""))
+
+    def _infra(self, ep: _Episode, error: str) -> None:
+        if ep.sample is None:
+            ep.sample = Sample(prompt="", completion="", context=ep.context)
+        ep.env.state.infra_error = ep.env.state.infra_error or error
+        ep.env.state.finish_reason = "error"
+        _end(ep, Observation(done=True, reward=0.0, finish_reason="error"))
+
+    # ------------------------------------------------------------------------------------------ engine side
+    def _generate(self, batch: list[_Episode], sampling: SamplingSpec, times: EpisodeTimes):
+        """One engine call per distinct token budget; yields ``(episode, action text)``, or ``None`` when ended."""
+        budgets: dict[int, list[_Episode]] = {}
+        for ep in batch:
+            room = sampling.max_new_tokens
+            if self.max_context is not None:
+                room = min(room, self.max_context - len(ep.conversation.ids))
+            if room < 1:
+                self._finish_now(ep, "length")
+                yield ep, None
+                continue
+            budgets.setdefault(room, []).append(ep)
+        for room, eps in budgets.items():
+            t0 = time.perf_counter()
+            try:
+                groups = self.engine.generate(
+                    [Prompt(token_ids=list(ep.conversation.ids)) for ep in eps], replace(sampling, max_new_tokens=room)
+                )
+            except Exception as e:  # noqa: BLE001 - an engine failure ends these episodes as infrastructure errors
+                for ep in eps:
+                    self._infra(ep, f"engine raised {type(e).__name__}: {e}")
+                    yield ep, None
+                continue
+            spent = time.perf_counter() - t0
+            times.generation_s += spent
+            times.turns += len(eps)
+            for ep, group in zip(eps, groups, strict=True):
+                ep.generation_s += spent / len(eps)
+                yield ep, self._add_turn(ep, group[0])
+
+    def _add_turn(self, ep: _Episode, completion: Completion) -> str:
+        content = ep.conversation.add_assistant(list(completion.token_ids), self.eos_ids)
+        ep.sample.turns.append(
+            Turn("assistant", content, list(completion.token_ids), completion.logprobs, True, completion.finish_reason)
+        )
+        return content

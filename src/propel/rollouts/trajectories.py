@@ -1,0 +1,143 @@
+"""Trajectories on disk: one Parquet row per episode that a person can open (pandas, DuckDB) and propel reads back
+losslessly.
+
+Flat columns say what happened at a glance (``context_id``, ``finish_reason``, ``reward``, ``turns``, ``solved``,
+``infra_error``, the full ``token_ids`` with their ``loss_mask`` and ``turn_index``); ``turns`` holds every turn as
+a struct (role, text, token ids, logprobs, finish reason, per-turn info as JSON); ``record`` holds the rest of the
+``Sample`` as JSON. Files are written under a temporary name and renamed, so a kill never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from propel.domains.base import Context
+from propel.engines.base import Prompt
+from propel.rollouts.record import Sample, Turn
+
+_TURN = pa.struct(
+    [
+        ("role", pa.string()),
+        ("text", pa.string()),
+        ("token_ids", pa.list_(pa.int64())),
+        ("logprobs", pa.list_(pa.float64())),
+        ("trainable", pa.bool_()),
+        ("finish_reason", pa.string()),
+        ("info", pa.string()),
+    ]
+)
+SCHEMA = pa.schema(
+    [
+        ("context_id", pa.string()),
+        ("finish_reason", pa.string()),
+        ("reward", pa.float64()),
+        ("turns_taken", pa.int64()),
+        ("solved", pa.bool_()),
+        ("infra_error", pa.string()),
+        ("prompt", pa.string()),
+        ("prompt_ids", pa.list_(pa.int64())),
+        ("token_ids", pa.list_(pa.int64())),
+        ("loss_mask", pa.list_(pa.int8())),
+        ("turn_index", pa.list_(pa.int32())),
+        ("turns", pa.list_(_TURN)),
+        ("record", pa.string()),
+    ]
+)
+
+
+def _row(s: Sample) -> dict:
+    mask = [0] * len(s.prompt_ids) + [int(t.trainable) for t in s.turns for _ in t.token_ids]
+    index = [-1] * len(s.prompt_ids) + [k for k, t in enumerate(s.turns) for _ in t.token_ids]
+    record = {
+        "completion": s.completion,
+        "valid": s.valid,
+        "task": s.task if s.task is None or isinstance(s.task, (str, int, float, dict, list)) else asdict(s.task),
+        "topic": s.topic,
+        "info": s.info,
+        "context": None if s.context is None else asdict(s.context),
+        "artifacts": s.artifacts,
+    }
+    return {
+        "context_id": None if s.context is None else s.context.id,
+        "finish_reason": s.info.get("finish_reason"),
+        "reward": s.info.get("reward"),
+        "turns_taken": sum(t.trainable for t in s.turns),
+        "solved": bool(s.artifacts.get("verifier", {}).get("passed", False)),
+        "infra_error": s.infra_error,
+        "prompt": s.prompt,
+        "prompt_ids": list(s.prompt_ids),
+        "token_ids": list(s.prompt_ids) + s.response_ids,
+        "loss_mask": mask,
+        "turn_index": index,
+        "turns": [
+            {
+                "role": t.role,
+                "text": t.text,
+                "token_ids": list(t.token_ids),
+                "logprobs": None if t.logprobs is None else list(t.logprobs),
+                "trainable": t.trainable,
+                "finish_reason": t.finish_reason,
+                "info": json.dumps(t.info, sort_keys=True, default=str),
+            }
+            for t in s.turns
+        ],
+        "record": json.dumps(record, sort_keys=True, default=str),
+    }
+
+
+def write_trajectories(samples: Sequence[Sample], path: str | Path) -> Path:
+    """Write ``samples`` to one Parquet file, atomically (temporary name, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pylist([_row(s) for s in samples], schema=SCHEMA)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def read_trajectories(path: str | Path) -> list[Sample]:
+    """The samples of a file written by ``write_trajectories`` (parsed tasks come back as plain dicts)."""
+    out = []
+    for row in pq.read_table(path).to_pylist():
+        record = json.loads(row["record"])
+        ctx = record["context"]
+        context = None
+        if ctx is not None:
+            prompt = Prompt(**{k: v for k, v in ctx.pop("prompt").items() if v is not None})
+            context = Context(prompt=prompt, **ctx)
+        turns = [
+            Turn(
+                t["role"],
+                t["text"],
+                list(t["token_ids"]),
+                None if t["logprobs"] is None else list(t["logprobs"]),
+                t["trainable"],
+                t["finish_reason"],
+                json.loads(t["info"]),
+            )
+            for t in row["turns"]
+        ]
+        out.append(
+            Sample(
+                prompt=row["prompt"],
+                completion=record["completion"],
+                valid=record["valid"],
+                task=record["task"],
+                topic=record["topic"],
+                info=record["info"],
+                context=context,
+                prompt_ids=list(row["prompt_ids"]),
+                turns=turns,
+                artifacts=record["artifacts"],
+                infra_error=row["infra_error"],
+            )
+        )
+    return out

@@ -1,0 +1,92 @@
+"""ToolEnv end to end in real sandboxes (bubblewrap locally, a container per episode with Docker), driven by a
+scripted policy: malformed calls, timeouts, output floods and hostile commands come back as observations, the
+workspace persists between turns, and the verifier decides the reward."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from propel.domains.base import Context
+from propel.engines.base import Prompt, SamplingSpec
+from propel.engines.scripted import ScriptedEngine
+from propel.envs import ShellTasks, ToolCall, ToolEnv, format_tool_call
+from propel.rollouts.episodes import EpisodeRunner
+from propel.sandbox import Limits, LocalSandbox
+
+ACTIONS = [  # (action text, what its observation must say)
+    ("<tool_call>{bad json</tool_call>", "error: bad_json"),
+    (format_tool_call(ToolCall("rm_rf", {"path": "/"})), "error: unknown_tool"),
+    (format_tool_call(ToolCall("bash", {"command": "sleep 30"})), "ran past 1 s"),
+    (format_tool_call(ToolCall("bash", {"command": "yes | head -c 300000"})), "output truncated"),
+    (format_tool_call(ToolCall("bash", {"command": "echo keep > kept.txt; kill -9 $PPID"})), "[exit code"),
+    (format_tool_call(ToolCall("bash", {"command": ":(){ :|:& };:"})), "[exit code"),
+    (
+        format_tool_call(ToolCall("bash", {"command": "echo x > /etc/propel_pwned; echo y > /propel_pwned"})),
+        "Read-only file system",
+    ),
+    (format_tool_call(ToolCall("write_file", {"path": "../escape.txt", "content": "x"})), "must be relative"),
+    (format_tool_call(ToolCall("read_file", {"path": "kept.txt"})), "keep"),  # the workspace outlived the kill
+    (format_tool_call(ToolCall("write_file", {"path": "a.txt", "content": "hi"})), "wrote 2 characters"),
+    (format_tool_call(ToolCall("submit", {})), None),
+]
+
+
+def _script(prompt: str) -> str:
+    return ACTIONS[prompt.count("<|im_start|>assistant") - 1][0]
+
+
+@pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+def backend(request, docker_sandbox_or_skip):
+    limits = Limits(max_processes=16)
+    if request.param == "local":
+        sandbox = LocalSandbox(limits=limits, max_workers=1)
+    else:
+        sandbox = docker_sandbox_or_skip(limits=limits, max_workers=1)
+    yield sandbox
+    sandbox.close()
+
+
+def test_a_scripted_episode_survives_everything_and_is_verified(backend, tokenizer):
+    task = Context(
+        "hostile",
+        Prompt(messages=[{"role": "user", "content": "Put hi in a.txt."}]),
+        data={"verify": 'test "$(cat a.txt)" = hi'},
+    )
+    env = lambda: ToolEnv(max_turns=20, command_timeout_s=1.0, max_output_chars=500)  # noqa: E731
+    runner = EpisodeRunner(ScriptedEngine(tokenizer, _script), env, backend)
+    (group,), _ = runner.run([task], SamplingSpec(n=1, max_new_tokens=200))
+    s = group[0]
+    assert s.infra_error is None, s.infra_error
+    observations = [t for t in s.turns if not t.trainable]
+    assert len(observations) == len(ACTIONS) - 1
+    for (_, want), obs in zip(ACTIONS, observations, strict=False):
+        assert want in obs.text, (want, obs.text)
+    assert observations[3].info["truncated"] and len(observations[3].text) < 700
+    assert observations[2].info["outcome"] == "timeout"
+    assert s.info["finish_reason"] == "submitted" and s.info["reward"] == 1.0 and s.artifacts["verifier"]["passed"]
+    assert s.info["tool_errors"] == 3  # bad json, unknown tool, bad path
+    assert not os.path.exists("/etc/propel_pwned") and not os.path.exists("/propel_pwned")
+
+
+def test_budgets_end_episodes_and_the_verifier_still_runs(backend, tokenizer):
+    """Task files are laid out in the workspace; turn and wall-time budgets end the episode, verified as it stands."""
+    (ctx,) = [c for c in ShellTasks(["fix_function"], demonstration=False).contexts(1, seed=3)]
+    fix = ctx.data["files"]["calc.py"].replace(" - ", " + ").replace(" + b\n", " + b\n")
+    correct = {"add": "+", "mul": "*", "sub": "-"}
+    name = next(k for k in correct if f"def {k}(" in fix)
+    fixed = f"def {name}(a, b):\n    return a {correct[name]} b\n"
+    script = [
+        format_tool_call(ToolCall("bash", {"command": "cat calc.py check.py"})),
+        format_tool_call(ToolCall("write_file", {"path": "calc.py", "content": fixed})),
+    ]
+    engine = ScriptedEngine(tokenizer, lambda p: script[min(p.count("<|im_start|>assistant") - 1, 1)])
+    runner = EpisodeRunner(engine, lambda: ToolEnv(max_turns=2), backend)
+    (group,), _ = runner.run([ctx], SamplingSpec(n=2, max_new_tokens=200))
+    for s in group:
+        assert f"def {name}(a, b)" in s.turns[1].text  # the task's files were there
+        assert s.info["finish_reason"] == "max_turns" and s.info["reward"] == 1.0  # fixed, though never submitted
+    slow = EpisodeRunner(engine, lambda: ToolEnv(max_turns=5, time_limit_s=0.001), backend)
+    (group,), _ = slow.run([ctx], SamplingSpec(n=1, max_new_tokens=200))
+    assert group[0].info["finish_reason"] == "time_limit" and group[0].info["turns"] == 1

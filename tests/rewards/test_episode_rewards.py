@@ -1,0 +1,38 @@
+"""Episode rewards: the environment's verdict, and DAPO's soft overlong penalty equal to TRL's on assistant tokens."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from propel.rewards import EnvironmentReward, OverlongPenalty
+from propel.rollouts import Sample, Turn
+
+
+def _episode(assistant: list[int], tool: int, reward=1.0) -> Sample:
+    turns = []
+    for n in assistant:
+        turns += [Turn("assistant", "a", [5] * n), Turn("tool", "t", [7] * tool, trainable=False)]
+    return Sample("p", "c", prompt_ids=[1, 2], turns=turns, info={"reward": reward})
+
+
+@pytest.mark.parametrize(("max_length", "cache"), [(100, 20), (64, 0), (50, 50)])
+def test_overlong_penalty_matches_trl_on_assistant_tokens_only(max_length, cache):
+    from trl.rewards import get_soft_overlong_punishment
+
+    trl = get_soft_overlong_punishment(max_completion_len=max_length, soft_punish_cache=cache)
+    samples = [_episode([n // 2, n - n // 2], tool=500) for n in range(0, 140, 3)]
+    got = OverlongPenalty(max_length, cache)(samples)
+    want = torch.tensor(trl([[0] * s.assistant_length for s in samples]), dtype=torch.float32)
+    assert torch.allclose(got, want)
+    assert got.min() < 0 and got.max() == 0  # the range covers both zones; 500 tool tokens never count
+
+
+def test_environment_reward_reads_the_verdict_and_refuses_single_turn_samples():
+    assert EnvironmentReward()([_episode([3], 1, 1.0), _episode([3], 1, 0.0)]).tolist() == [1.0, 0.0]
+    failed = Sample("p", "c", infra_error="sandbox died")
+    assert EnvironmentReward()([failed]).tolist() == [0.0]
+    with pytest.raises(ValueError, match="EpisodeDataModule"):
+        EnvironmentReward()([Sample("p", "c")])
+    with pytest.raises(Exception, match="max_length"):
+        OverlongPenalty(0)

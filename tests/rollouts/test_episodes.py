@@ -1,0 +1,158 @@
+"""The episode runner: token-exact trajectories, masks that cover exactly the generated tokens, concurrency, the
+context limit, and failures outside the policy marked instead of scored. The environment here keeps its files in
+memory (the sandboxed ``ToolEnv`` has its own tests); the policy is scripted, tokenized like real output."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from propel.domains.base import Context
+from propel.engines.base import Prompt, SamplingSpec
+from propel.engines.scripted import ScriptedEngine
+from propel.envs.base import AgentEnv, EpisodeState, Observation
+from propel.envs.tool_calls import CLOSE, ToolCall, check_arguments, format_tool_call, parse_tool_call
+from propel.envs.tool_env import TOOLS
+from propel.rollouts import pack
+from propel.rollouts.conversation import with_tool_block
+from propel.rollouts.episodes import EpisodeRunner
+
+SAMPLING = SamplingSpec(n=3, max_new_tokens=64)
+
+
+class MemoryFilesEnv(AgentEnv):
+    """write_file into a dict, submit checks ``context.data['want']``; ``fail_on`` raises on that step."""
+
+    tools, stop = TOOLS, (CLOSE,)
+
+    def __init__(self, fail_on: int | None = None) -> None:
+        self.fail_on, self._state, self.files = fail_on, EpisodeState(), {}
+
+    @property
+    def state(self):
+        return self._state
+
+    def reset(self, context, sandbox=None):
+        self.context, self.files, self._state = context, {}, EpisodeState(episode_id=context.id)
+        return Observation(role="user", messages=[{"role": "system", "content": "agent"}, *context.prompt.messages])
+
+    def step(self, action):
+        self._state.step_count += 1
+        if self._state.step_count == self.fail_on:
+            raise OSError("the sandbox went away")
+        call = parse_tool_call(action)
+        problem = call.reason if not isinstance(call, ToolCall) else check_arguments(call, self.tools)
+        if problem:
+            return Observation(f"error: {problem}", metadata={"error": problem})
+        if call.name == "submit":
+            return self.end("submitted")
+        self.files[call.arguments["path"]] = call.arguments["content"]
+        return Observation(f"wrote {call.arguments['path']}", metadata={"tool": call.name})
+
+    def end(self, finish_reason):
+        ok = self.files.get("a.txt") == self.context.data["want"]
+        self._state.done, self._state.finish_reason, self._state.verifier = True, finish_reason, {"passed": ok}
+        return Observation(done=True, reward=float(ok), finish_reason=finish_reason, reward_components={"ok": ok})
+
+
+def _contexts(n=2):
+    return [
+        Context(f"t{i}", Prompt(messages=[{"role": "user", "content": f"put w{i} in a.txt"}]), data={"want": f"w{i}"})
+        for i in range(n)
+    ]
+
+
+def _script(prompt: str) -> str:
+    """Write the wanted word (read from the task), then submit; a garbled call first on task t1."""
+    want = "w1" if "put w1" in prompt else "w0"
+    turns = prompt.count("<|im_start|>assistant") - 1
+    if want == "w1" and turns == 0:
+        return "<tool_call>{oops</tool_call>"
+    if "wrote a.txt" not in prompt:
+        return format_tool_call(ToolCall("write_file", {"path": "a.txt", "content": want}))
+    return format_tool_call(ToolCall("submit", {}))
+
+
+def _run(tokenizer, env=MemoryFilesEnv, **kw):
+    engine = ScriptedEngine(tokenizer, _script, context_length=kw.pop("context_length", None))
+    runner = EpisodeRunner(engine, env, concurrency=kw.pop("concurrency", 4), **kw)
+    groups, times = runner.run(_contexts(), SAMPLING)
+    return engine, groups, times
+
+
+def test_episodes_are_token_exact_and_masked_on_generated_tokens_only(tokenizer):
+    engine, groups, times = _run(tokenizer)
+    assert [len(g) for g in groups] == [3, 3]
+    for group, turns in zip(groups, (2, 3), strict=True):
+        for s in group:
+            assert s.info["finish_reason"] == "submitted" and s.info["reward"] == 1.0 and s.infra_error is None
+            assert s.info["turns"] == turns and s.info["tool_errors"] == turns - 2
+            # The ids are the chat template's encoding of the whole conversation (its closing of the last turn aside)
+            messages = with_tool_block([{"role": "system", "content": "agent"}, *s.context.prompt.messages], TOOLS)
+            messages += [{"role": t.role, "content": t.text} for t in s.turns]
+            full = tokenizer(tokenizer.apply_chat_template(messages, tokenize=False), add_special_tokens=False)
+            ids = s.prompt_ids + s.response_ids
+            assert full["input_ids"] == ids + [tokenizer.eos_token_id, tokenizer("\n")["input_ids"][0]]
+            # spans tile the sequence; the loss mask is 1 exactly on what the engine generated
+            assert s.turn_spans[0][0] == len(s.prompt_ids) and s.turn_spans[-1][1] == len(ids)
+            packed = pack([s], torch.zeros(1), tokenizer.pad_token_id)
+            generated = [t for turn in s.turns if turn.role == "assistant" for t in turn.token_ids]
+            assert packed.response_ids[0][packed.loss_mask[0] == 1].tolist() == generated
+            assert all(t.logprobs is not None for t in s.turns if t.trainable)
+    assert engine.calls[0] == 4 and sum(engine.calls) == times.turns == 3 * 2 + 3 * 3  # batched, 4 alive at once
+    assert times.generation_s <= times.wall_s
+
+
+def test_schedules_and_sequential_runs_agree(tokenizer):
+    results = {}
+    for name, kw in {"rounds": {}, "async": {"schedule": "async"}, "sequential": {"concurrency": 1}}.items():
+        engine, groups, _ = _run(tokenizer, **kw)
+        results[name] = [[(s.prompt_ids + s.response_ids, s.info["reward"]) for s in g] for g in groups]
+        if name == "sequential":
+            assert set(engine.calls) == {1}
+    assert results["rounds"] == results["async"] == results["sequential"]
+
+
+def test_the_context_limit_ends_episodes_with_length_never_beyond_it(tokenizer):
+    _, groups, _ = _run(tokenizer, max_context_tokens=None, context_length=230)
+    for s in (s for g in groups for s in g):
+        assert len(s.prompt_ids) + len(s.response_ids) <= 230
+    reasons = {s.info["finish_reason"] for g in groups for s in g}
+    assert "length" in reasons, reasons
+
+
+def test_failures_outside_the_policy_are_marked_not_scored(tokenizer):
+    _, groups, _ = _run(tokenizer, env=lambda: MemoryFilesEnv(fail_on=1), concurrency=2)
+    for s in (s for g in groups for s in g):
+        assert s.infra_error and "the sandbox went away" in s.infra_error and not s.valid
+        assert s.info["finish_reason"] == "error"
+
+    class Broken(ScriptedEngine):
+        def generate(self, prompts, sampling):
+            raise ConnectionError("engine down")
+
+    runner = EpisodeRunner(Broken(tokenizer, _script), MemoryFilesEnv)
+    groups, _ = runner.run(_contexts(1), SAMPLING)
+    assert all("engine down" in s.infra_error for s in groups[0])
+
+
+def test_bad_settings_are_refused(tokenizer):
+    engine = ScriptedEngine(tokenizer, _script)
+    with pytest.raises(ValueError, match="concurrency"):
+        EpisodeRunner(engine, MemoryFilesEnv, concurrency=0)
+    with pytest.raises(ValueError, match="schedule"):
+        EpisodeRunner(engine, MemoryFilesEnv, schedule="eager")
+
+
+def test_trajectories_round_trip_through_parquet(tokenizer, tmp_path):
+    import pandas as pd
+
+    from propel.rollouts.trajectories import read_trajectories, write_trajectories
+
+    _, groups, _ = _run(tokenizer)
+    samples = [s for g in groups for s in g]
+    write_trajectories(samples, tmp_path / "step.parquet")
+    assert read_trajectories(tmp_path / "step.parquet") == samples
+    frame = pd.read_parquet(tmp_path / "step.parquet")  # what a person opens
+    assert list(frame["finish_reason"]) == ["submitted"] * 6 and frame["solved"].all()
+    assert [len(m) for m in frame["loss_mask"]] == [len(t) for t in frame["token_ids"]]
