@@ -40,7 +40,7 @@ def test_every_turn_extends_the_ids_exactly(tokenizer):
     assert conv.ids == _encode_all(tokenizer, conv.messages)
     second = tokenizer("Done.", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]  # ended by EOS
     assert conv.add_assistant(second, eos) == "Done."
-    peeked = conv.peek_message("user", "Are you sure?\nyes")
+    peeked = len(conv.render_message("user", "Are you sure?\nyes")[1])
     appended = conv.add_message("user", "Are you sure?\nyes")
     assert appended[0] != tokenizer.eos_token_id  # the model's own end token is not added twice
     assert conv.ids == _encode_all(tokenizer, conv.messages) and peeked == len(appended)

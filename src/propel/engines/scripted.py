@@ -7,6 +7,7 @@ logprobs out, stop strings, the end-of-turn token, per-call token budgets.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 from propel.engines.base import Completion, Engine, Prompt, SamplingSpec
@@ -37,8 +38,6 @@ class ScriptedEngine(Engine):
         return self._context_length
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingSpec) -> list[list[Completion]]:
-        import time
-
         self.calls.append(len(prompts))
         if self.delay_s:
             time.sleep(self.delay_s)
@@ -50,17 +49,17 @@ class ScriptedEngine(Engine):
 
     def _completion(self, text: str, sampling: SamplingSpec) -> Completion:
         hits = [(text.find(s), s) for s in sampling.stop if s and s in text]
-        cut = min(at + len(s) for at, s in hits) if hits else None
-        finish = "stop"
-        if cut is not None:  # kept in the tokens (the policy wrote it), not in the text, as the HF engine does
+        at = None
+        if hits:  # the first stop string is kept in the tokens (the policy wrote it), not in the text, as in HFEngine
             at, stop = min(hits)
-            text = text[:cut]
+            text = text[: at + len(stop)]
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        if cut is None and self.tokenizer.eos_token_id is not None:
+        if at is None and self.tokenizer.eos_token_id is not None:
             ids = ids + [self.tokenizer.eos_token_id]
+        finish = "stop"
         if len(ids) > sampling.max_new_tokens:
             ids, finish = ids[: sampling.max_new_tokens], "length"
         shown = self.tokenizer.decode(ids, skip_special_tokens=True)
-        if cut is not None and finish == "stop":
+        if at is not None and finish == "stop":
             shown = shown[:at]
         return Completion(text=shown, token_ids=ids, logprobs=[0.0] * len(ids), finish_reason=finish)

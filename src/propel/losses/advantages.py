@@ -55,11 +55,17 @@ def group_advantages(
     return centred / (std + eps)
 
 
-def _masked_advantages(grouped: torch.Tensor, keep: torch.Tensor, scale: str, eps: float) -> torch.Tensor:
-    """``group_advantages`` over the kept entries only (the same formulas, with counts instead of sizes)."""
+def _masked_centred(grouped: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rewards minus their group's mean over the kept entries (0 where left out), and the kept count per group."""
     count = keep.sum(dim=1, keepdim=True)
     mean = (grouped * keep).sum(dim=1, keepdim=True) / count.clamp(min=1)
-    centred = ((grouped - mean) * keep).masked_fill(count < 2, 0.0)
+    return (grouped - mean) * keep, count
+
+
+def _masked_advantages(grouped: torch.Tensor, keep: torch.Tensor, scale: str, eps: float) -> torch.Tensor:
+    """``group_advantages`` over the kept entries only (the same formulas, with counts instead of sizes)."""
+    centred, count = _masked_centred(grouped, keep)
+    centred = centred.masked_fill(count < 2, 0.0)
     if scale == "none":
         return centred.reshape(-1)
     if scale == "group":
@@ -84,8 +90,7 @@ def zero_variance_mask(
     if mask is None or bool(mask.all()):
         std = grouped.std(dim=1, unbiased=False)
     else:
-        keep = _grouped(mask, group_size)
-        count = keep.sum(dim=1)
-        mean = (grouped * keep).sum(dim=1, keepdim=True) / count.clamp(min=1)[:, None]
-        std = (((grouped - mean) * keep) ** 2).sum(dim=1).div(count.clamp(min=1)).sqrt().masked_fill(count < 2, 0.0)
+        centred, count = _masked_centred(grouped, _grouped(mask, group_size))
+        std = (centred**2).sum(dim=1, keepdim=True).div(count.clamp(min=1)).sqrt().masked_fill(count < 2, 0.0)
+        std = std.squeeze(1)
     return (std < tol).repeat_interleave(group_size)

@@ -78,27 +78,28 @@ class Conversation:
         self.messages.append({"role": "assistant", "content": content})
         return content
 
-    def add_message(self, role: str, content: str) -> list[int]:
-        """Append an environment message as the template renders it, with the next assistant header; returns the
-        appended ids (the template's closing of the previous assistant turn included)."""
+    def render_message(self, role: str, content: str) -> tuple[str, list[int]]:
+        """What appending an environment message would do, without doing it: the conversation's new text (with the
+        next assistant header) and the ids it adds (the template's closing of the previous assistant turn
+        included). Pass the result to ``add_message`` to append it without rendering again."""
         self.messages.append({"role": role, "content": content})
-        full = self._render(add_generation_prompt=True)
+        try:
+            full = self._render(add_generation_prompt=True)
+        finally:
+            self.messages.pop()
         if not full.startswith(self.text):
             at = next((i for i, (a, b) in enumerate(zip(full, self.text, strict=False)) if a != b), len(self.text))
-            self.messages.pop()
             raise TemplateNotAppendOnly(
                 f"the chat template re-renders earlier turns differently at character {at} "
                 f"({self.text[at : at + 40]!r} became {full[at : at + 40]!r}); incremental token ids would not match"
             )
-        delta = self._encode(full[len(self.text) :])
+        return full, self._encode(full[len(self.text) :])
+
+    def add_message(self, role: str, content: str, rendered: tuple[str, list[int]] | None = None) -> list[int]:
+        """Append an environment message as the template renders it (``rendered``: ``render_message``'s result for
+        this message, if already computed); returns the appended ids."""
+        full, delta = rendered or self.render_message(role, content)
+        self.messages.append({"role": role, "content": content})
         self.ids.extend(delta)
         self.text = full
         return delta
-
-    def peek_message(self, role: str, content: str) -> int:
-        """How many tokens ``add_message(role, content)`` would append (to keep an episode inside the context)."""
-        self.messages.append({"role": role, "content": content})
-        try:
-            return len(self._encode(self._render(add_generation_prompt=True)[len(self.text) :]))
-        finally:
-            self.messages.pop()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from propel.domains.base import Context
 from propel.engines.base import Completion, Engine, Prompt, SamplingSpec
@@ -54,7 +54,6 @@ class _Episode:
     done: bool = False
     generation_s: float = 0.0
     environment_s: float = 0.0
-    pending: list[Turn] = field(default_factory=list)
 
 
 def _end(episode: _Episode, obs: Observation) -> None:
@@ -130,7 +129,7 @@ class EpisodeRunner:
                 while queue or waiting or running:
                     while queue and len(waiting) + len(running) < self.concurrency:
                         ep = queue.pop(0)
-                        running[pool.submit(self._reset, ep)] = ep
+                        running[pool.submit(self._timed, ep, ep.env.reset, ep.context, self.sandbox)] = ep
                     if self.schedule == "rounds" and running:
                         wait(running)  # the whole round's environment calls
                         finished = list(running)
@@ -146,7 +145,7 @@ class EpisodeRunner:
                         for ep, action in self._generate(batch, per_turn, times):
                             if action is None:  # ended (context full or engine error) without a step
                                 continue
-                            running[pool.submit(self._step, ep, action)] = ep
+                            running[pool.submit(self._timed, ep, ep.env.step, action)] = ep
             finally:
                 for ep in episodes:
                     if not ep.done:
@@ -159,20 +158,12 @@ class EpisodeRunner:
 
     # ------------------------------------------------------------------------------------- environment side
     def _timed(self, ep: _Episode, fn, *args) -> Observation:
+        """``fn(*args)`` (an environment call), its time added to the episode's environment time."""
         t0 = time.perf_counter()
         try:
             return fn(*args)
         finally:
             ep.environment_s += time.perf_counter() - t0
-
-    def _reset(self, ep: _Episode) -> Observation:
-        return self._timed(ep, ep.env.reset, ep.context, self.sandbox)
-
-    def _step(self, ep: _Episode, action: str) -> Observation:
-        return self._timed(ep, ep.env.step, action)
-
-    def _end_env(self, ep: _Episode, reason: str) -> Observation:
-        return self._timed(ep, ep.env.end, reason)
 
     def _collect(self, ep: _Episode, future: Future, waiting: list[_Episode]) -> None:
         """Take an environment call's observation: start, extend or end the episode's conversation."""
@@ -206,20 +197,21 @@ class EpisodeRunner:
     def _append(self, ep: _Episode, obs: Observation) -> bool:
         """Add the observation to the conversation, or end the episode (``length``) when it would not fit."""
         conv = ep.conversation
-        if self.max_context is not None and len(conv.ids) + conv.peek_message(obs.role, obs.content) > self.max_context:
+        rendered = conv.render_message(obs.role, obs.content)
+        if self.max_context is not None and len(conv.ids) + len(rendered[1]) > self.max_context:
             if obs.done:
                 _end(ep, replace(obs, content=""))
             else:
                 self._finish_now(ep, "length")
             return False
-        ids = conv.add_message(obs.role, obs.content)
+        ids = conv.add_message(obs.role, obs.content, rendered)
         ep.sample.turns.append(Turn(obs.role, obs.content, ids, None, False, "", dict(obs.metadata)))
         return True
 
     def _finish_now(self, ep: _Episode, reason: str) -> None:
         """End an episode from outside (synchronously: rare, and keeps the schedule simple)."""
         try:
-            obs = self._end_env(ep, reason)
+            obs = self._timed(ep, ep.env.end, reason)
         except Exception as e:  # noqa: BLE001
             self._infra(ep, f"environment raised {type(e).__name__} ending the episode: {e}")
             return
