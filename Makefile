@@ -1,4 +1,4 @@
-.PHONY: setup setup-vllm test test-quick demo demo-agent lint bench bench-vllm
+.PHONY: setup setup-vllm test test-quick demo demo-agent demo-testsuite demo-distill lint bench bench-vllm
 
 setup:
 	bash scripts/setup.sh
@@ -22,6 +22,14 @@ demo: setup
 demo-agent: setup
 	WANDB_MODE=offline .venv/bin/propel fit -c configs/agent/grpo.yaml --trainer.max_steps=3
 
+# Job 2: GRPO on HumanEval with the test-suite reward and its hack detectors, 3 steps -> runs/code/
+demo-testsuite: setup
+	WANDB_MODE=offline .venv/bin/propel fit -c configs/code/testsuite.yaml --trainer.max_steps=3
+
+# Job 3: turn-targeted KL distillation on the bundled model's agent episodes, 3 steps -> runs/distill/
+demo-distill: setup
+	WANDB_MODE=offline .venv/bin/propel fit -c configs/agent/distill.yaml --trainer.max_steps=3
+
 # Each benchmark prints one table; run them on an idle machine (they compare against a reference in the same run).
 bench: setup
 	.venv/bin/python benchmarks/sandbox.py --jobs 200 --workers 2
@@ -29,6 +37,8 @@ bench: setup
 	.venv/bin/python benchmarks/extraction.py
 	.venv/bin/python benchmarks/grpo_step.py --steps 3
 	.venv/bin/python benchmarks/episodes.py
+	.venv/bin/python benchmarks/distill_step.py
+	.venv/bin/python benchmarks/testsuite.py --solutions 48 --backends local docker
 
 bench-vllm: setup-vllm
 	.venv-vllm/bin/python benchmarks/rollout.py

@@ -6,8 +6,8 @@ calls in parallel) and ``async`` (the engine takes whichever episodes are waitin
 policies: ``scripted`` (a fixed, correct sequence of real tool calls and no generation cost: what the sandbox side
 alone gains) and ``model`` (the bundled SmolLM2-135M-Instruct sampling with the HF engine). Each cell is the mean
 of ``--repeats`` runs with a 95% interval; ``environment s`` sums the episodes' environment time (container starts,
-tool calls, verifiers), so it exceeds the wall time when they overlap. One GRPO optimizer step on the model's
-rollouts gives the training time (the same for every schedule: same token count). Docker by default:
+tool calls, verifiers), so it exceeds the wall time when they overlap; ``training s`` is one LoRA policy-gradient step
+(forward + backward, DAPO loss on assistant tokens) on the cell's last episodes. Docker by default:
 
     .venv/bin/python benchmarks/episodes.py                   # --sandbox local for bubblewrap
 """
@@ -76,7 +76,8 @@ def main() -> None:
     contexts = ShellTasks(["create_file"]).contexts(args.tasks, seed=5)
     sampling = SamplingSpec(n=args.group_size, max_new_tokens=args.tokens, temperature=0.7, logprobs=True)
     sandbox = make_sandbox(args.sandbox, max_workers=1)
-    rows, last = [], None
+    rows = []
+    policy_model = _lora(model)
     try:
         for policy in args.policies:
             base = None
@@ -89,32 +90,35 @@ def main() -> None:
                     groups, times = runner.run(contexts, sampling)
                     samples = [s for g in groups for s in g]
                     runs.append((len(samples) / times.wall_s, times, samples))
-                    last = samples if policy == "model" else last
                 rate = [x[0] for x in runs]
+                train_s = _training_step_seconds(policy_model, tokenizer, runs[-1][2])
                 base = base or statistics.fmean(rate)
                 rows.append([
                     policy, name, _mean_ci(rate), f"{statistics.fmean(rate) / base:.2f}x",
                     _mean_ci([x[1].wall_s for x in runs]), _mean_ci([x[1].generation_s for x in runs]),
-                    _mean_ci([x[1].environment_s for x in runs]),
+                    _mean_ci([x[1].environment_s for x in runs]), f"{train_s:.1f}",
                     f"{statistics.fmean(sum(s.info['turns'] for s in x[2]) / len(x[2]) for x in runs):.2f}",
                     f"{statistics.fmean(sum(s.info['reward'] for s in x[2]) / len(x[2]) for x in runs):.2f}",
                 ])  # fmt: skip
     finally:
         sandbox.close()
-    train_s = _training_step_seconds(model, tokenizer, last) if last else None
     table = Table(title=f"Agent episodes: {args.tasks} tasks x {args.group_size} episodes, <= {args.turns} turns, "
                         f"{args.sandbox} sandbox, {args.repeats} runs per cell")  # fmt: skip
     for col in ("policy", "schedule", "episodes/s", "speed-up", "wall s", "generation s", "environment s",
-                "turns/episode", "solved"):  # fmt: skip
+                "training s", "turns/episode", "solved"):  # fmt: skip
         table.add_column(col, justify="right")
     for row in rows:
         table.add_row(*row)
     Console(width=200).print(table)
-    if train_s is not None:
-        Console().print(f"training: one GRPO (dapo) step on the model's {len(last)} episodes: {train_s:.1f} s")
 
 
-def _training_step_seconds(model, tokenizer, samples) -> float:
+def _lora(model):
+    from propel.models import apply_lora
+
+    return apply_lora(model)
+
+
+def _training_step_seconds(policy, tokenizer, samples) -> float:
     """Wall time of one policy-gradient step (forward + backward over all tokens, assistant tokens in the loss)."""
     import time
 
@@ -122,10 +126,8 @@ def _training_step_seconds(model, tokenizer, samples) -> float:
 
     from propel.losses.logprobs import token_logprobs
     from propel.losses.policy import LossSpec, policy_loss
-    from propel.models import apply_lora
     from propel.rollouts import pack
 
-    policy = apply_lora(model)
     batch = pack(samples, torch.randn(len(samples)), tokenizer.pad_token_id)
     start = time.perf_counter()
     for rows in torch.arange(len(samples)).split(4):
@@ -139,7 +141,9 @@ def _training_step_seconds(model, tokenizer, samples) -> float:
         logp, _ = token_logprobs(picked, sub.response_ids)
         out = policy_loss(logp, logp.detach(), sub.advantages, sub.loss_mask, LossSpec("dapo", beta=0.0))
         out.loss.backward()
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    policy.zero_grad(set_to_none=True)  # no optimizer step: the sampling policy stays as it was
+    return seconds
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "propel"
 FLOORS: list[set[str]] = [
     {"__init__", "errors", "paths"},
     {"losses", "metrics", "sandbox", "models", "wandb_offline", "loggers"},
-    {"engines"},
+    {"engines", "testsuite"},  # testsuite: pytest suites run in the sandbox, hack detectors
     {"domains"},
     {"probes", "envs"},  # agent environments need sandboxes and contexts, nothing above
     {"rollouts"},  # the rollout record and its production (single-turn, and agent episodes driving envs)

@@ -1,44 +1,185 @@
 """The ``propel`` command: LightningCLI (fit / validate / test / predict) over YAML configs in omegaconf mode, plus
-``propel probe`` (the probe job) and ``propel pipeline`` (every PROPEL stage in order)."""
+``propel probe`` (the probe job) and ``propel pipeline`` (every PROPEL stage in order).
+
+This module imports nothing heavy: ``propel --help``, ``propel --version`` and the checks a config file can fail
+without its classes (a missing file, broken YAML) answer in well under a second; torch and Lightning load only
+once a subcommand runs. A SIGTERM (``kill``, SLURM, container runtimes) stops every subcommand as Ctrl-C does:
+what was written is kept, and rerunning the same command resumes.
+"""
 
 from __future__ import annotations
 
+import difflib
+import os
+import signal
 import sys
+import threading
+from pathlib import Path
 
-from propel.errors import PropelError
-from propel.pipeline.lightning_cli import PropelCLI
+from propel import __version__
+from propel.errors import ConfigError, PropelError
 
-__all__ = ["PropelCLI", "main"]
+__all__ = ["SUBCOMMANDS", "main"]
+
+SUBCOMMANDS = {
+    "fit": "train: GRPO (configs/grpo/base.yaml + configs/math/grpo.yaml), agents: GRPO and turn-targeted distillation "
+    "(configs/agent/), a probe",
+    "validate": "run a LightningModule's validation loop on a config",
+    "test": "evaluate a task generator with real solver trials (configs/math/eval.yaml)",
+    "predict": "collect and label a task pool with solver trials (configs/math/label.yaml)",
+    "probe": "labeled pool -> activations -> probe sweep -> selected probe artifact (configs/probe/sweep.yaml)",
+    "pipeline": "every PROPEL stage in order (label, probe, grpo, evaluate) and a report (configs/demo.yaml)",
+}
+"""Every ``propel`` subcommand with its one-line help (the top-level ``--help`` lists exactly these)."""
+
+EXIT_SIGTERM = 128 + signal.SIGTERM
+"""Exit status after a SIGTERM (the shell's convention for a process ended by signal 15)."""
 
 
-def _one_line(message: str) -> str:
-    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
-    return " | ".join(lines[:3]) if lines else "invalid arguments"
+def usage() -> str:
+    """The top-level help: what propel is and every subcommand in one line each."""
+    width = max(len(name) for name in SUBCOMMANDS)
+    lines = [
+        "usage: propel <subcommand> -c CONFIG.yaml [--key value ...]",
+        "       propel --help | --version",
+        "",
+        "propel: PyTorch Lightning trainers for RL on language models (PROPEL probe-reward task generators, GRPO).",
+        "",
+        "subcommands:",
+        *(f"  {name:<{width}}  {text}" for name, text in SUBCOMMANDS.items()),
+        "",
+        "`propel <subcommand> --help` lists a subcommand's options; configs live in configs/ (see README.md).",
+    ]
+    return "\n".join(lines)
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread on SIGTERM: Lightning and every ``finally`` handle it as they handle Ctrl-C."""
+
+
+_terminated: list[int] = []
+
+
+def _on_sigterm(signum, frame) -> None:
+    _terminated.append(signum)
+    if len(_terminated) == 1:  # a second SIGTERM during the shutdown must not cut the cleanup short
+        raise Terminated()
+
+
+def _check_config_files(argv: list[str]) -> None:
+    """Every ``-c``/``--config`` file exists and is a YAML mapping (a one-line ``ConfigError`` otherwise), before
+    any heavy import. Inline YAML strings (text with a newline or ``: ``) are left to the parser."""
+    import yaml
+
+    for i, arg in enumerate(argv):
+        if arg in ("-c", "--config") and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--config="):
+            value = arg.split("=", 1)[1]
+        else:
+            continue
+        if "\n" in value or ": " in value:
+            continue
+        path = Path(value)
+        if not path.is_file():
+            raise ConfigError(f"config file does not exist: {value}")
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+            raise ConfigError(f"config file {value}: not valid YAML{where}: {getattr(err, 'problem', err)}") from None
+        if data is not None and not isinstance(data, dict):
+            raise ConfigError(f"config file {value}: expected a mapping of keys, got {type(data).__name__}")
+
+
+def quiet_dependencies() -> None:
+    """Silence what a user cannot act on: dependencies' deprecation warnings, Lightning's "Tip" adverts and
+    hardware banners, per-load progress bars of transformers and the hub. propel's own warnings, progress bars and
+    the ``wandb sync`` hint stay."""
+    import logging
+    import warnings
+
+    for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
+        warnings.filterwarnings("ignore", category=category)
+        warnings.filterwarnings("default", category=category, module=r"propel(\.|$)")
+    warnings.filterwarnings("ignore", message=r".*LightningCLI's args parameter is intended")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("WANDB_SILENT", "true")
+
+    class _NoAdverts(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            text = record.getMessage()
+            return not ("Tip:" in text or "available:" in text and ("GPU" in text or "TPU" in text or "HPU" in text))
+
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero"):
+        logging.getLogger(name).addFilter(_NoAdverts())
+
+
+def _run(argv: list[str]) -> None:
+    command = argv[0]
+    quiet_dependencies()
+    if command == "pipeline":
+        from propel.pipeline.run import main as pipeline_main
+
+        pipeline_main(argv[1:])
+        return
+    if "-h" not in argv and "--help" not in argv:
+        _check_config_files(argv[1:])
+    if command == "probe":
+        from propel.pipeline.probe_job import main as probe_main
+
+        probe_main(argv[1:])
+        return
+    from propel.pipeline.lightning_cli import PropelCLI
+
+    PropelCLI(args=argv)
 
 
 def main(args=None) -> None:
     """Entry point of the ``propel`` console script."""
-    from jsonargparse import ArgumentError
-
     argv = sys.argv[1:] if args is None else list(args)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        raise SystemExit(0 if argv else 2)
+    if argv[0] in ("-V", "--version"):
+        print(f"propel {__version__}")
+        raise SystemExit(0)
+    if argv[0] not in SUBCOMMANDS:
+        hint = difflib.get_close_matches(argv[0], list(SUBCOMMANDS), n=1)
+        hint = f" Did you mean: {hint[0]!r}?" if hint else ""
+        print(f"propel: error: unknown subcommand {argv[0]!r}.{hint} (see `propel --help`)", file=sys.stderr)
+        raise SystemExit(2)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
+    _terminated.clear()
     try:
-        if argv[:1] == ["pipeline"]:
-            from propel.pipeline.run import main as pipeline_main
-
-            pipeline_main(argv[1:])
-            return
-        if argv[:1] == ["probe"]:
-            from propel.pipeline.probe_job import main as probe_main
-
-            probe_main(argv[1:])
-            return
-        PropelCLI(args=args)
-    except ArgumentError as err:
-        print(f"propel: config error: {_one_line(err)}  (see `propel <subcommand> --help`)", file=sys.stderr)
+        _run(argv)
+    except (Terminated, SystemExit):  # Lightning ends an interrupted run with exit(1) after its graceful shutdown
+        if _terminated:
+            print(_stopped(argv), file=sys.stderr)
+            raise SystemExit(EXIT_SIGTERM) from None
+        raise
+    except ConfigError as err:
+        print(f"propel: config error: {_one_line(err)}  (see `propel {argv[0]} --help`)", file=sys.stderr)
         raise SystemExit(2) from None
     except PropelError as err:
         print(f"propel: error: {_one_line(err)}", file=sys.stderr)
         raise SystemExit(2) from None
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _stopped(argv: list[str]) -> str:
+    return f"propel: stopped by SIGTERM; what was written is kept: rerun `propel {' '.join(argv)}` to resume"
+
+
+def _one_line(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return " ".join(lines) if lines else type(err).__name__
 
 
 if __name__ == "__main__":

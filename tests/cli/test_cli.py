@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -17,8 +18,28 @@ def _run(*args, cwd=None):
 def test_help_lists_subcommands():
     out = _run("--help")
     assert out.returncode == 0
-    for sub in ("fit", "validate", "test", "predict"):
-        assert sub in out.stdout
+    for sub in ("fit", "validate", "test", "predict", "probe", "pipeline"):
+        assert f"\n  {sub} " in out.stdout, out.stdout
+    assert _run("--version").stdout.startswith("propel 0.")
+
+
+def test_unknown_subcommand_suggests_the_close_one(capsys):
+    code, _, err = _main(capsys, "fitt", "-c", "x.yaml")
+    assert code == 2 and "Did you mean: 'fit'?" in err
+
+
+def test_pipeline_without_a_config_refuses_to_start(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _main(capsys, "pipeline")
+    assert code == 2 and "needs a config" in err and "configs/demo.yaml" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_broken_yaml_is_reported_before_any_heavy_import(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("trainer: [1\n")
+    out = _run("fit", "-c", str(cfg))
+    assert out.returncode == 2 and "not valid YAML (line 2" in out.stderr
 
 
 def _main(capsys, *args):
@@ -66,3 +87,70 @@ def test_probe_route_help_and_one_line_errors(capsys):
     assert code == 2 and len(lines) == 1 and "splitz" in lines[0], err[-2000:]
     code, _, err = _main(capsys, "probe", "-c", "configs/probe/sweep.yaml", "--poolings", "[nope]")
     assert code == 2 and "nope" in err and "Traceback" not in err
+
+
+GRPO = ("-c", "configs/grpo/base.yaml", "-c", "configs/math/grpo.yaml")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ("--model.init_args.lrr", "1"),
+            "model.init_args.lrr: option 'lrr' is not accepted by propel.lit_modules.grpo.GRPOModule. "
+            "Did you mean: 'model.init_args.lr'?",
+        ),
+        (
+            ("--data.init_args.contexts_per_stepp", "3"),
+            "data.init_args.contexts_per_stepp: option 'contexts_per_stepp' is not accepted by "
+            "propel.datamodules.contexts.ContextDataModule. Did you mean: 'data.init_args.contexts_per_step'?",
+        ),
+        (("--trainer.max_stepz", "3"), "trainer.max_stepz: option 'trainer.max_stepz' is not accepted. Did you mean"),
+        (("--model.init_args.group_size", "abc"), "model.init_args.group_size: expected int"),
+    ],
+)
+def test_innermost_cause_in_one_line_with_a_close_match(capsys, args, expected):
+    """jsonargparse's nested "Does not validate against any of the Union subtypes" tree ends in one line: the
+    innermost cause, the full key, and the closest accepted key."""
+    code, _, err = _main(capsys, "fit", *GRPO, *args, "--print_config")
+    lines = [line for line in err.splitlines() if line.startswith("propel:")]
+    assert code == 2 and len(lines) == 1 and expected in lines[0], err[-2000:]
+    assert "Union subtypes" not in err
+
+
+def test_bad_key_in_a_yaml_file_names_the_full_key(tmp_path, capsys):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("model:\n  init_args:\n    bogus_key: 1\n")
+    code, _, err = _main(capsys, "fit", *GRPO, "-c", str(cfg), "--print_config")
+    assert code == 2 and "model.init_args.bogus_key: option 'bogus_key' is not accepted by" in err, err[-2000:]
+
+
+def test_nested_domain_key_gets_a_suggestion(capsys):
+    args = ("--model.init_args.domain.init_args.lenient_expresion", "true", "--print_config")
+    code, _, err = _main(capsys, "predict", "-c", "configs/math/label.yaml", *args)
+    assert code == 2 and "Did you mean: 'model.init_args.domain.init_args.lenient_expression'?" in err, err[-2000:]
+
+
+def test_a_missing_required_argument_is_named(capsys):
+    code, _, err = _main(capsys, "fit", "-c", "configs/probe/fit.yaml")
+    assert code == 2 and re.search(r"data\.init_args\.(features|labels)_path: required, but not given", err), err
+
+
+def test_quiet_dependencies_drops_adverts_and_dependency_deprecations_only():
+    """Lightning's "Tip" adverts and hardware banners and dependencies' deprecation warnings are silenced; propel's
+    own messages (the ``wandb sync`` hint) and warnings stay."""
+    import logging
+    import warnings
+
+    from propel.cli import quiet_dependencies
+
+    with warnings.catch_warnings(record=True) as seen:
+        quiet_dependencies()
+        warnings.warn_explicit("old api", DeprecationWarning, "x.py", 1, module="torch.utils")
+        warnings.warn_explicit("propel's own", FutureWarning, "y.py", 1, module="propel.rewards")
+    assert [str(w.message) for w in seen] == ["propel's own"]
+    logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    record = lambda text: logging.LogRecord(logger.name, logging.INFO, "", 0, text, None, None)  # noqa: E731
+    assert not logger.filter(record("💡 Tip: For seamless cloud uploads, try installing litmodels"))
+    assert not logger.filter(record("GPU available: False, used: False"))
+    assert logger.filter(record("W&B ran offline; to upload this run: wandb sync runs/wandb/offline-run-1"))

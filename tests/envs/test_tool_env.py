@@ -90,3 +90,31 @@ def test_budgets_end_episodes_and_the_verifier_still_runs(backend, tokenizer):
     slow = EpisodeRunner(engine, lambda: ToolEnv(max_turns=5, time_limit_s=0.001), backend)
     (group,), _ = slow.run([ctx], SamplingSpec(n=1, max_new_tokens=200))
     assert group[0].info["finish_reason"] == "time_limit" and group[0].info["turns"] == 1
+
+
+def test_collected_files_and_globs(tokenizer, backend):
+    """``collect`` hands back named files (None when missing) and glob matches (``**`` across folders, dot files,
+    names with spaces), read before the verifier runs; a file past ``max_collect_chars`` is cut and the cut noted."""
+    make = "mkdir -p src/deep && echo 1 > src/deep/a.py && echo 2 > 'my file.py' && echo 3 > .hidden.py"
+    moves = [
+        format_tool_call(ToolCall("bash", {"command": make + " && printf 0123456789abc > big.txt"})),
+        format_tool_call(ToolCall("submit", {})),
+    ]
+    engine = ScriptedEngine(tokenizer, lambda p: moves[min(p.count("<|im_start|>assistant") - 1, 1)])
+    task = Context(
+        "c",
+        Prompt(messages=[{"role": "user", "content": "go"}]),
+        data={"files": {"keep.py": "0\n"}, "collect": ["big.txt", "nope.txt", "**/*.py"], "verify": "rm -f keep.py"},
+    )
+    runner = EpisodeRunner(engine, lambda: ToolEnv(max_collect_chars=10), backend)
+    ((s,),), _ = runner.run([task], SamplingSpec(n=1, max_new_tokens=200))
+    files = s.artifacts["files"]
+    assert files == {
+        "big.txt": "0123456789",
+        "nope.txt": None,
+        ".hidden.py": "3\n",
+        "keep.py": "0\n",  # collected before the verifier deleted it
+        "my file.py": "2\n",
+        "src/deep/a.py": "1\n",
+    }
+    assert s.artifacts["verifier"]["collect_truncated"] == ["big.txt"] and s.artifacts["verifier"]["passed"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 
@@ -14,8 +15,11 @@ from propel.datamodules.task_pool import TaskPoolDataModule
 from propel.domains.base import Task
 from propel.domains.math import MathExpressionDomain
 from propel.domains.trials import SolverSpec, in_band
+from propel.engines.scripted import ScriptedEngine
+from propel.envs import ToolCall, ToolEnv, format_tool_call
 from propel.lit_modules.labeling import LabelingModule
 from propel.pools import pool_summary, read_pool
+from propel.rollouts import AgentSolver
 
 
 class FixedTaskDomain(MathExpressionDomain):
@@ -130,3 +134,65 @@ def test_real_model_labels_expression_tasks(bundled_dir, tmp_path):
         "answer_too_large",
         "bad_operator",
     }
+
+
+def test_agent_solver_labels_from_episodes(tiny_model_dir, tokenizer, tmp_path):
+    """``solver_agent``: each trial is an agent episode in a sandbox session, graded by the domain (scripted agent:
+    one of three trials writes the right answer), written to the pool like completion trials."""
+    counter = itertools.count()
+
+    def script(prompt: str) -> str:
+        if "answer.txt" not in prompt:  # the generator (FixedTaskDomain parses anything to "What is 2 + 3?")
+            return "a task"
+        if prompt.count("<|im_start|>assistant") > 1:
+            return format_tool_call(ToolCall("submit", {}))
+        answer = "5" if next(counter) % 3 == 0 else "4"
+        return format_tool_call(ToolCall("write_file", {"path": "answer.txt", "content": f"Answer: {answer}"}))
+
+    domain = FixedTaskDomain(solver_format="chat")
+    module = LabelingModule(
+        domain,
+        generator=str(tiny_model_dir),
+        solver=SolverSpec(n_trials=3, band=(1, 1), max_new_tokens=64),
+        solver_agent=AgentSolver(lambda: ToolEnv(max_turns=3), concurrency=3),
+    )
+    module.engines[str(tiny_model_dir)] = ScriptedEngine(tokenizer, script)  # generator and solver
+    out = tmp_path / "pool"
+    trainer = Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, callbacks=[PoolWriter(str(out))])
+    trainer.predict(
+        module,
+        datamodule=TaskPoolDataModule(domain, pool_dir=str(out), n_tasks=2, batch_size=2),
+        return_predictions=False,
+    )
+    pool = read_pool(out)
+    assert [list(g) for g in pool["grades"]] == [[True, False, False]] * 2
+    assert list(pool["solve_count"]) == [1, 1] and list(pool["label"]) == [1, 1]
+    assert (pool["solver_tokens"] > 0).all() and module.sandbox is None  # the sandbox it started is stopped
+
+
+@pytest.mark.real_model
+def test_real_model_agent_labeling_config(bundled_dir, tmp_path):
+    """configs/math/label_agent.yaml as a user runs it (smaller): the bundled model as generator and agent solver."""
+    from propel.cli import main
+
+    out = tmp_path / "pool"
+    code = main(
+        [
+            "predict",
+            "-c",
+            "configs/math/label_agent.yaml",
+            f"--trainer.callbacks.init_args.output_dir={out}",
+            f"--trainer.default_root_dir={out}",
+            "--data.init_args.n_tasks=3",
+            "--data.init_args.batch_size=3",
+            "--model.init_args.solver.n_trials=2",
+            "--model.init_args.solver.band=[1, 1]",
+            "--model.init_args.solver.max_new_tokens=48",
+            "--model.init_args.solver_agent.init_args.env.init_args.max_turns=2",
+        ]
+    )
+    assert code in (0, None)
+    pool = read_pool(out)
+    assert len(pool) == 3
+    valid = pool[pool["valid"]]
+    assert all(len(g) == 2 for g in valid["grades"]) and (valid["solver_tokens"] > 0).all()

@@ -117,6 +117,8 @@ def test_pipeline_runs_every_stage_and_writes_the_report(toy_config):
     report = (root / "report" / "report.md").read_text()
     for heading in ("Task pool", "Probe", "GRPO", "Evaluation"):
         assert f"## {heading}" in report
+    assert report.count("**Verdict:** ") == 4 and "95% interval" in report
+    assert "sweep/sweep_heatmap.png" not in report  # alt texts describe the image, not a path
     assert "| valid_rate |" in report and "| base | trained |" in report
     assert (root / "report" / "solve_counts.png").exists() and (root / "report" / "grpo_curves.png").exists()
 

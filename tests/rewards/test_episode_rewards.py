@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from propel.rewards import EnvironmentReward, OverlongPenalty
+from propel.rewards import EnvironmentReward, OverlongPenalty, TurnRewards
 from propel.rollouts import Sample, Turn
 
 
@@ -36,3 +36,27 @@ def test_environment_reward_reads_the_verdict_and_refuses_single_turn_samples():
         EnvironmentReward()([Sample("p", "c")])
     with pytest.raises(Exception, match="max_length"):
         OverlongPenalty(0)
+
+
+def test_turn_rewards_from_real_episodes(tokenizer):
+    """ToolEnv(malformed_call_reward=-0.1) marks each malformed call, the last turn's too (an episode that ran out
+    of turns on one); TurnRewards sums them, or averages over the assistant turns."""
+    from propel.domains.base import Context
+    from propel.engines.base import Prompt, SamplingSpec
+    from propel.engines.scripted import ScriptedEngine
+    from propel.envs import ToolCall, ToolEnv, format_tool_call
+    from propel.rollouts import EpisodeRunner
+    from propel.sandbox import LocalSandbox
+
+    moves = ["<tool_call>{oops</tool_call>", format_tool_call(ToolCall("bash", {"command": "true"})), "prose"]
+    engine = ScriptedEngine(tokenizer, lambda p: moves[p.count("<|im_start|>assistant") - 1])
+    task = Context(id="t", prompt=Prompt(messages=[{"role": "user", "content": "do it"}]))
+    with LocalSandbox(max_workers=1) as box:
+        runner = EpisodeRunner(engine, lambda: ToolEnv(max_turns=3, malformed_call_reward=-0.1), box)
+        ((s,),), _ = runner.run([task], SamplingSpec(n=1, max_new_tokens=64))
+    rewards = [t.info.get("reward") for t in s.turns if not t.trainable]
+    assert s.info["finish_reason"] == "max_turns" and rewards == [-0.1, None, -0.1]
+    assert TurnRewards()([s]).tolist() == pytest.approx([-0.2])
+    assert TurnRewards(reduce="mean")([s, _episode([3], 1)]).tolist() == pytest.approx([-0.2 / 3, 0.0])
+    with pytest.raises(ValueError, match="reduce"):
+        TurnRewards(reduce="max")

@@ -156,3 +156,57 @@ def test_trajectories_round_trip_through_parquet(tokenizer, tmp_path):
     frame = pd.read_parquet(tmp_path / "step.parquet")  # what a person opens
     assert list(frame["finish_reason"]) == ["submitted"] * 6 and frame["solved"].all()
     assert [len(m) for m in frame["loss_mask"]] == [len(t) for t in frame["token_ids"]]
+
+
+STRIP_THINKING = (  # a reasoning model's template: past turns lose their <think> block, so history is re-rendered
+    "{% for m in messages %}{% set c = m['content'] %}"
+    "{% if m['role'] == 'assistant' and not loop.last %}{% set c = c.split('</think>')[-1] %}{% endif %}"
+    "{{'<|im_start|>' + m['role'] + '\n' + c + '<|im_end|>\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{'<|im_start|>assistant\n'}}{% endif %}"
+)
+
+
+class Recording(ScriptedEngine):
+    """Remembers the token ids of every prompt it was given, in order."""
+
+    def generate(self, prompts, sampling):
+        self.seen = getattr(self, "seen", []) + [list(p.token_ids) for p in prompts]
+        return super().generate(prompts, sampling)
+
+
+def test_a_template_that_rewrites_history_goes_step_wise(tokenizer, tmp_path):
+    """Each segment is exactly what the engine was given and produced; the template's fresh encoding opens the next
+    segment; packing makes one training row per segment with the episode's advantage and global turn ids."""
+    import copy
+
+    from propel.rollouts import read_trajectories, write_trajectories
+    from propel.rollouts.conversation import TemplateNotAppendOnly
+
+    tok = copy.deepcopy(tokenizer)
+    tok.chat_template = STRIP_THINKING
+    engine = Recording(tok, lambda p: "<think>plan</think>" + _script(p))
+    runner = EpisodeRunner(engine, MemoryFilesEnv, concurrency=1)
+    (group,), _ = runner.run(_contexts(1), SamplingSpec(n=1, max_new_tokens=64))
+    s = group[0]
+    assert s.info["finish_reason"] == "submitted" and s.info["reward"] == 1.0
+    assert s.info["turns"] == 2 and s.info["segments"] == 2 and len(s.segments) == 1
+    rows = [*s.segments, s]
+    assert [r.prompt_ids for r in rows] == engine.seen  # token-exact: what the engine was given
+    first, last = rows
+    assert first.turns[-1].role == "tool" and first.turns[-1].token_ids == [] and first.turns[-1].text == "wrote a.txt"
+    messages = [
+        {"role": "system", "content": with_tool_block([{"role": "system", "content": "agent"}], TOOLS)[0]["content"]},
+        {"role": "user", "content": "put w0 in a.txt"},
+        {"role": "assistant", "content": first.turns[0].text},
+        {"role": "tool", "content": "wrote a.txt"},
+    ]
+    fresh = tok(tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True), add_special_tokens=False)
+    assert last.prompt_ids == fresh["input_ids"] and "<think>" not in tok.decode(last.prompt_ids)
+    assert s.assistant_length == sum(len(r.turns[0].token_ids) for r in rows) and "<think>plan" in s.completion
+    batch = pack(group, torch.tensor([0.5]), tok.pad_token_id)
+    assert batch.input_ids.shape[0] == 2 and batch.advantages.tolist() == [0.5, 0.5]
+    assert batch.loss_mask.sum(1).tolist() == [len(r.turns[0].token_ids) for r in rows]
+    assert sorted(set(batch.turn_index[batch.loss_mask.bool()].tolist())) == [0, 2]  # episode-wide turn ids
+    assert read_trajectories(write_trajectories(group, tmp_path / "t.parquet")) == group
+    with pytest.raises(TemplateNotAppendOnly):
+        EpisodeRunner(engine, MemoryFilesEnv, stepwise=False).run(_contexts(1), SamplingSpec(n=1, max_new_tokens=64))

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
+import tempfile
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -154,3 +158,54 @@ def test_bad_job_is_a_clear_error(local_sandbox):
 def test_worker_that_cannot_start_is_a_sandbox_error():
     with LocalSandbox(isolation="none", python="/bin/false") as sandbox, pytest.raises(SandboxError, match="start"):
         sandbox.run(Job(source="print(1)"))
+
+
+_DAEMON = """
+import os, sys, time
+if os.fork() == 0:  # double fork into a new session: out of the job's process group and session
+    os.setsid()
+    if os.fork() == 0:
+        with open(sys.argv[1], "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(100)
+    os._exit(0)
+os.wait()
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(line.split()[1] for line in f if line.startswith("State:")) != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("when", ["after-the-job", "on-close"])
+def test_isolation_none_leaves_no_daemon_behind(when):
+    """Issue 23, finding 11: with isolation "none" a double-forked daemon dies with its job, or with ``close()``."""
+    folder = Path(tempfile.mkdtemp(prefix="propel-daemon-"))
+    folder.chmod(0o777)  # as root the worker runs as a slot uid, which cannot enter pytest's 0700 tmp_path
+    pid_file = folder / "daemon.pid"
+    sandbox = LocalSandbox(limits=Limits(timeout_s=20), isolation="none", max_workers=1)
+    try:
+        job = Job(source=_DAEMON, args=[str(pid_file), "0" if when == "after-the-job" else "30"])
+        if when == "after-the-job":
+            assert sandbox.run(job).ok
+        else:
+            runner = threading.Thread(target=sandbox.run, args=(job,), daemon=True)
+            runner.start()
+            deadline = time.monotonic() + 10
+            while not pid_file.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+    finally:
+        sandbox.close()
+    pid = int(pid_file.read_text())
+    shutil.rmtree(folder, ignore_errors=True)
+    deadline = time.monotonic() + 2
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _alive(pid)

@@ -21,23 +21,35 @@ class SampleTable(pl.Callback):
         max_rows: rows per table (the first ``max_rows`` samples of the batch, whole groups first).
         key: the table's name in W&B.
         prompt_chars: trailing characters of the prompt to show (few-shot prompts are long and repetitive).
+        info_keys: ``sample.info`` entries to show as extra columns, dotted for nested ones (e.g.
+            ``test_suite.flags``, ``test_suite.reason``: the test-suite reward's hack flags and verdict).
     """
 
-    def __init__(self, every_n_steps: int = 10, max_rows: int = 32, key: str = "samples", prompt_chars: int = 200):
+    def __init__(
+        self,
+        every_n_steps: int = 10,
+        max_rows: int = 32,
+        key: str = "samples",
+        prompt_chars: int = 200,
+        info_keys: list[str] | None = None,
+    ):
         if every_n_steps < 1 or max_rows < 1:
             raise ConfigError(f"every_n_steps and max_rows must be >= 1, got {every_n_steps}, {max_rows}")
         self.every_n_steps, self.max_rows, self.key, self.prompt_chars = every_n_steps, max_rows, key, prompt_chars
+        self.info_keys = list(info_keys or [])
         self._last_step = -1
 
     def rows(self, step: int, samples, breakdown) -> tuple[list[str], list[list]]:
         """Table columns and rows for one batch of scored samples."""
         names = list(breakdown.components) if breakdown is not None else []
-        columns = [*COLUMNS, *names]
+        columns = [*COLUMNS, *names, *self.info_keys]
         data = []
         for i, s in enumerate(samples[: self.max_rows]):
             total = float(breakdown.total[i]) if breakdown is not None else None
             parts = [float(breakdown.components[n][i]) for n in names]
-            data.append([step, s.prompt[-self.prompt_chars :], s.completion, bool(s.valid), s.topic, total, *parts])
+            extra = [_info_text(s.info, k) for k in self.info_keys]
+            row = [step, s.prompt[-self.prompt_chars :], s.completion, bool(s.valid), s.topic, total, *parts, *extra]
+            data.append(row)
         return columns, data
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
@@ -55,3 +67,13 @@ class SampleTable(pl.Callback):
         for logger in trainer.loggers:
             if hasattr(logger, "log_text"):
                 logger.log_text(key=self.key, columns=columns, data=data, step=step)
+
+
+def _info_text(info: dict, key: str) -> str:
+    """``info[a][b]`` for ``key="a.b"`` as text (lists joined with commas; empty when absent)."""
+    value = info
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None:
+        return ""
+    return ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)

@@ -6,13 +6,11 @@ scores the completions and the single-turn rollout.
 
 from __future__ import annotations
 
-import time
-
 from propel.datamodules.stream import ContextStreamDataModule
 from propel.domains.base import Domain
 from propel.engines.base import Engine, SamplingSpec
 from propel.rollouts.environment import Environment, GeneratorEnv
-from propel.rollouts.single_turn import sample_single_turn
+from propel.rollouts.single_turn import scored_rollout
 from propel.rollouts.steps import ContextBatch, Rollout
 from propel.sandbox.base import Sandbox
 
@@ -59,11 +57,4 @@ class ContextDataModule(ContextStreamDataModule):
 
     def rollout(self, engine: Engine, batch: ContextBatch, sampling: SamplingSpec) -> Rollout:
         """``sampling.n`` completions per context, then the environment's verdict on all of them in one batch."""
-        start = time.perf_counter()
-        groups = sample_single_turn(engine, batch.contexts, sampling)
-        generated = time.perf_counter()
-        self._environment.score([s for group in groups for s in group])
-        end = time.perf_counter()
-        return Rollout(
-            groups, {"generation_s": generated - start, "environment_s": end - generated, "wall_s": end - start}
-        )
+        return scored_rollout(self._environment, engine, batch.contexts, sampling)

@@ -34,6 +34,8 @@ class EpisodeDataModule(ContextStreamDataModule):
         concurrency: episodes alive at once (1 runs them one after another).
         schedule: ``rounds`` (reproducible batches) or ``async`` (generation overlaps tool calls).
         max_context_tokens: cap on an episode's tokens; the engine's context length applies too.
+        stepwise: a chat template that re-renders history makes an episode step-wise (one training row per segment,
+            ``Sample.segments``) instead of raising ``TemplateNotAppendOnly``.
     """
 
     def __init__(
@@ -46,6 +48,7 @@ class EpisodeDataModule(ContextStreamDataModule):
         concurrency: int = 8,
         schedule: str = "rounds",
         max_context_tokens: int | None = 2048,
+        stepwise: bool = True,
     ) -> None:
         super().__init__(tasks, contexts_per_step, seed)
         if not callable(env):
@@ -58,6 +61,7 @@ class EpisodeDataModule(ContextStreamDataModule):
         self.make_env, self._stop = env, tuple(probe.stop)
         self.sandbox, self._owns_sandbox = sandbox, False
         self.concurrency, self.schedule, self.max_context_tokens = concurrency, schedule, max_context_tokens
+        self.stepwise = stepwise
 
     @property
     def stop(self) -> tuple[str, ...]:
@@ -76,7 +80,7 @@ class EpisodeDataModule(ContextStreamDataModule):
 
     def rollout(self, engine: Engine, batch: ContextBatch, sampling: SamplingSpec) -> Rollout:
         runner = EpisodeRunner(
-            engine, self.make_env, self.sandbox, self.concurrency, self.schedule, self.max_context_tokens
+            engine, self.make_env, self.sandbox, self.concurrency, self.schedule, self.max_context_tokens, self.stepwise
         )
         groups, times = runner.run(batch.contexts, sampling)
         return Rollout(

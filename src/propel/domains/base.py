@@ -95,6 +95,29 @@ class Domain(ABC):
     def topic(self, task: Task) -> str:
         """A coarse topic label (for top-topic diversity)."""
 
+    agent_answer_file: str = "answer.txt"
+    """The workspace file an agent solver writes its final answer into (the default ``agent_context``)."""
+
+    def agent_context(self, task: Task, task_id: str) -> Context:
+        """The start of an agent solver trial on a valid task, in ``propel.envs.ToolEnv``'s task format: a chat
+        prompt, starting ``files``, the files to ``collect`` when the episode ends (and a ``verify`` command where the
+        workspace can check itself). The default asks for the solver prompt's answer in ``agent_answer_file``."""
+        prompt = self.solver_prompt(task)
+        messages = [dict(m) for m in prompt.messages] if prompt.messages else [{"role": "user", "content": prompt.text}]
+        messages[-1]["content"] += (
+            f"\n\nYou work in a shell workspace. Write your final answer into {self.agent_answer_file} "
+            "(in the format asked above), then submit."
+        )
+        data = {"files": {}, "collect": [self.agent_answer_file]}
+        return Context(id=task_id, prompt=Prompt(messages=messages), data=data)
+
+    def agent_grade(self, task: Task, artifacts: Sequence[dict[str, Any]], sandbox: Sandbox | None) -> list[bool]:
+        """Pass/fail of agent solver trials from what each episode left: ``artifacts["files"]`` (the collected
+        files) and ``artifacts["verifier"]`` (the in-workspace verifier's result). The default grades the answer file
+        as a solver completion; a domain whose ``agent_context`` sets ``verify`` returns the verifier's ``passed``."""
+        answers = [(a.get("files") or {}).get(self.agent_answer_file) or "" for a in artifacts]
+        return self.grade(task, answers, sandbox)
+
     def set_oracle(self, engine: Engine) -> None:  # noqa: B027 - optional hook
         """Take the engine whose answers become references (domains with ``needs_oracle``); others ignore it."""
 

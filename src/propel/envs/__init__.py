@@ -2,11 +2,12 @@
 tool environment (``ToolEnv``) and a tiny built-in task family (``ShellTasks``)."""
 
 from propel.envs.base import FINISH_REASONS, AgentEnv, EpisodeState, Observation, TaskSource
-from propel.envs.shell_tasks import ShellTasks
+from propel.envs.shell_tasks import DEMONSTRATION, ShellTasks
 from propel.envs.tool_calls import ToolCall, ToolCallError, describe_tools, format_tool_call, parse_tool_call
 from propel.envs.tool_env import ToolEnv
 
 __all__ = [
+    "DEMONSTRATION",
     "FINISH_REASONS",
     "AgentEnv",
     "EpisodeState",

@@ -31,6 +31,9 @@ class Observation:
     done: bool = False
     reward: float | None = None
     """The verifier's reward, set when ``done``."""
+    turn_reward: float | None = None
+    """An optional reward for the action this observation answers (shaping, e.g. a malformed call), kept in the
+    turn's ``info["reward"]`` and summed by ``propel.rewards.TurnRewards``."""
     reward_components: dict[str, float] = field(default_factory=dict)
     """Named parts of the reward (logged one by one)."""
     finish_reason: str | None = None
@@ -54,6 +57,9 @@ class EpisodeState:
     """The verifier's result once the episode ended (``passed``, exit code, output, ...)."""
     infra_error: str | None = None
     """Set when the episode ended because infrastructure failed (not the policy's doing)."""
+    files: dict[str, str | None] = field(default_factory=dict)
+    """Workspace files the task asked to collect when the episode ended (path -> text; None when missing): what a
+    grader outside the environment reads (an answer file, a solution)."""
 
 
 class TaskSource(ABC):

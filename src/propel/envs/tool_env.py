@@ -1,13 +1,13 @@
 """A sandboxed tool environment: ``bash``, ``read_file``, ``write_file`` and ``submit`` in a per-episode workspace.
 
-The task is a ``Context`` whose ``data`` holds the workspace's starting ``files`` and a ``verify`` shell command that
-exits 0 when the task is solved (a test suite, a file check); the verifier runs in the workspace when the episode
-ends, whatever ended it. Every command runs in the episode's ``Session`` of the trainer's sandbox (a container per
-episode with Docker, a bubblewrapped host folder locally) under a per-command timeout; long output is cut with a
-marker; a turn and a wall-time budget bound the episode. Whatever the model writes -- a malformed call, an unknown
-tool, a hostile command -- comes back as an observation; only a sandbox that cannot run at all ends the episode as
-an infrastructure failure (``finish_reason="error"``).
-"""
+The task is a ``Context`` whose ``data`` holds the workspace's starting ``files``, a ``verify`` shell command that
+exits 0 when the task is solved (a test suite, a file check) and ``collect``, the workspace files handed back when the
+episode ends (read before the verifier runs, for a grader outside the environment: labeling's agent solver trials).
+The verifier runs in the workspace when the episode ends, whatever ended it. Every command runs in the episode's
+``Session`` of the trainer's sandbox (a container per episode with Docker, a bubblewrapped host folder locally) under
+a per-command timeout; long output is cut with a marker; a turn and a wall-time budget bound the episode. Whatever
+the model writes -- a malformed call, an unknown tool, a hostile command -- comes back as an observation; only a
+sandbox that cannot run at all ends the episode as an infrastructure failure (``finish_reason="error"``)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ TOOLS = [
     function_tool("write_file", "Create or overwrite a file of the workspace.", path="relative path", content="text"),
     function_tool("submit", "Finish: the task is done (it is then checked)."),
 ]
+MAX_COLLECT_FILES = 200
+"""Most files one episode hands back (``collect`` globs could match a whole tree)."""
 SYSTEM_PROMPT = (
     "You are an agent in a Linux workspace. Solve the task by calling tools, one call per message, then call "
     'submit. Example:\n<tool_call>{"name": "bash", "arguments": {"command": "echo hello > greeting.txt"}}</tool_call>'
@@ -43,6 +45,9 @@ class ToolEnv(AgentEnv):
         command_timeout_s: per-command limit (``bash``, ``read_file``); the command is killed past it.
         max_output_chars: observation text kept per command; the rest is replaced by a marker saying how much.
         verify_timeout_s: limit of the verifier command.
+        max_collect_chars: text kept of each collected file (longer files are cut; the cut is recorded).
+        malformed_call_reward: per-turn reward of an action that is not a valid tool call (e.g. -0.1 teaches a
+            small model the call format; 0 gives none). Summed by ``propel.rewards.TurnRewards``.
         limits: the session's other limits (memory, processes, file size); the sandbox's defaults when None.
         system_prompt: the system message (tool descriptions are added by the rollout when the chat template
             does not render ``tools``).
@@ -58,19 +63,24 @@ class ToolEnv(AgentEnv):
         command_timeout_s: float = 10.0,
         max_output_chars: int = 2000,
         verify_timeout_s: float = 30.0,
+        max_collect_chars: int = 100_000,
+        malformed_call_reward: float = 0.0,
         limits: Limits | None = None,
         system_prompt: str = SYSTEM_PROMPT,
     ) -> None:
-        for name in ("max_turns", "time_limit_s", "command_timeout_s", "max_output_chars", "verify_timeout_s"):
+        positive = ("max_turns", "time_limit_s", "command_timeout_s", "max_output_chars", "verify_timeout_s")
+        for name in (*positive, "max_collect_chars"):
             if locals()[name] <= 0:
                 raise ConfigError(f"ToolEnv {name} must be > 0, got {locals()[name]}")
         self.max_turns, self.time_limit_s, self.command_timeout_s = max_turns, time_limit_s, command_timeout_s
         self.max_output_chars, self.verify_timeout_s = max_output_chars, verify_timeout_s
+        self.max_collect_chars, self.malformed_call_reward = max_collect_chars, malformed_call_reward
         self.limits, self.system_prompt = limits, system_prompt
         self._state = EpisodeState()
         self._session = None
         self._context: Context | None = None
         self._spent = 0.0
+        self._cut: list[str] = []  # collected files that were cut at max_collect_chars
 
     @property
     def state(self) -> EpisodeState:
@@ -107,6 +117,7 @@ class ToolEnv(AgentEnv):
         try:
             if isinstance(call, ToolCallError):
                 obs = Observation(f"error: {call.reason}", metadata={"tool": None, "error": call.reason})
+                obs.turn_reward = self.malformed_call_reward or None
             elif call.name == "submit":
                 return self._finish("submitted", {"tool": "submit", "arguments": {}})
             else:
@@ -117,9 +128,9 @@ class ToolEnv(AgentEnv):
         self._spent += obs.metadata["duration_s"]
         try:
             if self._state.step_count >= self.max_turns:
-                return self._finish("max_turns", obs.metadata, content=obs.content)
+                return replace(self._finish("max_turns", obs.metadata, obs.content), turn_reward=obs.turn_reward)
             if self._spent > self.time_limit_s:
-                return self._finish("time_limit", obs.metadata, content=obs.content)
+                return replace(self._finish("time_limit", obs.metadata, obs.content), turn_reward=obs.turn_reward)
         except SandboxError as e:
             return self._fail(f"sandbox: {e}")
         return obs
@@ -194,8 +205,11 @@ class ToolEnv(AgentEnv):
 
     # ---------------------------------------------------------------------------------------------- endings
     def _finish(self, reason: str, meta: dict, content: str = "") -> Observation:
-        """Run the verifier in the workspace and end the episode with its reward."""
-        verify = (self._context.data if self._context else {}).get("verify")
+        """Collect the task's files, run the verifier in the workspace and end the episode with its reward."""
+        data = self._context.data if self._context else {}
+        self._cut = []
+        self._state.files = {path: self._collect(path) for path in self._collect_paths(data.get("collect", []))}
+        verify = data.get("verify")
         verdict = {"passed": False}
         if verify:
             job = Job(command=["bash", "-c", verify], limits=self._limits(self.verify_timeout_s))
@@ -207,12 +221,48 @@ class ToolEnv(AgentEnv):
                 "outcome": result.outcome.value,
                 "output": out,
             }
+        if self._cut:
+            verdict["collect_truncated"] = self._cut
         reward = 1.0 if verdict["passed"] else 0.0
         self._state.done, self._state.finish_reason, self._state.verifier = True, reason, verdict
         self.close()
         return Observation(
             content, done=True, reward=reward, reward_components={"passed": reward}, finish_reason=reason, metadata=meta
         )
+
+    def _collect_paths(self, patterns: list[str]) -> list[str]:
+        """The paths to collect: plain paths as given (missing ones come back as None), glob patterns (``*``, ``?``,
+        ``[``; ``**`` spans folders) expanded to the workspace's regular files, at most ``MAX_COLLECT_FILES``."""
+        plain = [p for p in patterns if not any(c in p for c in "*?[")]
+        globs = [p for p in patterns if p not in plain]
+        found: list[str] = []
+        if globs:
+            script = (  # IFS empty: a pattern is globbed, never split on spaces
+                'shopt -s globstar nullglob dotglob; IFS=; for p in "$@"; do for f in $p; do '
+                '[ -f "$f" ] && printf "%s\\0" "$f"; done; done'
+            )
+            result = self._run(Job(command=["bash", "-c", script, "collect", *globs]), "collect")
+            found = [f for f in result.stdout.split("\0") if f]
+        paths = list(dict.fromkeys([*plain, *found]))
+        if len(paths) > MAX_COLLECT_FILES:
+            self._cut.append(f"{len(paths) - MAX_COLLECT_FILES} files past the first {MAX_COLLECT_FILES}")
+        return paths[:MAX_COLLECT_FILES]
+
+    def _collect(self, path: str) -> str | None:
+        """A workspace file's text (cut at ``max_collect_chars``, the cut noted in the verdict), or None when it is
+        missing, unreadable or not a workspace path."""
+        try:
+            Job(command=["true"], files={path: ""}).validate()  # the same path rule as write_file
+        except ValueError:
+            return None
+        cap = 4 * self.max_collect_chars  # bytes enough for max_collect_chars characters of UTF-8
+        limits = replace(self._limits(self.command_timeout_s), max_output_bytes=cap + 4096)
+        result = self._run(Job(command=["head", "-c", str(cap), "--", path], limits=limits), "collect")
+        if not result.ok:
+            return None
+        if len(result.stdout) > self.max_collect_chars:
+            self._cut.append(path)
+        return result.stdout[: self.max_collect_chars]
 
     def _fail(self, error: str, messages: list[dict[str, str]] | None = None) -> Observation:
         self._state.done, self._state.finish_reason, self._state.infra_error = True, "error", error

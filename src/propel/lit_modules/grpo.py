@@ -83,8 +83,9 @@ class GRPOModule(LoRAPolicyModule):
         samples = rollout.samples
         failed = torch.tensor([s.infra_error is not None for s in samples])
         if failed.all():
-            raise RuntimeError(f"every rollout of step {self.global_step} failed outside the policy; first: "
-                               f"{samples[0].infra_error}")
+            raise RuntimeError(
+                f"every rollout of step {self.global_step} failed outside the policy; first: {samples[0].infra_error}"
+            )
         with self.eval_mode():  # a probe reading the policy as its reference must see no dropout
             breakdown = self.reward(samples)
         self.rollout_state = RolloutState(step=self.global_step, samples=samples, rewards=breakdown)
@@ -108,7 +109,7 @@ class GRPOModule(LoRAPolicyModule):
             self.log_dict({f"train/{k}": v for k, v in stats.items()}, on_step=True, batch_size=len(samples))
             return
         rows = torch.nonzero(keep).squeeze(-1)
-        packed = pack(samples, advantages, self.tokenizer.pad_token_id).select(rows)
+        packed = pack([samples[i] for i in rows.tolist()], advantages[rows], self.tokenizer.pad_token_id)
         start = time.perf_counter()
         stats.update(self._optimize(packed))
         stats["time/training_s"] = time.perf_counter() - start

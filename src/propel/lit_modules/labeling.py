@@ -15,12 +15,14 @@ import torch
 from lightning.pytorch import LightningModule
 
 from propel.domains.base import Context, Domain
-from propel.domains.trials import SolverSpec, solver_trials
+from propel.domains.trials import SolverSpec, Trials, solver_trials
 from propel.engines.base import Engine, SamplingSpec
 from propel.engines.factory import check_kind, make_engine, make_policy_engine
 from propel.models.policy import load_policy, lora_rank_of
 from propel.pools.rows import pool_row
+from propel.rollouts.agent_trials import AgentSolver
 from propel.rollouts.environment import GeneratorEnv
+from propel.rollouts.record import Sample
 from propel.rollouts.single_turn import generate_tasks
 from propel.sandbox.base import Sandbox
 
@@ -42,6 +44,9 @@ class LabelingModule(LightningModule):
         dtype: model dtype.
         seed: base seed; each batch is seeded from it and its context ids (reruns give the same generations).
         sandbox: verifier sandbox; None makes a ``LocalSandbox`` when the domain needs one (stopped at the end).
+        solver_agent: run each solver trial as a multi-turn agent episode (``propel.rollouts.AgentSolver``: an
+            environment such as ``ToolEnv``, concurrency, schedule); solved = the domain's ``agent_grade`` of what the
+            episode left. None: one completion per trial, graded by ``domain.grade``.
     """
 
     def __init__(
@@ -58,13 +63,17 @@ class LabelingModule(LightningModule):
         dtype: str = "float32",
         seed: int = 0,
         sandbox: Sandbox | None = None,
+        solver_agent: AgentSolver | None = None,
     ):
         super().__init__()
         check_kind(engine)
-        self.save_hyperparameters(ignore=["domain", "sandbox", "solver"])
+        self.save_hyperparameters(ignore=["domain", "sandbox", "solver", "solver_agent"])
         self.domain = domain
         self.env = GeneratorEnv(domain, sandbox)
         self.solver = solver or SolverSpec()
+        self.solver_agent = solver_agent
+        if solver_agent is not None:
+            self.env.needs_sandbox = True  # agent episodes run in sandbox sessions whatever the domain's validity needs
         self.engines: dict[str, Engine] = {}
         self._tasks = self._solver_tokens = 0
         self._seconds = 0.0
@@ -144,14 +153,7 @@ class LabelingModule(LightningModule):
         )
         samples = [group[0] for group in generate_tasks(self.env, self.generator_engine, batch, spec)]
         valid = [s for s in samples if s.valid]
-        sampling = self.solver.sampling(self.domain.solver_stop)
-        trials = dict(
-            zip(
-                map(id, valid),
-                solver_trials(self.domain, self.solver_engine, [s.task for s in valid], sampling, self.sandbox),
-                strict=True,
-            )
-        )
+        trials = dict(zip(map(id, valid), self.solver_trials(valid), strict=True))
         rows = []
         for s in samples:
             t = trials.get(id(s))
@@ -160,3 +162,13 @@ class LabelingModule(LightningModule):
         self._tasks += len(batch)
         self._seconds += time.perf_counter() - start
         return rows
+
+    def solver_trials(self, samples: list[Sample]) -> list[Trials]:
+        """The solver's graded trials of each sample's (valid) task: completions, or agent episodes."""
+        tasks = [s.task for s in samples]
+        if self.solver_agent is None:
+            sampling = self.solver.sampling(self.domain.solver_stop)
+            return solver_trials(self.domain, self.solver_engine, tasks, sampling, self.sandbox)
+        ids = [f"{s.context.id}-solver" for s in samples]
+        trials, _ = self.solver_agent.trials(self.domain, self.solver_engine, tasks, self.solver, self.sandbox, ids)
+        return trials

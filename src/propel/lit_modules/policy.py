@@ -80,7 +80,7 @@ class LoRAPolicyModule(pl.LightningModule):
     ) -> None:
         super().__init__()
         # collects the subclass's init args too; objects are kept out (they break weights_only checkpoint loading)
-        self.save_hyperparameters(ignore=["rewards", "optimizer", "lora", "loss"])
+        self.save_hyperparameters(ignore=["rewards", "optimizer", "lora", "loss", "hints", "divergence"])
         if micro_batch_size < 1:
             raise ConfigError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
         if temperature < 0:

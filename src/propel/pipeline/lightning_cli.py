@@ -7,15 +7,19 @@ by hand (``propel <subcommand> -c config.yaml``) without importing ``propel.cli`
 from __future__ import annotations
 
 import io
+import sys
 import warnings
 from contextlib import redirect_stdout
 from pathlib import Path
 
 import yaml
-from jsonargparse import Namespace
+from jsonargparse import ArgumentError, Namespace
 from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_warn
+
+from propel.errors import ConfigError
+from propel.pipeline.cli_errors import explain
 
 DEFAULT_LOGGER = {
     "class_path": "propel.loggers.PropelWandbLogger",
@@ -39,6 +43,24 @@ class PropelCLI(LightningCLI):
             args=args,
             run=run,
         )
+
+    def parse_arguments(self, parser, args) -> None:
+        """Parse as LightningCLI does; a bad key or value raises a one-line ``ConfigError`` with jsonargparse's
+        innermost cause, the full key and the closest accepted key."""
+        try:
+            super().parse_arguments(parser, args)
+        except ArgumentError as err:
+            raise ConfigError(explain(str(err), lambda: self._known_keys(args))) from None
+
+    def _known_keys(self, args) -> list[str]:
+        """The keys of the subcommand being parsed (``trainer.max_steps``, ``model``, ...), for suggestions."""
+        argv = sys.argv[1:] if args is None else list(args) if isinstance(args, (list, tuple)) else []
+        parsers = getattr(self, "_subcommand_parsers", {})
+        parser = next((parsers[a] for a in argv if a in parsers), self.parser)
+        try:
+            return list(parser.get_defaults().keys())
+        except Exception:  # noqa: BLE001 (suggestions only)
+            return []
 
     def _parse_ckpt_path(self) -> None:
         """Lightning puts a checkpoint's saved hyperparameters over the config on ``--ckpt_path``, so a changed
@@ -89,7 +111,7 @@ def run_lightning(subcommand: str, config: Path, extra_args: list[str] | None = 
 
 def resolve_lightning(subcommand: str, config: dict) -> dict:
     """The complete config ``propel <subcommand>`` would run ``config`` with (every default filled in), as its
-    ``--print_config`` prints it. A bad key or value raises the CLI's one-line ``ArgumentError``."""
+    ``--print_config`` prints it. A bad key or value raises the CLI's one-line ``ConfigError``."""
     out = io.StringIO()
     with redirect_stdout(out):
         try:

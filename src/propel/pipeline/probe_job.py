@@ -219,10 +219,17 @@ def probe_parser():
 
 
 def parse_probe(args: list[str]) -> ProbeJob:
-    """A ``ProbeJob`` from ``propel probe`` arguments (bad keys and values raise jsonargparse's ``ArgumentError``)."""
+    """A ``ProbeJob`` from ``propel probe`` arguments (a bad key or value raises a one-line ``ConfigError``)."""
+    from jsonargparse import ArgumentError
+
+    from propel.pipeline.cli_errors import explain
+
     parser = probe_parser()
-    cfg = parser.parse_args(args)
-    init = parser.instantiate_classes(cfg).as_dict()
+    try:
+        cfg = parser.parse_args(args)
+        init = parser.instantiate_classes(cfg).as_dict()
+    except ArgumentError as err:
+        raise ConfigError(explain(str(err), lambda: list(parser.get_defaults().keys()))) from None
     init.pop("config", None)
     init.pop("__path__", None)
     return ProbeJob(**init)

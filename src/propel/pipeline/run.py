@@ -7,20 +7,20 @@ import time
 from rich.console import Console
 
 from propel.errors import ConfigError
-from propel.pipeline import stages as stage_fns
 from propel.pipeline.config import PipelineConfig, load_pipeline_config
-
-RUNNERS = {
-    "label": stage_fns.run_label,
-    "probe": stage_fns.run_probe,
-    "grpo": stage_fns.run_grpo,
-    "evaluate": stage_fns.run_evaluate,
-}
 
 
 def run_pipeline(cfg: PipelineConfig, console: Console | None = None) -> dict[str, dict]:
     """Run every configured stage whose ``summary.json`` is missing; returns each stage's summary."""
+    from propel.pipeline import stages as stage_fns
     from propel.pipeline.summary_report import build_report
+
+    runners = {
+        "label": stage_fns.run_label,
+        "probe": stage_fns.run_probe,
+        "grpo": stage_fns.run_grpo,
+        "evaluate": stage_fns.run_evaluate,
+    }
 
     console = console or Console(stderr=True)
     cfg.root.mkdir(parents=True, exist_ok=True)
@@ -44,7 +44,7 @@ def run_pipeline(cfg: PipelineConfig, console: Console | None = None) -> dict[st
             )
         console.rule(f"stage {i}/{len(cfg.stages)}: {name}")
         start = time.monotonic()
-        RUNNERS[name](cfg)
+        runners[name](cfg)
         summaries[name] = stage_fns.read_summary(cfg, name)  # what a later rerun will read, exactly
         console.print(f"[bold]stage {name}[/] finished in {time.monotonic() - start:.0f}s")
     report = build_report(cfg, summaries)
@@ -56,11 +56,24 @@ def main(args: list[str]) -> None:
     """``propel pipeline -c CONFIG [key=value ...]``."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="propel pipeline", description=__doc__)
-    parser.add_argument("-c", "--config", help="pipeline YAML (sections: label, probe, grpo, evaluate)")
+    parser = argparse.ArgumentParser(
+        prog="propel pipeline",
+        description="Run every PROPEL stage in order (label, probe, grpo, evaluate), skipping finished ones and "
+        "resuming one cut short, then write the report. The demo: `propel pipeline -c configs/demo.yaml`.",
+    )
+    parser.add_argument(
+        "-c",
+        "--config",
+        help="pipeline YAML (sections: label, probe, grpo, evaluate), e.g. configs/demo.yaml",
+    )
     parser.add_argument("--print_config", action="store_true", help="print every stage's composed config and exit")
     parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. grpo.trainer.max_steps=5")
     ns = parser.parse_args(args)
+    if not ns.config:
+        raise ConfigError(
+            "propel pipeline needs a config (-c): `propel pipeline -c configs/demo.yaml` runs the demo into runs/demo "
+            "(see its header for the time it takes); key=value overrides go after it"
+        )
     cfg = load_pipeline_config(ns.config, ns.overrides)
     if ns.print_config:
         import yaml

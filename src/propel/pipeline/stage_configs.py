@@ -8,12 +8,14 @@ any stage runs, naming the stage and the key.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from propel.errors import ConfigError
 from propel.pipeline import compose
+from propel.pipeline.cli_errors import explain
 from propel.pipeline.config import SUBCOMMANDS, TEMPLATES, template_path
 
 if TYPE_CHECKING:
@@ -47,6 +49,14 @@ def _callback(node: DictConfig, stage: str, name: str, required: bool, **values:
         raise ConfigError(f"pipeline config key '{stage}.config': the {stage} stage needs a {name} callback")
 
 
+def _stage_error(stage: str, text: str) -> str:
+    """``key: reason`` of a stage's config as the pipeline config key (``grpo.model.init_args.lr: ...``)."""
+    key, sep, reason = text.partition(": ")
+    if sep and re.fullmatch(r"[\w.\[\]-]+", key):
+        return f"pipeline config key '{stage}.{key}': " + reason.replace("Did you mean: '", f"Did you mean: '{stage}.")
+    return f"pipeline config key '{stage}': {text}"
+
+
 def _lightning(stage: str, node: DictConfig) -> dict:
     """The complete config ``propel <subcommand>`` runs (every default filled in); errors name the stage."""
     from jsonargparse import ArgumentError
@@ -55,15 +65,12 @@ def _lightning(stage: str, node: DictConfig) -> dict:
 
     try:
         return resolve_lightning(SUBCOMMANDS[stage], compose.resolved(node, stage))
-    except (ArgumentError, SystemExit) as err:
-        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-        raise ConfigError(f"pipeline config key '{stage}': {' | '.join(lines[:4])}") from None
+    except (ArgumentError, ConfigError, SystemExit) as err:
+        raise ConfigError(_stage_error(stage, explain(str(err)))) from None
 
 
 def _probe(node: DictConfig) -> dict:
     """The probe job's config, validated by building the job (nothing runs)."""
-    from jsonargparse import ArgumentError
-
     from propel.pipeline.probe_job import parse_probe
 
     plain = compose.resolved(node, "probe")
@@ -71,11 +78,8 @@ def _probe(node: DictConfig) -> dict:
         import yaml
 
         parse_probe(["-c", yaml.safe_dump(plain, sort_keys=False)])
-    except ArgumentError as err:
-        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-        raise ConfigError(f"pipeline config key 'probe': {' | '.join(lines[:4])}") from None
     except ConfigError as err:
-        raise ConfigError(f"pipeline config key 'probe': {err}") from None
+        raise ConfigError(_stage_error("probe", str(err))) from None
     return plain
 
 

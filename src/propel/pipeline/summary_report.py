@@ -8,6 +8,7 @@ from pathlib import Path
 from propel.pipeline.compare import COMPARED as EVAL_METRICS
 from propel.pipeline.config import PipelineConfig
 from propel.pipeline.report import key_value_table, markdown_table, plot_curves, plot_histograms, write_report
+from propel.pipeline.verdicts import VERDICTS
 
 
 def _pool_section(s: dict) -> str:
@@ -46,11 +47,11 @@ def _probe_section(s: dict, out: Path, cfg: PipelineConfig) -> str:
     body += "means over the runs (seeds x folds) of each cell.\n\n"
     body += markdown_table(rows) + "\nBest sweep cells (by validation balanced accuracy):\n\n"
     body += markdown_table(s.get("top_cells", []), [c for c in cols if s.get("top_cells") and c in s["top_cells"][0]])
-    for name in ("reliability.png", "sweep/sweep_heatmap.png"):
+    for name, alt in (("reliability.png", "reliability diagram"), ("sweep/sweep_heatmap.png", "sweep heatmap")):
         src = cfg.root / "probe" / name
         if src.exists():
             shutil.copy(src, out / Path(name).name)
-            body += f"\n![{name}]({Path(name).name})\n"
+            body += f"\n![{alt}]({Path(name).name})\n"
     return body
 
 
@@ -80,18 +81,20 @@ def build_report(cfg: PipelineConfig, summaries: dict[str, dict]) -> Path:
     out = cfg.root / "report"
     out.mkdir(parents=True, exist_ok=True)
     sections = []
+    verdict = {name: f"**Verdict:** {VERDICTS[name](s)}\n\n" for name, s in summaries.items() if name in VERDICTS}
     if "label" in summaries:
-        sections.append(("Task pool (collect + label)", _pool_section(summaries["label"])))
+        sections.append(("Task pool (collect + label)", verdict["label"] + _pool_section(summaries["label"])))
     if "probe" in summaries:
-        sections.append(("Probe (sweep + selection)", _probe_section(summaries["probe"], out, cfg)))
+        sections.append(("Probe (sweep + selection)", verdict["probe"] + _probe_section(summaries["probe"], out, cfg)))
     if "grpo" in summaries:
-        sections.append(("GRPO against the probe reward", _grpo_section(summaries["grpo"], out)))
+        sections.append(("GRPO against the probe reward", verdict["grpo"] + _grpo_section(summaries["grpo"], out)))
     if "evaluate" in summaries:
-        sections.append(("Evaluation: base vs trained (real solver trials)", _eval_section(summaries["evaluate"], out)))
+        body = verdict["evaluate"] + _eval_section(summaries["evaluate"], out)
+        sections.append(("Evaluation: base vs trained (real solver trials)", body))
     lo, hi = cfg.solver["band"]
     notes = [
         f"Model (generator = reference = solver): `{cfg.model}`; domain: `{cfg.domain.get('class_path')}`; "
         f"band {lo}..{hi} of {cfg.solver['n_trials']}. Numbers are measured, not targets: "
-        "a small run that shows no lift says so here."
+        "each section's verdict is computed from its numbers, so a run that shows no lift says so."
     ]
     return write_report(out / "report.md", "propel pipeline report", sections, notes)

@@ -28,8 +28,9 @@ def pool_row(
         "group": ctx.group,
         "domain": domain,
         # generator prompts are text or messages; a token-id prompt is kept only when it is one (rows stay as before)
-        "context": json.dumps({k: v for k, v in asdict(ctx.prompt).items() if k != "token_ids" or v is not None},
-                              sort_keys=True),
+        "context": json.dumps(
+            {k: v for k, v in asdict(ctx.prompt).items() if k != "token_ids" or v is not None}, sort_keys=True
+        ),
         "completion": sample.completion,
         "task": sample.task.to_json() if sample.task is not None else None,
         "valid": bool(sample.valid),

@@ -1,9 +1,11 @@
-"""Rewards: named, weighted components combined into one scalar per sample; probe-based rewards for PROPEL."""
+"""Rewards: named, weighted components combined into one scalar per sample; probe-based rewards for PROPEL; the
+test-suite reward with its hack penalty."""
 
 from propel.rewards.base import FunctionReward, Reward, RewardComponent, RewardContext
 from propel.rewards.combine import CombinedReward, RewardBreakdown
-from propel.rewards.episode import EnvironmentReward, OverlongPenalty
+from propel.rewards.episode import EnvironmentReward, OverlongPenalty, TurnRewards
 from propel.rewards.probe import PROBE_MODES, MinProbe, ProbeReward, constrained, worst_case
+from propel.rewards.test_suite import TestSuitePart, TestSuiteReward
 
 __all__ = [
     "PROBE_MODES",
@@ -17,6 +19,9 @@ __all__ = [
     "Reward",
     "RewardComponent",
     "RewardContext",
+    "TestSuitePart",
+    "TestSuiteReward",
+    "TurnRewards",
     "constrained",
     "worst_case",
 ]

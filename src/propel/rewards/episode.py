@@ -1,4 +1,4 @@
-"""Rewards of agent episodes: the environment's own verdict, and DAPO's soft penalty for overlong answers.
+"""Rewards of agent episodes: the environment's own verdict, its per-turn rewards, and DAPO's soft overlong penalty.
 
 Both read what the policy did, never the environment's text: ``OverlongPenalty`` counts assistant tokens only
 (tool output is not the policy's length; counting it punishes episodes for what a command printed).
@@ -29,6 +29,31 @@ class EnvironmentReward(Reward):
                 "info['reward'] (use it with propel.datamodules.episodes.EpisodeDataModule)"
             )
         return torch.tensor([float(s.info.get("reward") or 0.0) for s in samples], dtype=torch.float32)
+
+
+class TurnRewards(Reward):
+    """The per-turn rewards an environment attached to an episode's observations (``Turn.info["reward"]``; e.g.
+    ``ToolEnv(malformed_call_reward=-0.1)``), summed or averaged over the episode's turns.
+
+    They enter the episode's scalar reward like any component (GRPO's advantage stays per episode); they do not
+    assign credit to single turns.
+
+    Args:
+        reduce: ``sum`` over the turns that carry a reward, or ``mean`` over the episode's assistant turns.
+    """
+
+    def __init__(self, reduce: str = "sum", name: str = "turns", weight: float = 1.0) -> None:
+        if reduce not in ("sum", "mean"):
+            raise ConfigError(f"TurnRewards reduce must be 'sum' or 'mean', got {reduce!r}")
+        self.reduce, self.name, self.weight = reduce, name, weight
+
+    def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
+        out = []
+        for s in samples:
+            total = sum(float(t.info["reward"]) for t in s.turns if "reward" in t.info)
+            actions = sum(t.trainable for t in s.turns)
+            out.append(total / max(actions, 1) if self.reduce == "mean" else total)
+        return torch.tensor(out, dtype=torch.float32)
 
 
 class OverlongPenalty(Reward):

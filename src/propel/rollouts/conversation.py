@@ -5,7 +5,8 @@ template renders it: the template is applied to the whole conversation and the t
 there (closing the assistant turn, the tool message, the next assistant header) is tokenized alone. Every boundary
 in ChatML-style templates is a special token, so that delta tokenizes as it would inside the whole text; a template
 that rewrites earlier turns (one stripping past reasoning) breaks the prefix and raises ``TemplateNotAppendOnly``,
-naming the first differing character, instead of silently training on text the model never saw.
+naming the first differing character, instead of silently training on text the model never saw. The caller may
+then ``restart`` from the template's fresh rendering (the episode runner's step-wise fallback).
 """
 
 from __future__ import annotations
@@ -94,6 +95,14 @@ class Conversation:
                 f"({self.text[at : at + 40]!r} became {full[at : at + 40]!r}); incremental token ids would not match"
             )
         return full, self._encode(full[len(self.text) :])
+
+    def restart(self, role: str, content: str) -> list[int]:
+        """Append an environment message and re-tokenize the whole conversation as the template now renders it
+        (for templates that are not append-only); returns the new ids, from which the next turn is generated."""
+        self.messages.append({"role": role, "content": content})
+        self.text = self._render(add_generation_prompt=True)
+        self.ids = self._encode(self.text)
+        return self.ids
 
     def add_message(self, role: str, content: str, rendered: tuple[str, list[int]] | None = None) -> list[int]:
         """Append an environment message as the template renders it (``rendered``: ``render_message``'s result for

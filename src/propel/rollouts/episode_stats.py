@@ -1,4 +1,4 @@
-"""Per-step statistics of agent episodes: turns, tool errors, finish reasons, infrastructure failures."""
+"""Per-step statistics of agent episodes: turns, tool errors, finish reasons, infrastructure failures, segments."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def episode_stats(samples: Sequence[Sample]) -> dict[str, float]:
     if not episodes:
         return {}
     n = len(episodes)
-    observations = [t for s in episodes for t in s.turns if not t.trainable]
+    observations = [t for s in episodes for t in s.all_turns if not t.trainable]
     reasons = Counter(s.info["finish_reason"] for s in episodes)
     stats = {
         "episode/turns": sum(s.info.get("turns", 0) for s in episodes) / n,
@@ -23,6 +23,7 @@ def episode_stats(samples: Sequence[Sample]) -> dict[str, float]:
         "episode/solved_rate": sum(bool(s.artifacts.get("verifier", {}).get("passed")) for s in episodes) / n,
         "episode/infra_failures": float(sum(s.infra_error is not None for s in episodes)),
         "episode/length_tokens": sum(len(s.prompt_ids) + len(s.response_ids) for s in episodes) / n,
+        "episode/segments": sum(len(s.segments) + 1 for s in episodes) / n,  # > 1: step-wise (template not append-only)
     }
     stats.update({f"episode/finish_{r}": reasons.get(r, 0) / n for r in FINISH_REASONS})
     return stats

@@ -13,10 +13,16 @@ runs on a thread pool, so the tool calls of different episodes run in parallel i
 An episode never outgrows the context: when the next turn or observation would not fit, it ends with
 ``finish_reason="length"`` (verified as it stands). Exceptions from an environment or the engine end only the
 episodes concerned, marked ``infra_error``.
+
+Chat templates that re-render history (stripping past reasoning, say) cannot give one token sequence per episode.
+With ``stepwise=True`` (default) such an episode goes on from the template's fresh tokenization and is kept as
+segments (``Sample.segments``), each exactly what the model saw and produced, each a training row of its own (the
+step-wise mode of SkyRL); ``stepwise=False`` raises ``TemplateNotAppendOnly`` instead.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -25,11 +31,12 @@ from dataclasses import dataclass, replace
 from propel.domains.base import Context
 from propel.engines.base import Completion, Engine, Prompt, SamplingSpec
 from propel.envs.base import AgentEnv, Observation
-from propel.rollouts.conversation import Conversation
+from propel.rollouts.conversation import Conversation, TemplateNotAppendOnly
 from propel.rollouts.record import Sample, Turn
 from propel.sandbox.base import Sandbox
 
 SCHEDULES = ("rounds", "async")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -62,20 +69,30 @@ def _end(episode: _Episode, obs: Observation) -> None:
     sample.infra_error = state.infra_error
     sample.valid = state.infra_error is None
     sample.artifacts["verifier"] = dict(state.verifier)
+    if state.files:
+        sample.artifacts["files"] = dict(state.files)
     sample.info.update(
         finish_reason=obs.finish_reason or state.finish_reason,
         reward=obs.reward,
         reward_components=dict(obs.reward_components),
         episode_id=state.episode_id,
-        turns=sum(t.trainable for t in sample.turns),
-        tool_errors=sum(bool(t.info.get("error")) for t in sample.turns if not t.trainable),
+        turns=sum(t.trainable for t in sample.all_turns),
+        tool_errors=sum(bool(t.info.get("error")) for t in sample.all_turns if not t.trainable),
+        segments=len(sample.segments) + 1,
         generation_s=episode.generation_s,
         environment_s=episode.environment_s,
         reason="ok" if state.infra_error is None else "infra_error",
     )
-    sample.completion = "\n".join(t.text for t in sample.turns if t.trainable)
+    sample.completion = "\n".join(t.text for t in sample.all_turns if t.trainable)
     episode.done = True
     episode.env.close()
+
+
+def _turn_info(obs: Observation) -> dict:
+    info = dict(obs.metadata)
+    if obs.turn_reward is not None:
+        info["reward"] = float(obs.turn_reward)
+    return info
 
 
 class EpisodeRunner:
@@ -88,6 +105,8 @@ class EpisodeRunner:
         concurrency: episodes alive at once (1: sequential).
         schedule: ``rounds`` or ``async`` (see the module docstring).
         max_context_tokens: cap on an episode's tokens (prompt + all turns); the engine's own limit applies too.
+        stepwise: when the chat template is not append-only, go on step-wise (see the module docstring) instead of
+            raising ``TemplateNotAppendOnly``.
     """
 
     def __init__(
@@ -98,13 +117,15 @@ class EpisodeRunner:
         concurrency: int = 8,
         schedule: str = "rounds",
         max_context_tokens: int | None = None,
+        stepwise: bool = True,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
         self.engine, self.make_env, self.sandbox = engine, make_env, sandbox
-        self.concurrency, self.schedule = concurrency, schedule
+        self.concurrency, self.schedule, self.stepwise = concurrency, schedule, stepwise
+        self._warned = False
         limits = [x for x in (engine.context_length(), max_context_tokens) if x]
         self.max_context = min(limits) if limits else None
         tokenizer = engine.tokenizer
@@ -197,7 +218,13 @@ class EpisodeRunner:
     def _append(self, ep: _Episode, obs: Observation) -> bool:
         """Add the observation to the conversation, or end the episode (``length``) when it would not fit."""
         conv = ep.conversation
-        rendered = conv.render_message(obs.role, obs.content)
+        try:
+            rendered = conv.render_message(obs.role, obs.content)
+        except TemplateNotAppendOnly as e:
+            if not self.stepwise:
+                raise
+            self._new_segment(ep, obs, e)
+            return True
         if self.max_context is not None and len(conv.ids) + len(rendered[1]) > self.max_context:
             if obs.done:
                 _end(ep, replace(obs, content=""))
@@ -205,8 +232,22 @@ class EpisodeRunner:
                 self._finish_now(ep, "length")
             return False
         ids = conv.add_message(obs.role, obs.content, rendered)
-        ep.sample.turns.append(Turn(obs.role, obs.content, ids, None, False, "", dict(obs.metadata)))
+        ep.sample.turns.append(Turn(obs.role, obs.content, ids, None, False, "", _turn_info(obs)))
         return True
+
+    def _new_segment(self, ep: _Episode, obs: Observation, why: TemplateNotAppendOnly) -> None:
+        """Step-wise fallback: the observation closes the current segment (its text and info, no tokens) and, unless
+        the episode is over, a new segment starts from the template's fresh tokenization of the conversation."""
+        if not self._warned:
+            log.warning("%s: going on step-wise (one training row per segment)", why)
+            self._warned = True
+        old = ep.sample
+        old.turns.append(Turn(obs.role, obs.content, [], None, False, "", _turn_info(obs)))
+        if obs.done:
+            return
+        ids = ep.conversation.restart(obs.role, obs.content)
+        segments = [*old.segments, replace(old, segments=[])]
+        ep.sample = Sample(ep.conversation.text, "", context=ep.context, prompt_ids=list(ids), segments=segments)
 
     def _finish_now(self, ep: _Episode, reason: str) -> None:
         """End an episode from outside (synchronously: rare, and keeps the schedule simple)."""

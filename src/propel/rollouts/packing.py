@@ -3,7 +3,8 @@
 The response region (``response_ids``, ``(B, T)``) holds all tokens after the prompt: assistant turns (``loss_mask``
 1) and environment observations (``loss_mask`` 0), with ``turn_index`` naming the turn each token belongs to (-1 for
 padding), so a loss can be restricted to assistant tokens or to one turn. A single-turn rollout is one assistant turn:
-``loss_mask`` is then the completion mask.
+``loss_mask`` is then the completion mask. A step-wise episode (``Sample.segments``) becomes one row per segment, each
+with the episode's advantage; ``turn_index`` then counts the episode's turns across its segments.
 """
 
 from __future__ import annotations
@@ -41,7 +42,17 @@ class PackedBatch:
 
 
 def pack(samples: Sequence[Sample], advantages: torch.Tensor, pad_id: int) -> PackedBatch:
-    """Lay out ``samples`` (prompt ids + turns) as right-padded tensors; ``advantages`` is one float per sample."""
+    """Lay out ``samples`` (prompt ids + turns) as right-padded tensors; ``advantages`` is one float per sample.
+    Rows are the samples' segments in order (one per sample unless an episode went step-wise)."""
+    rows, row_adv, first_turn = [], [], []
+    for s, a in zip(samples, advantages.tolist(), strict=True):
+        offset = 0
+        for segment in [*s.segments, s]:
+            rows.append(segment)
+            row_adv.append(a)
+            first_turn.append(offset)
+            offset += len(segment.turns)
+    samples, advantages = rows, torch.tensor(row_adv)
     width = max(len(s.prompt_ids) + len(s.response_ids) for s in samples)
     t_max = max(1, max(len(s.response_ids) for s in samples))
     b = len(samples)
@@ -63,7 +74,7 @@ def pack(samples: Sequence[Sample], advantages: torch.Tensor, pad_id: int) -> Pa
             span = slice(at, at + len(turn.token_ids))
             if turn.token_ids:
                 resp[r, span] = torch.tensor(turn.token_ids, dtype=torch.long)
-                turn_index[r, span] = k
+                turn_index[r, span] = first_turn[r] + k
                 mask[r, span] = float(turn.trainable)
                 if turn.logprobs is not None:
                     elogp[r, span] = torch.tensor(turn.logprobs)

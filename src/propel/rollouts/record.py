@@ -60,6 +60,12 @@ class Sample:
     infra_error: str | None = None
     """Why the rollout failed for reasons outside the policy (sandbox or engine): such rollouts are left out of
     group statistics and the loss instead of being scored 0."""
+    segments: list[Sample] = field(default_factory=list)
+    """Earlier segments of a step-wise episode, oldest first (empty when the chat template is append-only). When the
+    template re-renders history (e.g. strips past reasoning), the conversation is tokenized afresh and the episode
+    goes on from those ids: each segment is then an exact ``(prompt_ids, turns)`` the model saw and produced, and
+    this sample is the last segment. A segment's last observation has no tokens there (they open the next
+    segment's prompt) but keeps its text and info."""
 
     @property
     def task_text(self) -> str:
@@ -81,6 +87,11 @@ class Sample:
         return spans
 
     @property
+    def all_turns(self) -> list[Turn]:
+        """Every turn of the episode, across step-wise segments."""
+        return [t for segment in self.segments for t in segment.turns] + self.turns
+
+    @property
     def assistant_length(self) -> int:
-        """Tokens the policy generated (observations excluded): what length penalties count."""
-        return sum(len(t.token_ids) for t in self.turns if t.trainable)
+        """Tokens the policy generated in the whole episode (observations excluded): what length penalties count."""
+        return sum(len(t.token_ids) for t in self.all_turns if t.trainable)

@@ -5,12 +5,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from propel.domains.base import Context
 from propel.engines.base import Engine, SamplingSpec
 from propel.rollouts.environment import Environment
 from propel.rollouts.record import Sample, Turn
+from propel.rollouts.steps import Rollout
 
 
 def sample_single_turn(engine: Engine, contexts: Sequence[Context], sampling: SamplingSpec) -> list[list[Sample]]:
@@ -41,3 +43,13 @@ def generate_tasks(
     groups = sample_single_turn(engine, contexts, sampling)
     env.score([s for group in groups for s in group])
     return groups
+
+
+def scored_rollout(env: Environment, engine: Engine, contexts: Sequence[Context], sampling: SamplingSpec) -> Rollout:
+    """``generate_tasks`` as one RL step's ``Rollout``, timed (generation, then the environment's scoring)."""
+    start = time.perf_counter()
+    groups = sample_single_turn(engine, contexts, sampling)
+    generated = time.perf_counter()
+    env.score([s for group in groups for s in group])
+    end = time.perf_counter()
+    return Rollout(groups, {"generation_s": generated - start, "environment_s": end - generated, "wall_s": end - start})

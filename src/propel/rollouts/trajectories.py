@@ -2,9 +2,10 @@
 losslessly.
 
 Flat columns say what happened at a glance (``context_id``, ``finish_reason``, ``reward``, ``turns``, ``solved``,
-``infra_error``, the full ``token_ids`` with their ``loss_mask`` and ``turn_index``); ``turns`` holds every turn as
-a struct (role, text, token ids, logprobs, finish reason, per-turn info as JSON); ``record`` holds the rest of the
-``Sample`` as JSON. Files are written under a temporary name and renamed, so a kill never leaves half a file.
+``infra_error``, the full ``token_ids`` with their ``loss_mask`` and ``turn_index``: for a step-wise episode, those of
+its last segment, the earlier segments being in ``record``); ``turns`` holds every turn as a struct (role, text,
+token ids, logprobs, finish reason, per-turn info as JSON); ``record`` holds the rest of the ``Sample`` as JSON.
+Files are written under a temporary name and renamed, so a kill never leaves half a file.
 """
 
 from __future__ import annotations
@@ -47,9 +48,28 @@ SCHEMA = pa.schema(
         ("loss_mask", pa.list_(pa.int8())),
         ("turn_index", pa.list_(pa.int32())),
         ("turns", pa.list_(_TURN)),
+        ("segments", pa.int64()),
         ("record", pa.string()),
     ]
 )
+
+
+def _turn_row(t: Turn) -> dict:
+    return {
+        "role": t.role,
+        "text": t.text,
+        "token_ids": list(t.token_ids),
+        "logprobs": None if t.logprobs is None else list(t.logprobs),
+        "trainable": t.trainable,
+        "finish_reason": t.finish_reason,
+        "info": json.dumps(t.info, sort_keys=True, default=str),
+    }
+
+
+def _turn(t: dict) -> Turn:
+    logprobs = None if t["logprobs"] is None else list(t["logprobs"])
+    return Turn(t["role"], t["text"], list(t["token_ids"]), logprobs, t["trainable"], t["finish_reason"],
+                json.loads(t["info"]))  # fmt: skip
 
 
 def _row(s: Sample) -> dict:
@@ -63,12 +83,16 @@ def _row(s: Sample) -> dict:
         "info": s.info,
         "context": None if s.context is None else asdict(s.context),
         "artifacts": s.artifacts,
+        "segments": [  # earlier segments of a step-wise episode (the flat columns hold the last one)
+            {"prompt": g.prompt, "prompt_ids": list(g.prompt_ids), "turns": [_turn_row(t) for t in g.turns]}
+            for g in s.segments
+        ],
     }
     return {
         "context_id": None if s.context is None else s.context.id,
         "finish_reason": s.info.get("finish_reason"),
         "reward": s.info.get("reward"),
-        "turns_taken": sum(t.trainable for t in s.turns),
+        "turns_taken": sum(t.trainable for t in s.all_turns),
         "solved": bool(s.artifacts.get("verifier", {}).get("passed", False)),
         "infra_error": s.infra_error,
         "prompt": s.prompt,
@@ -76,18 +100,8 @@ def _row(s: Sample) -> dict:
         "token_ids": list(s.prompt_ids) + s.response_ids,
         "loss_mask": mask,
         "turn_index": index,
-        "turns": [
-            {
-                "role": t.role,
-                "text": t.text,
-                "token_ids": list(t.token_ids),
-                "logprobs": None if t.logprobs is None else list(t.logprobs),
-                "trainable": t.trainable,
-                "finish_reason": t.finish_reason,
-                "info": json.dumps(t.info, sort_keys=True, default=str),
-            }
-            for t in s.turns
-        ],
+        "turns": [_turn_row(t) for t in s.turns],
+        "segments": len(s.segments) + 1,
         "record": json.dumps(record, sort_keys=True, default=str),
     }
 
@@ -113,17 +127,12 @@ def read_trajectories(path: str | Path) -> list[Sample]:
         if ctx is not None:
             prompt = Prompt(**{k: v for k, v in ctx.pop("prompt").items() if v is not None})
             context = Context(prompt=prompt, **ctx)
-        turns = [
-            Turn(
-                t["role"],
-                t["text"],
-                list(t["token_ids"]),
-                None if t["logprobs"] is None else list(t["logprobs"]),
-                t["trainable"],
-                t["finish_reason"],
-                json.loads(t["info"]),
-            )
-            for t in row["turns"]
+        turns = [_turn(t) for t in row["turns"]]
+        segments = [
+            Sample(
+                g["prompt"], "", prompt_ids=list(g["prompt_ids"]), turns=[_turn(t) for t in g["turns"]], context=context
+            )  # fmt: skip
+            for g in record.get("segments", [])
         ]
         out.append(
             Sample(
@@ -138,6 +147,7 @@ def read_trajectories(path: str | Path) -> list[Sample]:
                 turns=turns,
                 artifacts=record["artifacts"],
                 infra_error=row["infra_error"],
+                segments=segments,
             )
         )
     return out

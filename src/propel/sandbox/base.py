@@ -54,11 +54,28 @@ class Limits:
     max_open_files: int = 64
 
     def validate(self) -> None:
-        for name in ("timeout_s", "memory_mb", "max_processes", "max_output_bytes", "max_file_mb", "max_open_files"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"sandbox limit {name} must be > 0, got {getattr(self, name)!r}")
-        if self.cpu_s is not None and self.cpu_s <= 0:
-            raise ValueError(f"sandbox limit cpu_s must be > 0, got {self.cpu_s!r}")
+        """Raise ``TypeError``/``ValueError`` naming the field unless every limit is a finite number in range."""
+        for name, (kind, top) in _LIMIT_RANGES.items():
+            value = getattr(self, name)
+            if name == "cpu_s" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, kind):
+                want = "an int" if kind is int else "a number"
+                raise TypeError(f"sandbox limit {name} must be {want}, got {type(value).__name__} {value!r}")
+            if not (0 < value <= top):  # also rejects NaN
+                raise ValueError(f"sandbox limit {name} must be > 0 and <= {top:g}, got {value!r}")
+
+
+_REAL = (int, float)
+_LIMIT_RANGES: dict[str, tuple[type | tuple[type, ...], float]] = {
+    "timeout_s": (_REAL, 86_400.0),  # a day: beyond it the deadline arithmetic and select() timeouts misbehave
+    "cpu_s": (_REAL, 86_400.0),
+    "memory_mb": (int, float(1 << 24)),  # 16 TiB
+    "max_processes": (int, float(1 << 22)),  # the kernel's pid_max ceiling
+    "max_output_bytes": (int, float(1 << 30)),  # output is held in memory on both sides
+    "max_file_mb": (int, float(1 << 24)),
+    "max_open_files": (int, float(1 << 20)),  # the kernel's default nr_open
+}
 
 
 @dataclass
@@ -78,13 +95,55 @@ class Job:
     """Per-job limits; the sandbox's defaults when None."""
 
     def validate(self) -> None:
+        """Raise ``TypeError``/``ValueError`` for a malformed job (a caller's mistake, not something the job does)."""
         if (self.source is None) == (self.command is None):
             raise ValueError("a sandbox Job needs exactly one of `source` or `command`")
-        for name in self.files:
-            if name.startswith("/") or ".." in name.split("/"):
-                raise ValueError(f"sandbox Job file names must be relative and inside the work dir: {name!r}")
+        if self.source is not None and not isinstance(self.source, str):
+            raise TypeError(f"sandbox Job source must be a str, got {type(self.source).__name__}")
+        if self.command is not None:
+            _check_argv("command", self.command)
+            if not self.command:
+                raise ValueError("sandbox Job command must name a program, got an empty list")
+        _check_argv("args", self.args)
+        if not isinstance(self.stdin, (str, bytes, bytearray)):
+            raise TypeError(f"sandbox Job stdin must be str or bytes, got {type(self.stdin).__name__}")
+        if not isinstance(self.files, dict):
+            raise TypeError(f"sandbox Job files must be a dict of name -> data, got {type(self.files).__name__}")
+        for name, data in self.files.items():
+            _check_file_name(name)
+            if not isinstance(data, (str, bytes, bytearray)):
+                raise TypeError(f"sandbox Job file {name!r} must be str or bytes, got {type(data).__name__}")
+        names = set(self.files)
+        if self.source is not None and "main.py" in names:
+            raise ValueError("sandbox Job has both `source` and a file 'main.py' (the source is written there)")
+        for name in names:
+            parts = name.split("/")
+            for i in range(1, len(parts)):
+                if "/".join(parts[:i]) in names:
+                    raise ValueError(f"sandbox Job file {name!r} needs {'/'.join(parts[:i])!r} to be a directory")
         if self.limits is not None:
+            if not isinstance(self.limits, Limits):
+                raise TypeError(f"sandbox Job limits must be a Limits, got {type(self.limits).__name__}")
             self.limits.validate()
+
+
+def _check_argv(field_name: str, argv) -> None:
+    if isinstance(argv, (str, bytes)) or not isinstance(argv, Sequence):
+        raise TypeError(f"sandbox Job {field_name} must be a list of str (not a str), got {argv!r}")
+    for arg in argv:
+        if not isinstance(arg, str):  # (a NUL inside one is the job's own error: model-written commands may hold one)
+            raise TypeError(f"sandbox Job {field_name} items must be str, got {type(arg).__name__} {arg!r}")
+
+
+def _check_file_name(name) -> None:
+    """A relative path of plain components ('a.txt', 'data/in.txt'): no '', '.', '..', trailing '/', NUL."""
+    if not isinstance(name, str):
+        raise TypeError(f"sandbox Job file names must be str, got {type(name).__name__} {name!r}")
+    parts = name.split("/")
+    if "\x00" in name or name.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(
+            f"sandbox Job file names must be relative paths of plain components inside the work dir: {name!r}"
+        )
 
 
 @dataclass
@@ -109,7 +168,11 @@ class Sandbox(ABC):
 
     def __init__(self, limits: Limits | None = None, max_workers: int = 2):
         self.limits = limits or Limits()
+        if not isinstance(self.limits, Limits):
+            raise TypeError(f"sandbox limits must be a Limits, got {type(self.limits).__name__}")
         self.limits.validate()
+        if isinstance(max_workers, bool) or not isinstance(max_workers, int):
+            raise TypeError(f"max_workers must be an int, got {type(max_workers).__name__} {max_workers!r}")
         if max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers}")
         self.max_workers = max_workers

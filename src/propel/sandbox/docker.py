@@ -7,7 +7,12 @@ engine ``docker.from_env()`` finds (``DOCKER_HOST`` included).
 
 A ``session()`` gets a container of its own (same lockdown) whose ``/work`` tmpfs is the workspace. Every container
 is labelled with its purpose, host and owning pid, so ``reap_stale_containers`` (run by each new ``DockerSandbox``)
-removes what a SIGKILLed process left behind, which no finalizer could.
+removes what a SIGKILLed process left behind, which no finalizer could; ``python -m propel.sandbox.cleanup`` does
+the same on demand.
+
+Inside a container the job runs as the same uid as its worker, so it can stop or kill it (under bubblewrap it
+cannot): the host then gives the worker up at the job's limit + ``protocol.GRACE_S`` and restarts the container in
+the background. The container's OOM kills are read from its memory cgroup and reported as ``memory``.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ import os
 import select
 import socket
 import struct
+import threading
 import time
 import weakref
 
-from propel.sandbox.base import Job, Limits, Result, Sandbox, SandboxError
+from propel.sandbox.base import Job, Limits, Outcome, Result, Sandbox, SandboxError
 from propel.sandbox.local import SCRUBBED_ENV, worker_source
 from propel.sandbox.pool import WorkerPool
 from propel.sandbox.protocol import Channel, WorkerLost
@@ -230,10 +236,14 @@ class DockerSandbox(Sandbox):
         self.image, self.python, self.cpus, self.workdir_mb = image, python, cpus, workdir_mb
         self._code = worker_source()
         self._containers: list = [None] * max_workers
+        self._restarts: dict[int, threading.Thread] = {}  # slot -> restart of its container after a lost worker
         self._pool = WorkerPool(self._spawn, max_workers, on_lost=self._on_lost)
         weakref.finalize(self, self.close)  # workers/containers go away at exit even without close()
 
     def _container(self, slot: int):
+        restart = self._restarts.pop(slot, None)
+        if restart is not None:
+            restart.join()
         if self._containers[slot] is None:
             self._containers[slot] = self._start_container()
         return self._containers[slot]
@@ -275,7 +285,7 @@ class DockerSandbox(Sandbox):
         return container
 
     def _spawn(self, slot: int) -> Channel:
-        config = {"kill_all": True, "base": _WORKDIR, "nproc": False, "scratch": ["/tmp", "/dev/shm"]}
+        config = {"kill_all": True, "base": _WORKDIR, "nproc": False, "scratch": ["/tmp", "/dev/shm", "/dev/mqueue"]}
         return self._exec_worker(self._container(slot), config)
 
     def _exec_worker(self, container, config: dict) -> Channel:
@@ -294,17 +304,24 @@ class DockerSandbox(Sandbox):
         return ExecChannel(api.exec_start(exec_id, socket=True))
 
     def _on_lost(self, slot: int, pid: int | None) -> None:
-        """A lost worker may leave a job running (or a full pids cgroup): restart its container, which kills every
-        process in it and gives it fresh tmpfs mounts (much faster than creating a new container)."""
+        """A lost worker may leave a job running (or a full pids cgroup): its container is restarted, which kills
+        every process in it and gives it fresh tmpfs mounts (much faster than creating a new container). The restart
+        runs in the background, so that the lost job's result is not held up by it; the slot's next job waits."""
         from docker.errors import DockerException
 
         container = self._containers[slot]
         if container is None:
             return
-        try:
-            container.restart(timeout=0)
-        except DockerException:
-            self._remove(slot)
+
+        def restart() -> None:
+            try:
+                container.restart(timeout=0)
+            except DockerException:
+                self._remove(slot)
+
+        thread = threading.Thread(target=restart, name=f"propel-sandbox-restart-{slot}", daemon=True)
+        self._restarts[slot] = thread
+        thread.start()
 
     def _remove(self, slot: int) -> None:
         container, self._containers[slot] = self._containers[slot], None
@@ -318,8 +335,20 @@ class DockerSandbox(Sandbox):
         return self
 
     def run(self, job: Job) -> Result:
+        """Run one job (see ``Sandbox.run``). The containers' cgroup limits come from the sandbox's own limits: a job
+        asking for more memory or processes than they allow gets only that much, and a failed result says so."""
         job.validate()
-        return self._pool.run(job, job.limits or self.limits)
+        limits = job.limits or self.limits
+        result = self._pool.run(job, limits)
+        capped = [
+            f"{name}={getattr(limits, name)} above the container's {name}={getattr(self.limits, name)}"
+            for name in ("memory_mb", "max_processes")
+            if getattr(limits, name) > getattr(self.limits, name)
+        ]
+        if capped and result.outcome is not Outcome.OK:
+            note = f"sandbox: this job's {' and '.join(capped)} (the DockerSandbox's limits size its containers)"
+            result.stderr = f"{result.stderr}\n{note}" if result.stderr else note
+        return result
 
     def session(self, limits: Limits | None = None) -> Session:
         """A persistent workspace in a new container of its own (see ``Sandbox.session``): ``/work``, a tmpfs.
@@ -334,6 +363,8 @@ class DockerSandbox(Sandbox):
     def close(self) -> None:
         super().close()
         self._pool.close()
+        for restart in list(self._restarts.values()):
+            restart.join()
         for slot in range(len(self._containers)):
             self._remove(slot)
 
@@ -342,7 +373,7 @@ _SESSION_CONFIG = {
     "kill_all": True,
     "base": "/tmp",  # job roots (stdin) go to /tmp; /work is the workspace itself
     "nproc": False,
-    "scratch": ["/dev/shm"],
+    "scratch": ["/dev/shm", "/dev/mqueue"],
     "workspace": _WORKDIR,
 }
 

@@ -2,9 +2,14 @@
 
 Per job the child gets a fresh work dir, its own session, rlimits (CPU, address space, processes, file size, open
 files), a scrubbed environment, and is killed with everything it started at the wall-clock limit. With bubblewrap
-(the default when installed) the worker also has no network, a read-only view of the system, a private size-capped
-/tmp, hidden home directories and an unprivileged uid in its own user and PID namespaces, so a fork bomb or a
-process that kills its parent is contained and the worker is simply replaced.
+(the default when installed) the worker also has no network, sees only the system runtime read-only (no host
+sockets, homes, checkout or host /tmp: see ``bwrap.py``), size-capped private scratch emptied after every job, and
+an unprivileged uid in its own user and PID namespaces where it is PID 1, so a job can neither stop nor kill it.
+
+Isolation "none" is for trusted code and tests only: rlimits, a scrubbed environment and a fresh work dir, nothing
+more. The job sees and can write whatever the trainer's uid can (host files, /dev/shm, Unix sockets such as the
+Docker daemon's), has the network, and can signal its worker. Its daemons, even double-forked ones, are killed after
+each job and by ``close()`` (the worker is a child subreaper), but nothing else it did is undone.
 
 A ``session()`` is a host temp dir bound read-write into its own worker's bubblewrap (or simply the worker's cwd with
 isolation "none"); it lives on the host, so it survives the worker being killed and replaced.
@@ -26,7 +31,7 @@ import weakref
 from importlib import resources
 
 from propel.sandbox.base import Job, Limits, Result, Sandbox, SandboxError
-from propel.sandbox.bwrap import bwrap_argv, bwrap_path, homes_to_hide
+from propel.sandbox.bwrap import bwrap_argv, bwrap_path, python_home
 from propel.sandbox.pool import WorkerPool
 from propel.sandbox.protocol import Channel, WorkerLost
 from propel.sandbox.session import Session, SessionBackend
@@ -106,6 +111,7 @@ class PipeChannel(Channel):
         return self._log.read()[-2000:].decode("utf-8", errors="replace")
 
     def close(self) -> None:
+        _kill_tree(self.proc.pid)  # with isolation "none", processes that left the worker's session too
         with contextlib.suppress(OSError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.kill()
@@ -136,7 +142,8 @@ class LocalSandbox(Sandbox):
         """Args:
         limits: default limits for jobs that carry none.
         max_workers: jobs run at the same time (one warm worker each).
-        isolation: "bwrap" (required), "none" (rlimits and a scrubbed environment only) or "auto" (bwrap if installed).
+        isolation: "bwrap" (required), "none" (rlimits and a scrubbed environment only: no protection of host files,
+            sockets or network, see the module docstring) or "auto" (bwrap if installed).
         python: interpreter for ``source`` jobs and the workers; the system ``python3`` by default (run with ``-S -I``:
             standard library only).
         scratch_mb: size of each worker's private /tmp, which holds the jobs' work dirs (bwrap only).
@@ -170,22 +177,33 @@ class LocalSandbox(Sandbox):
     def _spawn_worker(self, user: int | None, workspace: str | None = None) -> Channel:
         """A worker running as host ``user`` (None: as this process); with ``workspace``, a session's worker."""
         if self.isolation == "bwrap":
+            # The worker is PID 1 (nproc_base: it and bwrap's outer process); scratch: what a job can write.
             config = {"kill_all": True, "base": "/tmp", "nproc": True, "nproc_base": 2}
-            keep, writable, home = [self.python], [], "/tmp"
+            config["scratch"] = ["/tmp", "/dev/shm", "/dev/mqueue"]
+            writable, home = [], "/tmp"
             if workspace is not None:
                 config["workspace"] = workspace
-                keep, writable, home = [self.python, workspace], [workspace], workspace
-            inner = [self.python, "-S", "-I", "-c", self._code, json.dumps(config)]
+                writable, home = [workspace], workspace
+            python = os.path.realpath(self.python)
+            inner = [python, "-S", "-I", "-c", self._code, json.dumps(config)]
             argv = bwrap_argv(
-                inner, self.scratch_mb, hide=homes_to_hide(keep), bwrap=self.bwrap, writable=writable, chdir=home
+                inner,
+                self.scratch_mb,
+                bwrap=self.bwrap,
+                writable=writable,
+                chdir=home,
+                readable=[python_home(python)],
+                as_pid_1=True,
             )
             env = dict(SCRUBBED_ENV, HOME=home)
             return PipeChannel(argv, env, cwd="/", user=user)
         base = tempfile.mkdtemp(prefix="propel-sandbox-")
         if user is not None:
             os.chown(base, user, user)
-        # Without namespaces RLIMIT_NPROC counts all processes of the uid: only meaningful with a dedicated uid.
+        # Without namespaces RLIMIT_NPROC counts all processes of the uid: only meaningful with a dedicated uid. The
+        # worker is a subreaper, so a job's double-forked daemons come back to it and die after the job.
         config = {"kill_all": False, "base": base, "nproc": user is not None, "nproc_base": 1, "scratch": []}
+        config["subreaper"] = True
         if workspace is not None:
             config["workspace"] = workspace
         argv = [self.python, "-S", "-I", "-c", self._code, json.dumps(config)]
@@ -258,6 +276,39 @@ def _remove_tree(path: str) -> None:
                 with contextlib.suppress(OSError):
                     os.chmod(sub, 0o700)
     shutil.rmtree(path, ignore_errors=True)
+
+
+def _process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state letter) of every process this one can see."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                table[int(entry)] = (int(fields[1]), fields[0].decode())
+            except (OSError, ValueError, IndexError):
+                continue
+    return table
+
+
+def _kill_tree(root: int, rounds: int = 20) -> None:
+    """SIGKILL every live descendant of ``root`` (whatever session or process group it moved to), until none is
+    left; ``root`` itself is left to the caller."""
+    for _ in range(rounds):
+        table = _process_table()
+        found, todo = [], [root]
+        while todo:
+            parent = todo.pop()
+            children = [pid for pid, (ppid, _) in table.items() if ppid == parent]
+            found += [pid for pid in children if table[pid][1] != "Z"]
+            todo += children
+        if not found:
+            return
+        for pid in found:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.002)
 
 
 def _kill_uid(uid: int, rounds: int = 50) -> None:

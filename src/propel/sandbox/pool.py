@@ -71,6 +71,11 @@ class WorkerPool:
             except WorkerLost as e:
                 self._drop(slot, e.pid)
                 return lost_result(e, time.monotonic() - start)
+            except BaseException:
+                # Interrupted mid-exchange (KeyboardInterrupt, a signal handler's exception): the worker may still
+                # send this job's answer, which the next job would read as its own. Discard the worker.
+                self._drop(slot, None)
+                raise
         finally:
             self._idle.put(slot)
 

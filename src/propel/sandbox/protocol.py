@@ -6,6 +6,7 @@ only (never pickle), sizes checked against the limits, and any malformed frame e
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import struct
@@ -16,6 +17,10 @@ from propel.sandbox.base import Job, Limits, Outcome, Result
 
 _LEN = struct.Struct(">I")
 _MAX_HEADER = 1 << 16
+_job_ids = itertools.count(1)
+GRACE_S = 0.8
+"""How long past a job's wall-clock limit the host waits for its worker before giving the worker up (so a job that
+stops its worker, or a stuck worker, still returns within the limit + 1 s)."""
 
 
 class WorkerLost(Exception):
@@ -62,15 +67,22 @@ def resolved_limits(limits: Limits) -> dict:
     }
 
 
-def encode_job(job: Job, limits: Limits) -> bytes:
-    """One job frame: JSON header (file names, argv, limits, blob sizes) followed by the file blobs and stdin."""
-    files = {name: data.encode() if isinstance(data, str) else bytes(data) for name, data in job.files.items()}
+def _utf8(data: str | bytes) -> bytes:
+    # surrogatepass: a lone surrogate in model-written text becomes bytes the job then fails on (a SyntaxError, an
+    # error result), instead of a UnicodeEncodeError out of ``run()``
+    return data.encode("utf-8", errors="surrogatepass") if isinstance(data, str) else bytes(data)
+
+
+def encode_job(job: Job, limits: Limits, job_id: int = 0) -> bytes:
+    """One job frame: JSON header (id, file names, argv, limits, blob sizes) followed by the file blobs and stdin."""
+    files = {name: _utf8(data) for name, data in job.files.items()}
     if job.source is not None:
-        files["main.py"] = job.source.encode()
-    stdin = job.stdin.encode() if isinstance(job.stdin, str) else bytes(job.stdin)
+        files["main.py"] = _utf8(job.source)
+    stdin = _utf8(job.stdin)
     names = list(files)
     blobs = [files[n] for n in names] + [stdin]
     header = {
+        "id": job_id,
         "argv": [str(a) for a in job.command] if job.command is not None else None,
         "args": [str(a) for a in job.args],
         "files": names,
@@ -95,26 +107,36 @@ def read_header(channel: Channel, deadline: float) -> dict:
     return header
 
 
-def exchange(channel: Channel, job: Job, limits: Limits, grace_s: float = 10.0) -> tuple[Result, int | None]:
-    """Send one job and wait for its result; returns the result and the child's pid (host-visible or not)."""
+def exchange(channel: Channel, job: Job, limits: Limits, grace_s: float = GRACE_S) -> tuple[Result, int | None]:
+    """Send one job and wait for its result; returns the result and the child's pid (host-visible or not).
+
+    Every frame the worker sends back must carry this job's id: a frame for another job (a worker whose previous
+    exchange was interrupted) is a broken protocol, never a result to hand out.
+    """
     start = time.monotonic()
-    deadline = start + limits.timeout_s + grace_s
-    channel.send(encode_job(job, limits))
-    started = read_header(channel, deadline)
-    if started.get("event") != "started":
-        raise WorkerLost(f"worker sent {started.get('event')!r} instead of 'started'")
+    job_id = next(_job_ids)
+    channel.send(encode_job(job, limits, job_id))
+    deadline = time.monotonic() + limits.timeout_s + grace_s  # the inputs' transfer (large stdin) is not the job's
+    started = _expect(channel, "started", job_id, deadline)
     pid = started.get("pid") if isinstance(started.get("pid"), int) else None
     try:
-        return _read_done(channel, limits, deadline, start), pid
+        return _read_done(channel, limits, deadline, start, job_id), pid
     except WorkerLost as e:
         e.pid = pid
         raise
 
 
-def _read_done(channel: Channel, limits: Limits, deadline: float, start: float) -> Result:
-    done = read_header(channel, deadline)
-    if done.get("event") != "done":
-        raise WorkerLost(f"worker sent {done.get('event')!r} instead of 'done'")
+def _expect(channel: Channel, event: str, job_id: int, deadline: float) -> dict:
+    header = read_header(channel, deadline)
+    if header.get("event") != event:
+        raise WorkerLost(f"worker sent {header.get('event')!r} instead of {event!r}")
+    if header.get("id") != job_id:
+        raise WorkerLost(f"worker answered job {header.get('id')!r} instead of job {job_id} (protocol out of step)")
+    return header
+
+
+def _read_done(channel: Channel, limits: Limits, deadline: float, start: float, job_id: int) -> Result:
+    done = _expect(channel, "done", job_id, deadline)
     cap = limits.max_output_bytes
     try:
         out_n, err_n = int(done["out_n"]), int(done["err_n"])

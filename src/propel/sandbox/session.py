@@ -4,7 +4,8 @@ Commands run one after another with the same directory as their cwd (and HOME an
 writes the next can read; ``close()`` kills everything and deletes the workspace. Each command is still a fresh child
 of a warm worker (the one-shot worker with its ``workspace`` option) with its own process group, rlimits and
 wall-clock limit, and **background processes a command starts are killed when that command returns**: only files
-carry over, so a server an agent needs must be started and used within one command.
+in the workspace carry over (``/tmp``, ``/dev/shm`` and IPC objects are emptied after each command), so a server an
+agent needs must be started and used within one command.
 """
 
 from __future__ import annotations

@@ -26,6 +26,8 @@ from propel.engines.base import Prompt
 from propel.sandbox.base import Job, Limits, Outcome, Result, Sandbox
 
 MODES = ("induction", "deduction")
+SOLUTION_FILE = "solution.py"
+"""Where an agent solver writes ``f`` in induction mode (``CodeDomain.agent_context``)."""
 _ANSWER = re.compile(r"(?im)^[ \t>*]*answer(?:\s*(\d+))?\s*[:=]\s*(.+?)\s*$")
 
 GENERATOR_INSTRUCTION = (
@@ -198,16 +200,17 @@ class CodeDomain(Domain):
     def _hidden(self, task: Task) -> list[int]:
         return list(range(self.n_shown, self.n_inputs))
 
+    def _examples_text(self, task: Task) -> str:
+        data = task.data
+        pairs = "\n".join(
+            f"f({_call_args(data['inputs'][i])}) == {display(data['outputs'][i])}" for i in range(self.n_shown)
+        )
+        return f"A hidden Python function `f` gives these results:\n{pairs}\n\nHint: {data['message']}\n\n"
+
     def solver_prompt(self, task: Task) -> Prompt:
         data = task.data
         if self.mode == "induction":
-            pairs = "\n".join(
-                f"f({_call_args(data['inputs'][i])}) == {display(data['outputs'][i])}" for i in range(self.n_shown)
-            )
-            text = (
-                f"A hidden Python function `f` gives these results:\n{pairs}\n\nHint: {data['message']}\n\n"
-                "Write the function `f` in a ```python code block."
-            )
+            text = self._examples_text(task) + "Write the function `f` in a ```python code block."
         else:
             queries = self._hidden(task)[: self.n_query]
             calls = "\n".join(f"f({_call_args(data['inputs'][i])})" for i in queries)
@@ -218,18 +221,42 @@ class CodeDomain(Domain):
             )
         return Prompt(messages=[{"role": "user", "content": text}])
 
+    def agent_context(self, task: Task, task_id: str) -> Context:
+        """Induction: the agent writes ``f`` into ``solution.py`` (it may run it on the examples first); deduction:
+        the default answer file (it may run the function to find the value)."""
+        if self.mode != "induction":
+            return super().agent_context(task, task_id)
+        text = self._examples_text(task) + (
+            f"You work in a shell workspace with python3. Write the function `f` into {SOLUTION_FILE} (test it on the "
+            "examples if you like), then submit."
+        )
+        data = {"files": {}, "collect": [SOLUTION_FILE]}
+        return Context(id=task_id, prompt=Prompt(messages=[{"role": "user", "content": text}]), data=data)
+
+    def agent_grade(self, task: Task, artifacts: Sequence[dict], sandbox: Sandbox | None) -> list[bool]:
+        if self.mode != "induction":
+            return super().agent_grade(task, artifacts, sandbox)
+        return self._grade_sources(task, [(a.get("files") or {}).get(SOLUTION_FILE) for a in artifacts], sandbox)
+
     def grade(self, task: Task, completions: Sequence[str], sandbox: Sandbox) -> list[bool]:
         if self.mode == "deduction":
             return [self._grade_deduction(task, c) for c in completions]
+        return self._grade_sources(task, [python_code(c) for c in completions], sandbox)
+
+    def _grade_sources(self, task: Task, codes: Sequence[str | None], sandbox: Sandbox) -> list[bool]:
+        """Induction grades: each candidate source of ``f`` run on the hidden inputs, compared by value."""
         hidden = self._hidden(task)
-        codes = [python_code(c) for c in completions]
-        runnable = [i for i, code in enumerate(codes) if code is not None and check_source(code) is None]
+        runnable = [i for i, code in enumerate(codes) if code and check_source(code) is None]
         runs = self.run_function([(codes[i], [task.data["inputs"][h] for h in hidden]) for i in runnable], sandbox)
-        grades = [False] * len(completions)
+        grades = [False] * len(codes)
         for i, (results, _) in zip(runnable, runs, strict=False):
-            grades[i] = results is not None and all(
-                status == "ok" and values_equal(value, task.data["outputs"][h], self.rel_tol)
-                for (status, value), h in zip(results, hidden, strict=False)
+            grades[i] = (
+                results is not None
+                and len(results) == len(hidden)  # a short result list is no pass
+                and all(
+                    status == "ok" and values_equal(value, task.data["outputs"][h], self.rel_tol)
+                    for (status, value), h in zip(results, hidden, strict=True)
+                )
             )
         return grades
 

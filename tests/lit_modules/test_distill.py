@@ -1,0 +1,174 @@
+"""Turn-targeted KL distillation on a tiny random policy: the loss reads turn t's logits only, an empty hint gives
+exactly zero loss and gradient, only LoRA weights move, and a resumed run equals a straight one."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+
+from propel.datamodules.episodes import EpisodeDataModule
+from propel.envs import ShellTasks, ToolEnv
+from propel.lit_modules.distill import TurnKLDistillModule
+from propel.losses.distillation import DivergenceSpec, masked_mean, token_divergence
+from propel.models.lora import LoRASpec
+from propel.rollouts.hints import ErrorHints, FunctionHints, Hint
+from tests.rollouts.test_hints import _episode
+
+
+def _module(model_dir, hints, **kw):
+    module = TurnKLDistillModule(hints=hints, model=str(model_dir), lora=LoRASpec(r=4, alpha=8), **kw)
+    module.configure_model()
+    return module
+
+
+def test_the_loss_reads_turn_t_only_and_an_empty_hint_is_exactly_zero(tiny_model_dir, tokenizer):
+    sample, _ = _episode(tokenizer, ["ls", "echo hi", "done"], [("a.txt", {}), ("ok", {}), (None, {})])
+    module = _module(tiny_model_dir, FunctionHints(lambda s: [Hint(2, "write the file"), Hint(0, "look first")]))
+    targets = module.targets([sample])
+    assert [(t.turn, t.length) for t in targets] == [(2, len(sample.turns[4].token_ids)), (0, 2)]
+    head = module.policy.get_output_embeddings()
+    seen = []
+
+    def keep(mod, args, out):
+        if out.requires_grad:  # the student's pass, not the teacher's
+            out.retain_grad()
+            seen.append(out)
+
+    hook = head.register_forward_hook(keep)
+    lengths = [t.length for t in targets]
+    with module.eval_mode():
+        with torch.no_grad():
+            teacher = module._turn_logits([t.teacher_ids for t in targets], lengths, "teacher")
+        student = module._turn_logits([t.student_ids for t in targets], lengths, "student")
+    hook.remove()
+    div = token_divergence(student, teacher, DivergenceSpec())
+    loss = masked_mean(div, module._mask(lengths))
+    assert loss > 0
+    loss.backward()
+    grad = seen[-1].grad.abs().sum(-1)  # (rows, kept positions): the student's logits
+    width = max(len(t.student_ids) for t in targets)
+    for row, t in enumerate(targets):  # a kept position predicts token (position + offset); only turn t's count
+        first = width - grad.shape[1]
+        predicted = torch.arange(grad.shape[1]) + first + 1
+        inside = (predicted >= len(t.student_ids) - t.length) & (predicted < len(t.student_ids))
+        assert grad[row][inside].min() > 0 and grad[row][~inside].max() == 0, row
+
+    empty = _module(tiny_model_dir, FunctionHints(lambda s: [Hint(1, "")]))
+    assert empty.targets([sample]) == []  # no target, so no loss term and no gradient at all
+    target = empty.splicer.target(sample, 0, Hint(1, ""))
+    assert target.teacher_ids == target.student_ids
+    with empty.eval_mode(), torch.no_grad():
+        teacher = empty._turn_logits([target.teacher_ids], [target.length], "teacher")
+        student = empty._turn_logits([target.student_ids], [target.length], "student")
+    assert token_divergence(student, teacher, DivergenceSpec()).abs().max().item() == 0.0  # dropout off: identical
+
+
+class Steps(Callback):
+    def __init__(self):
+        self.rows, self.samples = [], []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.rows.append({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")})
+        self.samples.append(pl_module.rollout_state.samples)
+
+
+def _fit(model_dir, steps, tmp_path=None, ckpt_path=None, save=False, **kw):
+    pl.seed_everything(0)
+    settings = {"divergence": DivergenceSpec("jsd", beta=0.5, top_k=64), **kw}
+    module = TurnKLDistillModule(
+        hints=ErrorHints(),  # a random model never writes a valid call: turn 0 is always targeted
+        model=str(model_dir),
+        lora=LoRASpec(r=4, alpha=8),
+        kl_coefficient=1.0,
+        episodes_per_context=2,
+        max_new_tokens=6,
+        lr=1e-2,
+        **settings,
+    )
+    data = EpisodeDataModule(partial(ToolEnv, max_turns=2, command_timeout_s=2.0), ShellTasks(), contexts_per_step=1)
+    rec = Steps()
+    callbacks = [rec] + ([ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=1, save_top_k=-1)] if save else [])
+    trainer = pl.Trainer(max_steps=steps, accelerator="cpu", logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, callbacks=callbacks, enable_checkpointing=save)  # fmt: skip
+    trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
+    return module, rec
+
+
+def test_distillation_trains_lora_only_and_resumes_exactly(tiny_model_dir, tmp_path):
+    base = {k: v.clone() for k, v in _module(tiny_model_dir, ErrorHints()).policy.state_dict().items()}
+    module, rec = _fit(tiny_model_dir, 2)
+    assert len(rec.rows) == 2
+    for row, temperature in zip(rec.rows, (1.0, 0.8), strict=True):  # the schedule, stepped over max_steps
+        assert row["train/distill/targets"] == 2 and row["train/distill/temperature"] == pytest.approx(temperature)
+        assert row["train/distill/divergence"] > 0 and row["train/distill/control_divergence"] > 0
+        assert torch.isfinite(torch.tensor(row["train/loss"]))
+    after = module.policy.state_dict()
+    moved = [k for k in base if not torch.equal(base[k], after[k])]
+    assert moved and all("lora_" in k for k in moved)  # base weights untouched
+    _, first = _fit(tiny_model_dir, 1, tmp_path, save=True)
+    resumed_module, resumed = _fit(tiny_model_dir, 2, ckpt_path=str(tmp_path / "epoch=0-step=1.ckpt"))
+    straight = [[s.prompt_ids + s.response_ids for s in step] for step in rec.samples]
+    again = [[s.prompt_ids + s.response_ids for s in step] for step in first.samples + resumed.samples]
+    assert straight == again
+    for (name, p), (_, q) in zip(module.policy.named_parameters(), resumed_module.policy.named_parameters(),
+                                 strict=True):  # fmt: skip
+        torch.testing.assert_close(p, q, msg=name)
+
+
+def test_on_policy_phased_hints_and_rollback(tiny_model_dir):
+    """On-policy targets are fresh student samples; ``hint_share`` phases targets in; a step past ``max_drift`` is
+    marked and, with ``rollback``, undone (the adapter ends where it started)."""
+    pl.seed_everything(0)  # the adapter's initial weights, as _fit draws them
+    start = {k: v.clone() for k, v in _module(tiny_model_dir, ErrorHints()).policy.state_dict().items()}
+    module, rec = _fit(tiny_model_dir, 2, on_policy=True, divergence=DivergenceSpec("reverse_kl"),
+                       hint_share=(0.5, 1.0), max_drift=0.0, rollback=True)  # fmt: skip
+    assert [r["train/distill/targets_used"] for r in rec.rows] == [1.0, 2.0]  # ceil(0.5 * 2), ceil(0.75 * 2)
+    for row in rec.rows:
+        assert row["train/distill/drift"] > 0 and row["train/distill/unstable"] == 1.0
+        assert row["train/distill/rolled_back"] == 1.0 and row["train/distill/divergence"] > 0
+    end = module.policy.state_dict()
+    assert all(torch.equal(start[k], end[k]) for k in start)  # every step undone
+
+
+def test_importance_weights_for_an_engine_that_is_not_the_policy(tiny_model_dir, tokenizer):
+    from propel.engines.scripted import ScriptedEngine
+    from propel.losses.logprobs import token_logprobs
+    from propel.rollouts.hints import TurnTarget
+
+    module = _module(tiny_model_dir, ErrorHints(), on_policy=True, importance_cap=3.0)
+    module.engine = ScriptedEngine(tokenizer, lambda p: "x")  # stands in for vLLM: not the live policy
+    ids = tokenizer("hello there friend", add_special_tokens=False)["input_ids"]
+    prompt = module.splicer.splice(list(range(1, 5)) + module.splicer.header_ids, "")
+    with torch.no_grad():
+        student = module._turn_logits([prompt + ids], [len(ids)], "student")
+    own, _ = token_logprobs(student, torch.tensor([ids]))
+    mask = module._mask([len(ids)])
+    same = TurnTarget(0, 0, "h", prompt + ids, prompt + ids, len(ids), own[0].tolist())
+    torch.testing.assert_close(module._importance([same], student, mask), mask)  # ratio 1
+    lower = TurnTarget(0, 0, "h", prompt + ids, prompt + ids, len(ids), (own[0] - 5.0).tolist())
+    assert torch.equal(module._importance([lower], student, mask), 3.0 * mask)  # exp(5) capped at 3
+
+
+def test_teachers_live_base_and_external(tiny_model_dir, tokenizer):
+    """With the adapter moved away from zero: ``base`` (adapters off) and ``external`` (the same base model loaded
+    apart) give the base model's logits; ``live`` gives the adapted policy's."""
+    sample, _ = _episode(tokenizer, ["ls", "done"], [("a.txt", {}), (None, {})])
+    hints = FunctionHints(lambda s: [Hint(1, "write the file")])
+    logits = {}
+    for teacher in ("live", "base", "external"):
+        torch.manual_seed(0)
+        extra = {"teacher_model": str(tiny_model_dir)} if teacher == "external" else {}
+        module = _module(tiny_model_dir, hints, teacher=teacher, **extra)
+        with torch.no_grad():
+            for name, p in module.policy.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(0, 0.5)
+        (target,) = module.targets([sample])
+        with module.eval_mode(), torch.no_grad():
+            logits[teacher] = module._turn_logits([target.teacher_ids], [target.length], "teacher")
+    torch.testing.assert_close(logits["base"], logits["external"])
+    assert not torch.allclose(logits["live"], logits["base"])

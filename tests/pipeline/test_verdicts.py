@@ -1,0 +1,39 @@
+"""The report's verdicts follow the numbers: each sentence flips when the numbers do."""
+
+from __future__ import annotations
+
+from propel.pipeline.verdicts import change, evaluate_verdict, grpo_verdict, pool_verdict, probe_verdict
+
+
+def test_probe_verdict_compares_with_the_logistic_baseline():
+    def summary(probe, base):
+        return {"selected": {"test_balanced_accuracy": probe}, "logistic_baseline": {"test_balanced_accuracy": base}}
+
+    assert probe_verdict(summary(0.61, 0.64)).startswith("the probe is not better than the logistic baseline")
+    assert probe_verdict(summary(0.70, 0.64)).startswith("the probe beats the logistic baseline")
+    assert "chance is 0.5" in probe_verdict(summary(0.52, 0.50))
+
+
+def test_grpo_verdict_names_reward_and_validity_moves():
+    up = {"reward_first5_mean": -0.5, "reward_last5_mean": 0.1, "valid_rate_start": 0.4, "valid_rate_end": 0.2}
+    assert grpo_verdict(up) == ("the mean reward rose (first 5 steps -0.5, last 5 0.1); validity fell (0.4 -> 0.2).")
+    down = {"reward_first5_mean": 0.3, "reward_last5_mean": 0.1, "valid_rate_start": 0.4, "valid_rate_end": 0.5}
+    assert "reward fell" in grpo_verdict(down) and "validity held" in grpo_verdict(down)
+
+
+def test_utility_change_within_the_interval_is_called_unchanged():
+    assert change("utility", 0.10, 0.15, 24, 24).startswith("utility unchanged within the interval")
+    assert change("utility", 0.10, 0.60, 200, 200).startswith("utility rose")
+    assert change("validity", 0.50, 0.20, 400, 400).startswith("validity fell")
+    base = {"tasks": 24, "utility_all": 0.08, "valid_rate": 0.5}
+    trained = {"tasks": 24, "utility_all": 0.12, "valid_rate": 0.05}
+    text = evaluate_verdict({"base": base, "trained": trained})
+    assert "utility (in-band share of all generations) unchanged within the interval" in text
+    assert "validity fell (0.5 -> 0.05" in text
+    assert evaluate_verdict({"base": base}).startswith("only the base policy")
+
+
+def test_pool_verdict_flags_a_pool_without_positives():
+    assert "no positive" in pool_verdict({"tasks": 24, "valid": 9, "positives": 0})
+    assert "too few positives" in pool_verdict({"tasks": 240, "valid": 80, "positives": 6})
+    assert pool_verdict({"tasks": 240, "valid": 80, "positives": 14}) == "80 valid tasks of 240, 14 in the band."

@@ -1,0 +1,78 @@
+"""The suite runner in the local sandbox: JUnit outcomes, exit codes, and solutions that crash, hang, flood their
+output, eat memory or kill the runner come back as a status with a reason (never an exception)."""
+
+from __future__ import annotations
+
+import pytest
+
+from propel.sandbox import LocalSandbox
+from propel.testsuite import ReportError, Submission, SuiteRunner, parse_junit, pristine_ini
+
+TESTS = {
+    "pytest.ini": pristine_ini(),
+    "test_add.py": (
+        "import pytest\nfrom solution import add\n\n"
+        "def test_one():\n    assert add(1, 2) == 3\n\n"
+        "def test_two():\n    assert add(2, 2) == 4\n\n"
+        "@pytest.mark.skip\ndef test_skipped():\n    assert add(0, 0) == 0\n"
+    ),
+}
+
+
+def sub(code: str) -> Submission:
+    return Submission({"solution.py": code}, TESTS)
+
+
+@pytest.fixture(scope="module")
+def runner():
+    with LocalSandbox(max_workers=2) as sandbox:
+        yield SuiteRunner(sandbox, timeout_s=3.0, batch_size=4)
+
+
+def test_junit_outcomes_and_refusals():
+    xml = (
+        '<testsuites><testsuite name="pytest"><testcase name="a" /><testcase name="b"><failure message="x"/>'
+        '</testcase><testcase name="c"><skipped/></testcase><testcase name="d"><error/></testcase>'
+        '<testcase name="a"><error/></testcase></testsuite></testsuites>'
+    )
+    assert parse_junit(xml) == {"a": "error", "b": "failed", "c": "skipped", "d": "error"}
+    with pytest.raises(ReportError, match="DOCTYPE"):
+        parse_junit('<!DOCTYPE x [<!ENTITY a "aaaa">]><testsuites/>')
+    with pytest.raises(ReportError, match="well-formed"):
+        parse_junit("<testsuites><testcase")
+    with pytest.raises(ReportError, match="root"):
+        parse_junit("<html/>")
+
+
+def test_runs_report_outcomes_coverage_and_failures(runner):
+    cases = {
+        "correct": "def add(a, b):\n    return a + b\n",
+        "partial": "def add(a, b):\n    if a == 1:\n        return 3\n    if a > 100:\n        return -1\n"
+        "    return 0\n",
+        "syntax": "def add(a, b)\n    return a + b\n",
+        "raises_at_import": "raise RuntimeError('boom')\n",
+        "hangs": "def add(a, b):\n    while True:\n        pass\n",
+        "floods": "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
+        "eats_memory": "blob = bytearray(4 << 30)\n",
+        "os_exit": "import os\nos._exit(0)\n",
+        "kills_runner": "import os\nos.kill(os.getppid(), 9)\n",
+        "forks": "import os\nos.fork()\ndef add(a, b):\n    return a + b\n",
+        "correct_after": "def add(a, b):\n    return a + b\n",
+    }
+    runs = dict(zip(cases, runner.run([sub(c) for c in cases.values()]), strict=True))
+    expected = {"test_one": "passed", "test_two": "passed", "test_skipped": "skipped"}  # skipped is not passed
+    assert runs["correct"].ok and runs["correct"].tests == expected
+    assert runs["correct"].coverage == 100.0
+    assert runs["partial"].tests["test_one"] == "passed" and runs["partial"].tests["test_two"] == "failed"
+    assert 0 < runs["partial"].coverage < 100
+    for name in ("syntax", "raises_at_import"):
+        assert runs[name].status == "pytest_exit" and runs[name].exit_code == 2, runs[name]
+        assert "collection" in runs[name].reason
+    assert runs["hangs"].status == "timeout"
+    assert runs["floods"].status == "killed" and "SIGXFSZ" in runs["floods"].reason
+    assert runs["eats_memory"].status in ("pytest_exit", "killed") and not runs["eats_memory"].ok
+    assert runs["os_exit"].status == "no_report"
+    assert runs["kills_runner"].status == "runner" and "killed its test runner" in runs["kills_runner"].reason
+    assert runs["forks"].status == "pytest_exit"  # RLIMIT_NPROC 0: a submission cannot start processes
+    # a submission after the one that killed the runner (same batch at first) is still graded on its own
+    assert runs["correct_after"].ok and runs["correct_after"].tests["test_two"] == "passed"
