@@ -75,19 +75,17 @@ def first_turn_rate(module, contexts, n: int, hint: str | None) -> tuple[int, in
 
 def turn_logits(module, episodes):
     """Per assistant turn k (0, 1): the student's logits on that turn's tokens of each held-out episode."""
-    from propel.rollouts.hints import Hint
+    from propel.rollouts.hints import turn_context
 
     out = {}
     for k in (0, 1):
-        targets = []
-        for i, s in enumerate(episodes):
-            if sum(t.trainable for t in s.all_turns) > k:
-                targets.append(module.splicer.target(s, i, Hint(k, "")))
-        if not targets:
+        rows = [turn_context(s, k, i) for i, s in enumerate(episodes) if sum(t.trainable for t in s.all_turns) > k]
+        if not rows:
             continue
+        lengths = [len(ids) for _, ids in rows]
         with module.eval_mode(), torch.no_grad():
-            lengths = [t.length for t in targets]
-            out[k] = (module._turn_logits([t.student_ids for t in targets], lengths, "student"), module._mask(lengths))
+            logits = module._turn_logits([prefix + ids for prefix, ids in rows], lengths, "student")
+        out[k] = (logits, module._mask(lengths))
     return out
 
 

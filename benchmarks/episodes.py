@@ -126,18 +126,14 @@ def _training_step_seconds(policy, tokenizer, samples) -> float:
 
     from propel.losses.logprobs import token_logprobs
     from propel.losses.policy import LossSpec, policy_loss
+    from propel.models import span_logits
     from propel.rollouts import pack
 
     batch = pack(samples, torch.randn(len(samples)), tokenizer.pad_token_id)
     start = time.perf_counter()
-    for rows in torch.arange(len(samples)).split(4):
+    for rows in torch.arange(batch.input_ids.shape[0]).split(4):  # a step-wise episode packs to several rows
         sub = batch.select(rows)
-        first = int(sub.starts.min()) - 1
-        logits = policy(input_ids=sub.input_ids, attention_mask=sub.attention_mask).logits[:, first:]
-        index = (sub.starts[:, None] - 1 - first + torch.arange(sub.response_ids.shape[1])[None]).clamp(
-            max=logits.shape[1] - 1
-        )
-        picked = logits.gather(1, index[..., None].expand(-1, -1, logits.shape[-1]))
+        picked = span_logits(policy, sub.input_ids, sub.attention_mask, sub.starts, sub.response_ids.shape[1])
         logp, _ = token_logprobs(picked, sub.response_ids)
         out = policy_loss(logp, logp.detach(), sub.advantages, sub.loss_mask, LossSpec("dapo", beta=0.0))
         out.loss.backward()

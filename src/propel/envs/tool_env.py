@@ -19,7 +19,7 @@ from propel.domains.base import Context
 from propel.envs.base import AgentEnv, EpisodeState, Observation
 from propel.envs.tool_calls import CLOSE, ToolCall, ToolCallError, check_arguments, function_tool, parse_tool_call
 from propel.errors import ConfigError
-from propel.sandbox.base import Job, Limits, Outcome, Result, Sandbox, SandboxError
+from propel.sandbox.base import Job, Limits, Outcome, Result, Sandbox, SandboxError, check_file_name
 
 TOOLS = [
     function_tool("bash", "Run a shell command in the workspace (the current directory).", command="the command"),
@@ -33,6 +33,15 @@ SYSTEM_PROMPT = (
     "You are an agent in a Linux workspace. Solve the task by calling tools, one call per message, then call "
     'submit. Example:\n<tool_call>{"name": "bash", "arguments": {"command": "echo hello > greeting.txt"}}</tool_call>'
 )
+
+
+def _in_workspace(path: str) -> bool:
+    """Whether ``path`` names a file inside the workspace (the sandbox's own file-name rule)."""
+    try:
+        check_file_name(path)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 class ToolEnv(AgentEnv):
@@ -80,7 +89,6 @@ class ToolEnv(AgentEnv):
         self._session = None
         self._context: Context | None = None
         self._spent = 0.0
-        self._cut: list[str] = []  # collected files that were cut at max_collect_chars
 
     @property
     def state(self) -> EpisodeState:
@@ -159,15 +167,12 @@ class ToolEnv(AgentEnv):
             result = self._run(Job(command=["cat", "--", args["path"]]), call.name)
             return self._observe(result, meta, show_exit=False)
         if call.name == "write_file":
-            try:
-                job = Job(command=["true"], files={args["path"]: args["content"]})
-                job.validate()
-            except ValueError:
+            if not _in_workspace(args["path"]):
                 return Observation(
                     f"error: path {args['path']!r} must be relative and inside the workspace",
                     metadata={**meta, "error": "bad_path"},
                 )
-            result = self._run(job, call.name)
+            result = self._run(Job(command=["true"], files={args["path"]: args["content"]}), call.name)
             text = f"wrote {len(args['content'])} characters to {args['path']}" if result.ok else result.stderr
             return Observation(text, metadata={**meta, "exit_code": result.exit_code})
         raise AssertionError(f"tool {call.name!r} has no handler")  # check_arguments admits only TOOLS
@@ -207,8 +212,7 @@ class ToolEnv(AgentEnv):
     def _finish(self, reason: str, meta: dict, content: str = "") -> Observation:
         """Collect the task's files, run the verifier in the workspace and end the episode with its reward."""
         data = self._context.data if self._context else {}
-        self._cut = []
-        self._state.files = {path: self._collect(path) for path in self._collect_paths(data.get("collect", []))}
+        self._state.files, cut = self._collect(data.get("collect", []))
         verify = data.get("verify")
         verdict = {"passed": False}
         if verify:
@@ -221,8 +225,8 @@ class ToolEnv(AgentEnv):
                 "outcome": result.outcome.value,
                 "output": out,
             }
-        if self._cut:
-            verdict["collect_truncated"] = self._cut
+        if cut:
+            verdict["collect_truncated"] = cut
         reward = 1.0 if verdict["passed"] else 0.0
         self._state.done, self._state.finish_reason, self._state.verifier = True, reason, verdict
         self.close()
@@ -230,9 +234,10 @@ class ToolEnv(AgentEnv):
             content, done=True, reward=reward, reward_components={"passed": reward}, finish_reason=reason, metadata=meta
         )
 
-    def _collect_paths(self, patterns: list[str]) -> list[str]:
-        """The paths to collect: plain paths as given (missing ones come back as None), glob patterns (``*``, ``?``,
-        ``[``; ``**`` spans folders) expanded to the workspace's regular files, at most ``MAX_COLLECT_FILES``."""
+    def _collect(self, patterns: list[str]) -> tuple[dict[str, str | None], list[str]]:
+        """The files the task asks for (path -> text, None when missing, unreadable or not a workspace path) and
+        what was cut: plain paths as given, glob patterns (``*``, ``?``, ``[``; ``**`` spans folders) expanded to
+        the workspace's regular files, at most ``MAX_COLLECT_FILES`` files of at most ``max_collect_chars`` each."""
         plain = [p for p in patterns if not any(c in p for c in "*?[")]
         globs = [p for p in patterns if p not in plain]
         found: list[str] = []
@@ -244,25 +249,25 @@ class ToolEnv(AgentEnv):
             result = self._run(Job(command=["bash", "-c", script, "collect", *globs]), "collect")
             found = [f for f in result.stdout.split("\0") if f]
         paths = list(dict.fromkeys([*plain, *found]))
+        cut = []
         if len(paths) > MAX_COLLECT_FILES:
-            self._cut.append(f"{len(paths) - MAX_COLLECT_FILES} files past the first {MAX_COLLECT_FILES}")
-        return paths[:MAX_COLLECT_FILES]
+            cut.append(f"{len(paths) - MAX_COLLECT_FILES} files past the first {MAX_COLLECT_FILES}")
+        files: dict[str, str | None] = {}
+        for path in paths[:MAX_COLLECT_FILES]:
+            text = self._read_for_collect(path)
+            files[path] = None if text is None else text[: self.max_collect_chars]
+            if text is not None and len(text) > self.max_collect_chars:
+                cut.append(path)
+        return files, cut
 
-    def _collect(self, path: str) -> str | None:
-        """A workspace file's text (cut at ``max_collect_chars``, the cut noted in the verdict), or None when it is
-        missing, unreadable or not a workspace path."""
-        try:
-            Job(command=["true"], files={path: ""}).validate()  # the same path rule as write_file
-        except ValueError:
+    def _read_for_collect(self, path: str) -> str | None:
+        """A workspace file's text, up to a little past ``max_collect_chars`` (so a cut shows), or None."""
+        if not _in_workspace(path):
             return None
         cap = 4 * self.max_collect_chars  # bytes enough for max_collect_chars characters of UTF-8
         limits = replace(self._limits(self.command_timeout_s), max_output_bytes=cap + 4096)
         result = self._run(Job(command=["head", "-c", str(cap), "--", path], limits=limits), "collect")
-        if not result.ok:
-            return None
-        if len(result.stdout) > self.max_collect_chars:
-            self._cut.append(path)
-        return result.stdout[: self.max_collect_chars]
+        return result.stdout if result.ok else None
 
     def _fail(self, error: str, messages: list[dict[str, str]] | None = None) -> Observation:
         self._state.done, self._state.finish_reason, self._state.infra_error = True, "error", error

@@ -34,11 +34,16 @@ from propel.lit_modules.policy import LoRAPolicyModule
 from propel.lit_modules.state import RolloutState
 from propel.losses.distillation import DivergenceSpec, masked_mean, token_divergence
 from propel.losses.logprobs import token_logprobs
+from propel.losses.policy import truncated_importance_weights
+from propel.models.reference import reference_forward
+from propel.models.span_logits import span_logits
 from propel.rollouts.episode_stats import episode_stats
-from propel.rollouts.hints import HintSource, HintSplicer, TurnTarget
+from propel.rollouts.hints import HintSource, HintSplicer, TurnTarget, turn_context
 from propel.rollouts.steps import ContextBatch
 
 TEACHERS = ("live", "base", "external")
+Row = tuple[list[int], int]
+"""Token ids ending with an assistant turn, and that turn's length (a turn the drift is measured on)."""
 
 
 class TurnKLDistillModule(LoRAPolicyModule):
@@ -156,29 +161,22 @@ class TurnKLDistillModule(LoRAPolicyModule):
 
     # ----------------------------------------------------------------------------------------------- logits
     def _turn_logits(self, rows: list[list[int]], lengths: list[int], which: str) -> torch.Tensor:
-        """``(B, T, V)`` logits predicting each row's last ``lengths[b]`` tokens (right-aligned to the row's end,
-        left-aligned in T), from the student (``policy``), the teacher, or the teacher with the live policy."""
+        """``(B, T, V)`` logits predicting each row's last ``lengths[b]`` tokens (left-aligned in T), from the
+        student (the policy) or the teacher (the live policy, the policy with adapters off, or the external model)."""
         pad = self.tokenizer.pad_token_id or 0
-        width, t = max(map(len, rows)), max(lengths)
+        width = max(map(len, rows))
         ids = torch.full((len(rows), width), pad, dtype=torch.long)
         attn = torch.zeros_like(ids)
         for b, r in enumerate(rows):
             ids[b, : len(r)], attn[b, : len(r)] = torch.tensor(r), 1
         starts = torch.tensor([len(r) - n for r, n in zip(rows, lengths, strict=True)])
-        first = int(starts.min()) - 1
-        keep = width - first
         model, ctx = self.policy, nullcontext()
         if which == "teacher" and self.hparams.teacher == "external":
             model = self.teacher_model
         elif which == "teacher" and self.hparams.teacher == "base":
-            from propel.models import reference_forward
-
             ctx = reference_forward(self.policy)
         with ctx:
-            logits = model(input_ids=ids.to(self.device), attention_mask=attn.to(self.device), logits_to_keep=keep)
-        logits = logits.logits
-        index = (starts[:, None] - 1 - first + torch.arange(t)[None, :]).clamp(max=keep - 1).to(self.device)
-        return logits.gather(1, index[..., None].expand(-1, -1, logits.shape[-1]))
+            return span_logits(model, ids.to(self.device), attn.to(self.device), starts, max(lengths))
 
     def _mask(self, lengths: list[int]) -> torch.Tensor:
         t = max(lengths)
@@ -186,10 +184,7 @@ class TurnKLDistillModule(LoRAPolicyModule):
 
     # ---------------------------------------------------------------------------------------------- step
     def training_step(self, batch: ContextBatch, batch_idx: int) -> None:
-        source = self.rollout_source
-        source.on_before_rollout(batch)
-        self.sync_engine()
-        rollout = source.rollout(self.engine, batch, self.sampling)
+        rollout = self.collect_rollout(batch)
         samples = rollout.samples
         self.rollout_state = RolloutState(step=self.global_step, samples=samples, rewards=None)
         targets = self.targets(samples)
@@ -234,34 +229,33 @@ class TurnKLDistillModule(LoRAPolicyModule):
         return [t.regenerated(g[0].token_ids, g[0].logprobs) for t, g in zip(targets, groups, strict=True)]
 
     # ------------------------------------------------------------------------------------------------ drift
-    def _non_target_rows(self, samples, targets: list[TurnTarget]) -> list[TurnTarget]:
-        """Up to ``drift_rows`` assistant turns of the targeted episodes that are not themselves targeted."""
-        from propel.rollouts.hints import Hint
-
+    def _non_target_rows(self, samples, targets: list[TurnTarget]) -> list[Row]:
+        """Up to ``drift_rows`` assistant turns of the targeted episodes that are not themselves targeted, as
+        (ids ending with the turn, the turn's length)."""
         hit = {(t.episode, t.turn) for t in targets}
         rows = []
         for episode in sorted({t.episode for t in targets}):
-            n_turns = sum(t.trainable for t in samples[episode].all_turns)
-            for k in range(n_turns):
-                if (episode, k) not in hit and len(rows) < self.hparams.drift_rows:
-                    row = self.splicer.target(samples[episode], episode, Hint(k, ""))
-                    if row.length:
-                        rows.append(row)
+            for k in range(sum(t.trainable for t in samples[episode].all_turns)):
+                if (episode, k) in hit or len(rows) == self.hparams.drift_rows:
+                    continue
+                prefix, ids = turn_context(samples[episode], k, episode)
+                if ids:
+                    rows.append((prefix + ids, len(ids)))
         return rows
 
-    def _logits(self, rows: list[TurnTarget]) -> torch.Tensor:
+    def _logits(self, rows: list[Row]) -> torch.Tensor:
         with self.eval_mode(), torch.no_grad():
-            return self._turn_logits([r.student_ids for r in rows], [r.length for r in rows], "student").cpu()
+            return self._turn_logits([ids for ids, _ in rows], [n for _, n in rows], "student").cpu()
 
     def _snapshot(self) -> dict:
         trainable = {k: v.detach().clone() for k, v in self.policy.named_parameters() if v.requires_grad}
         return {"params": trainable, "optimizer": copy.deepcopy(self.optimizers().optimizer.state_dict())}
 
-    def _drift(self, rows: list[TurnTarget], before: torch.Tensor, snapshot: dict | None) -> dict[str, float]:
+    def _drift(self, rows: list[Row], before: torch.Tensor, snapshot: dict | None) -> dict[str, float]:
         """KL(before || after) per token on the non-target turns; marks (and with ``rollback`` undoes) a step
         past ``max_drift``."""
         after = self._logits(rows)
-        mask = self._mask([r.length for r in rows]).cpu()
+        mask = self._mask([n for _, n in rows]).cpu()
         drift = float(masked_mean(token_divergence(after, before, DivergenceSpec("forward_kl")), mask))
         unstable = self.hparams.max_drift is not None and drift > self.hparams.max_drift
         out = {"distill/drift": drift, "distill/unstable": float(unstable)}
@@ -287,7 +281,7 @@ class TurnKLDistillModule(LoRAPolicyModule):
         engine = torch.tensor([list(t.engine_logprobs) + [0.0] * (t_max - t.length) for t in group], device=self.device)
         logp, _ = token_logprobs(student.detach(), tokens, temperature=self.sampling.temperature or 1.0,
                                  top_k=self.sampling.top_k, top_p=self.sampling.top_p)  # fmt: skip
-        return (logp - engine).exp().clamp(max=self.hparams.importance_cap) * mask
+        return truncated_importance_weights(logp, engine, cap=self.hparams.importance_cap, mask=mask)
 
     def _optimize(self, targets: list[TurnTarget]) -> dict[str, float]:
         spec, temp, coef = self.divergence, self.temperature(), self.hparams.kl_coefficient

@@ -75,11 +75,8 @@ class GRPOModule(LoRAPolicyModule):
     def training_step(self, batch: ContextBatch, batch_idx: int) -> None:
         if self.reward is None:
             raise ValueError("GRPOModule needs at least one reward component: pass rewards=[...]")
-        source = self.rollout_source
-        source.on_before_rollout(batch)
         hp, g = self.hparams, self.hparams.group_size
-        self.sync_engine()
-        rollout = source.rollout(self.engine, batch, self.sampling)
+        rollout = self.collect_rollout(batch)
         samples = rollout.samples
         failed = torch.tensor([s.infra_error is not None for s in samples])
         if failed.all():

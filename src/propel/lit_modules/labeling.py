@@ -153,7 +153,7 @@ class LabelingModule(LightningModule):
         )
         samples = [group[0] for group in generate_tasks(self.env, self.generator_engine, batch, spec)]
         valid = [s for s in samples if s.valid]
-        trials = dict(zip(map(id, valid), self.solver_trials(valid), strict=True))
+        trials = dict(zip(map(id, valid), self.run_trials(valid), strict=True))
         rows = []
         for s in samples:
             t = trials.get(id(s))
@@ -163,7 +163,7 @@ class LabelingModule(LightningModule):
         self._seconds += time.perf_counter() - start
         return rows
 
-    def solver_trials(self, samples: list[Sample]) -> list[Trials]:
+    def run_trials(self, samples: list[Sample]) -> list[Trials]:
         """The solver's graded trials of each sample's (valid) task: completions, or agent episodes."""
         tasks = [s.task for s in samples]
         if self.solver_agent is None:

@@ -26,9 +26,10 @@ from propel.errors import ConfigError
 from propel.lit_modules.state import RolloutState
 from propel.losses.logprobs import token_logprobs
 from propel.models.lora import LoRASpec
+from propel.models.span_logits import span_logits
 from propel.rollouts.environment import Environment
 from propel.rollouts.packing import PackedBatch
-from propel.rollouts.steps import RolloutSource
+from propel.rollouts.steps import ContextBatch, Rollout, RolloutSource
 
 # An RL step is one whole optimization: a checkpoint taken after it is the state to resume from (the 8-vs-4+4 and
 # kill-mid-step tests prove it), so Lightning's advice to stash pre-optimization weights does not apply here.
@@ -180,6 +181,13 @@ class LoRAPolicyModule(pl.LightningModule):
         self.engine.update_weights(self.policy)
         self._engine_synced_at = self.global_step
 
+    def collect_rollout(self, batch: ContextBatch) -> Rollout:
+        """This step's scored rollouts from the datamodule, sampled by an engine holding the current weights."""
+        source = self.rollout_source
+        source.on_before_rollout(batch)
+        self.sync_engine()
+        return source.rollout(self.engine, batch, self.sampling)
+
     @contextmanager
     def eval_mode(self):
         """Dropout off for the duration (scoring, frozen logprobs), then the previous mode back."""
@@ -194,13 +202,8 @@ class LoRAPolicyModule(pl.LightningModule):
     def sequence_logprobs(self, batch: PackedBatch, with_entropy: bool = False):
         """Response-token logprobs under the sampling warping; ``(B, T)`` each (and the entropy)."""
         batch = batch.to(self.device)
-        # lm_head (the largest matmul) only where response tokens are predicted: the last `keep` positions
-        first = int(batch.starts.min()) - 1
-        keep = batch.input_ids.shape[1] - first
-        logits = self.policy(input_ids=batch.input_ids, attention_mask=batch.attention_mask, logits_to_keep=keep).logits
         t = batch.response_ids.shape[1]
-        index = (batch.starts[:, None] - 1 - first + torch.arange(t, device=self.device)[None, :]).clamp(max=keep - 1)
-        picked = logits.gather(1, index[..., None].expand(-1, -1, logits.shape[-1]))
+        picked = span_logits(self.policy, batch.input_ids, batch.attention_mask, batch.starts, t)
         s = self.sampling
         return token_logprobs(
             picked,

@@ -149,14 +149,17 @@ class HintSplicer:
         template: the message text; ``{hint}`` is the hint.
     """
 
+    _ANCHOR = ({"role": "user", "content": "x"},)
+    """A one-message conversation the hint message is rendered after (its delta is the message's own text)."""
+
     def __init__(self, tokenizer, role: str = "system", template: str = "Hint: {hint}") -> None:
         self.tokenizer, self.role, self.template = tokenizer, role, template
-        anchor = [{"role": "user", "content": "x"}]
-        base = self._render(anchor, False)
-        header = self._render(anchor, True)
-        if not header.startswith(base) or header == base:
+        self._base = self._render(list(self._ANCHOR), False)
+        header = self._render(list(self._ANCHOR), True)
+        if not header.startswith(self._base) or header == self._base:
             raise ConfigError("the chat template has no assistant header to splice a hint before")
-        self.header_ids = self._encode(header[len(base) :])
+        self.header_ids = self._encode(header[len(self._base) :])
+        self._messages: dict[str, list[int]] = {}  # hint -> its message ids (a step splices the same hints often)
 
     def _render(self, messages: list[dict], generation: bool) -> str:
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation)
@@ -166,13 +169,13 @@ class HintSplicer:
 
     def message_ids(self, hint: str) -> list[int]:
         """The ids of the hint as one message, as the template renders a message appended to a conversation."""
-        anchor = [{"role": "user", "content": "x"}]
-        base = self._render(anchor, False)
-        text = self.template.replace("{hint}", hint)  # not str.format: hints quote JSON and code, braces included
-        full = self._render([*anchor, {"role": self.role, "content": text}], False)
-        if not full.startswith(base):
-            raise ConfigError(f"the chat template re-renders earlier messages when a {self.role!r} message follows")
-        return self._encode(full[len(base) :])
+        if hint not in self._messages:
+            text = self.template.replace("{hint}", hint)  # not str.format: hints quote JSON and code, braces included
+            full = self._render([*self._ANCHOR, {"role": self.role, "content": text}], False)
+            if not full.startswith(self._base):
+                raise ConfigError(f"the chat template re-renders earlier messages when a {self.role!r} message follows")
+            self._messages[hint] = self._encode(full[len(self._base) :])
+        return list(self._messages[hint])
 
     def splice(self, prefix: list[int], hint: str) -> list[int]:
         """``prefix`` (ending with the assistant header) with the hint message inserted before that header; an
@@ -186,15 +189,21 @@ class HintSplicer:
 
     def target(self, sample: Sample, episode: int, hint: Hint) -> TurnTarget:
         """The student's and teacher's ids for ``hint`` on ``sample`` (step-wise segments handled)."""
-        k = -1
-        for segment in [*sample.segments, sample]:
-            prefix = list(segment.prompt_ids)
-            for turn in segment.turns:
-                if turn.trainable:
-                    k += 1
-                    if k == hint.turn:
-                        teacher = self.splice(prefix, hint.text)
-                        ids = list(turn.token_ids)
-                        return TurnTarget(episode, hint.turn, hint.text, prefix + ids, teacher + ids, len(ids))
-                prefix += turn.token_ids
-        raise ValueError(f"episode {episode} has {k + 1} assistant turns; a hint names turn {hint.turn}")
+        prefix, ids = turn_context(sample, hint.turn, episode)
+        teacher = self.splice(prefix, hint.text)
+        return TurnTarget(episode, hint.turn, hint.text, prefix + ids, teacher + ids, len(ids))
+
+
+def turn_context(sample: Sample, turn: int, episode: int = 0) -> tuple[list[int], list[int]]:
+    """The exact ids before assistant turn ``turn`` of an episode (its segment's prompt and the turns before it)
+    and that turn's own ids; ``episode`` only names the episode in the error."""
+    k = -1
+    for segment in [*sample.segments, sample]:
+        prefix = list(segment.prompt_ids)
+        for t in segment.turns:
+            if t.trainable:
+                k += 1
+                if k == turn:
+                    return prefix, list(t.token_ids)
+            prefix += t.token_ids
+    raise ValueError(f"episode {episode} has {k + 1} assistant turns; a hint names turn {turn}")

@@ -110,7 +110,7 @@ class Job:
         if not isinstance(self.files, dict):
             raise TypeError(f"sandbox Job files must be a dict of name -> data, got {type(self.files).__name__}")
         for name, data in self.files.items():
-            _check_file_name(name)
+            check_file_name(name)
             if not isinstance(data, (str, bytes, bytearray)):
                 raise TypeError(f"sandbox Job file {name!r} must be str or bytes, got {type(data).__name__}")
         names = set(self.files)
@@ -135,7 +135,7 @@ def _check_argv(field_name: str, argv) -> None:
             raise TypeError(f"sandbox Job {field_name} items must be str, got {type(arg).__name__} {arg!r}")
 
 
-def _check_file_name(name) -> None:
+def check_file_name(name) -> None:
     """A relative path of plain components ('a.txt', 'data/in.txt'): no '', '.', '..', trailing '/', NUL."""
     if not isinstance(name, str):
         raise TypeError(f"sandbox Job file names must be str, got {type(name).__name__} {name!r}")
