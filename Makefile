@@ -1,4 +1,4 @@
-.PHONY: setup setup-vllm test test-quick demo demo-agent demo-testsuite demo-distill lint bench bench-vllm
+.PHONY: setup setup-vllm test test-quick demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint bench bench-vllm
 
 setup:
 	bash scripts/setup.sh
@@ -26,9 +26,19 @@ demo-agent: setup
 demo-testsuite: setup
 	WANDB_MODE=offline .venv/bin/propel fit -c configs/code/testsuite.yaml --trainer.max_steps=3
 
+# GRPO on IT-ticket triage with six logged rewards (format, resolution, grounding, calibration, parsimony,
+# repetition), 3 steps -> runs/triage/ (reward curves + reward_windows.md)
+demo-triage: setup
+	WANDB_MODE=offline .venv/bin/propel fit -c configs/triage/grpo.yaml --trainer.max_steps=3 \
+		--model.init_args.group_size=4 --model.init_args.max_new_tokens=128
+
 # Job 3: turn-targeted KL distillation on the bundled model's agent episodes, 3 steps -> runs/distill/
 demo-distill: setup
 	WANDB_MODE=offline .venv/bin/propel fit -c configs/agent/distill.yaml --trainer.max_steps=3
+
+# Job 3 with RL: multi-turn GRPO plus the turn-targeted KL term in one update, 3 steps -> runs/grpo_distill/
+demo-grpo-distill: setup
+	WANDB_MODE=offline .venv/bin/propel fit -c configs/agent/grpo_distill.yaml --trainer.max_steps=3
 
 # Each benchmark prints one table; run them on an idle machine (they compare against a reference in the same run).
 bench: setup
@@ -39,6 +49,7 @@ bench: setup
 	.venv/bin/python benchmarks/episodes.py
 	.venv/bin/python benchmarks/distill_step.py
 	.venv/bin/python benchmarks/testsuite.py --solutions 48 --backends local docker
+	.venv/bin/python benchmarks/swe_validity.py --repos parse,inflection,isodate,webcolors --bugs 8 --backends local,docker
 
 bench-vllm: setup-vllm
 	.venv-vllm/bin/python benchmarks/rollout.py

@@ -30,3 +30,5 @@ echo "propel installed in .venv ($(.venv/bin/python -c 'import torch; print("tor
 if .venv/bin/python -c 'import sys, torch; sys.exit(torch.version.cuda is None)'; then
   echo "note: this torch is a CUDA build (several GB); on a CPU-only machine set PROPEL_TORCH_INDEX or see README"
 fi
+# The SWE domain's repos: PyPI sdists (hash-pinned) unpacked into clean git checkouts under the propel cache.
+.venv/bin/python -m propel.domains.swe.prepare --fetch-only >/dev/null || echo "note: SWE repos not fetched (no PyPI?)"

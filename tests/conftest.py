@@ -1,7 +1,9 @@
-"""Shared fixtures: the bundled tokenizer, a tiny random model folder, and the real bundled model."""
+"""Shared fixtures: the bundled tokenizer, a tiny random model folder, the real bundled model, and optional test
+dependencies (TRL, NLTK, bubblewrap, Docker) that skip locally but fail under CI=true: CI must run every test."""
 
 from __future__ import annotations
 
+import importlib
 import os
 
 import pytest
@@ -9,6 +11,37 @@ import pytest
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def missing_dependency(reason: str) -> None:
+    """Skip the calling test for a dependency absent here, or fail it under CI=true (where it must be installed)."""
+    if in_ci():
+        pytest.fail(f"missing test dependency under CI=true (install it; CI runs every test): {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def missing():
+    """``missing(reason)``: skip this test locally, fail it under CI=true (``missing_dependency``)."""
+    return missing_dependency
+
+
+@pytest.fixture(scope="session")
+def require():
+    """``require("trl.trainer.utils")``: import an optional test dependency, or ``missing(...)`` without it. Use it
+    in the tests that need the module, so the rest of their file runs whether it is installed or not."""
+
+    def load(name: str):
+        try:
+            return importlib.import_module(name)
+        except ImportError as err:
+            missing_dependency(f"{name} is not importable ({err}); `pip install -e .[dev]` installs it")
+
+    return load
 
 
 @pytest.fixture(scope="session")
@@ -22,9 +55,7 @@ def docker_sandbox_or_skip():
         try:
             return DockerSandbox(**kwargs)
         except SandboxError as e:
-            if os.environ.get("CI", "").lower() == "true":
-                pytest.fail(f"docker tests must run in CI: {e}")
-            pytest.skip(f"no docker engine/image here: {e}")
+            missing_dependency(f"no docker engine/image here: {e}")
 
     return make
 

@@ -35,6 +35,7 @@ def test_offline_without_credentials_and_history_reads_back(tmp_path, monkeypatc
 
     wandb.finish()  # an earlier test's run would otherwise be reused by the logger
     logger = PropelWandbLogger(save_dir=str(tmp_path / "runs"), name="t")
+    assert "anonymous" not in logger._wandb_init  # wandb warns about the setting whenever it is passed
     x = torch.randn(32, 2)
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8)
     trainer = L.Trainer(

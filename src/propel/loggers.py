@@ -35,6 +35,8 @@ class PropelWandbLogger(WandbLogger):
             offline = mode in ("offline", "dryrun", "disabled") or no_key
         os.makedirs(save_dir, exist_ok=True)
         super().__init__(*args, offline=offline, project=project, save_dir=save_dir, **kwargs)
+        if self._wandb_init.get("anonymous") is None:  # Lightning always passes it; wandb warns it has no effect
+            self._wandb_init.pop("anonymous", None)
         self._propel_offline = offline
         self.sync_command: str | None = None
         """Set at the end of an offline run: the command that uploads it."""

@@ -3,6 +3,8 @@ resume state, and the auxiliary probe's training pool."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import lightning.pytorch as pl
 import pandas as pd
 import pytest
@@ -16,11 +18,14 @@ from propel.domains.trials import SolverSpec
 from propel.engines.base import Prompt
 from propel.errors import ConfigError
 from propel.lit_modules.grpo import GRPOModule
+from propel.lit_modules.state import RolloutState
 from propel.losses.policy import LossSpec
 from propel.models.lora import LoRASpec
 from propel.pools import MINED_SCHEMA, read_pool, write_part
-from propel.rewards import FunctionReward
+from propel.rewards import FunctionReward, RewardBreakdown
+from propel.rewards.probe import ProbeReward
 from propel.rollouts import Sample
+from propel.rollouts.environment import GeneratorEnv
 
 
 class CountDomain(Domain):
@@ -73,11 +78,11 @@ class Seen(Callback):
         self.losses.append(float(trainer.callback_metrics["train/loss"]))
 
 
-def _fit(model_dir, steps, callbacks):
+def _fit(model_dir, steps, callbacks, rewards=None):
     pl.seed_everything(0)
     module = GRPOModule(
         model=str(model_dir),
-        rewards=[FunctionReward("probe", probe_score)],
+        rewards=rewards or [FunctionReward("probe", probe_score)],
         lora=LoRASpec(r=4, alpha=8),
         group_size=4,
         max_new_tokens=4,
@@ -183,3 +188,66 @@ def test_adversarial_pool_joins_positives_and_false_positives(tmp_path):
     write_part(tmp_path / "none", [_row("mined-2-0", 1, probe_logit=1.0, step=2)], MINED_SCHEMA)
     with pytest.raises(ValueError, match="no mined false positives"):
         adversarial_pool(tmp_path / "orig", tmp_path / "none", tmp_path / "aux3")
+
+
+# ------------------------------------------------------------------------------------ issue 21: mining defects
+def test_soft_gate_mining_compares_logits_not_probabilities(tiny_model_dir, tmp_path):
+    """Issue 21, item 12: under ``soft_gate`` the reward is a probability; mining still cuts on the probe's logit
+    (``min_prob`` 0.5 = logit 0) and the ``probe_logit`` column holds logits."""
+
+    def probe(texts):
+        return torch.tensor([2.0 if len(t) % 2 == 0 else -2.0 for t in texts])
+
+    reward = ProbeReward(probe=probe, mode="soft_gate", invalid_penalty=0.0, text="completion", name="probe")
+    seen, miner = Seen(), _miner(tiny_model_dir, tmp_path / "mined", max_per_round=16)
+    _fit(tiny_model_dir, 3, [seen, miner], rewards=[reward])
+    rows = read_pool(tmp_path / "mined")
+    assert len(rows) > 0 and (rows["probe_logit"] == 2.0).all()
+    assert all(len(c) % 2 == 0 for c in rows["completion"])  # no odd-length (logit -2, p = 0.12) task is mined
+    odd = [s for samples, _ in seen.steps.values() for s in samples if s.valid and len(s.completion) % 2]
+    assert odd  # there were valid tasks the probe scored below 0.5 (before the fix they were mined too)
+    p = torch.cat([scores for _, scores in seen.steps.values()])
+    assert ((p > 0) & (p < 1)).any()  # the reward itself held probabilities
+
+
+def _state(texts: list[str], scores: list[float]) -> RolloutState:
+    ctx = Context(id="c", prompt=Prompt(text="Item 1:"))
+    samples = [
+        Sample("p", t, valid=True, task=Task("count", {"text": t}), info={"task_text": t}, context=ctx) for t in texts
+    ]
+    s = torch.tensor(scores)
+    return RolloutState(step=0, samples=samples, rewards=RewardBreakdown(total=s, components={"probe": s}))
+
+
+def test_a_step_without_update_mines_once_and_ids_never_collide(tiny_model_dir, tmp_path, monkeypatch):
+    """Issue 21, item 9: a step that takes no optimizer step repeats ``global_step``; mining happens once per
+    interval crossing, and two rounds at the same step write distinct ids, so no row is lost."""
+    module = GRPOModule(model=str(tiny_model_dir), rewards=[FunctionReward("probe", probe_score)])
+    module.log_dict = lambda *a, **k: None
+    miner = _miner(tiny_model_dir, tmp_path / "mined", every_n_steps=2)
+    mined_at = []
+    monkeypatch.setattr(miner, "mine", lambda pl_module, samples, picked, step: mined_at.append(step) or [])
+    trainer = SimpleNamespace(global_step=0, is_global_zero=True)
+    miner.on_train_start(trainer, module)
+    for step in (1, 2, 2, 2, 3, 5, 5, 6):  # 2 repeats (no update); 5 jumps over 4 (ppo_epochs > 1)
+        trainer.global_step = step
+        module.rollout_state = _state([f"task {step}"], [3.0])
+        miner.on_train_batch_end(trainer, module, None, None, 0)
+    assert mined_at == [2, 5, 6]
+    resumed = _miner(tiny_model_dir, tmp_path / "mined", every_n_steps=2)
+    resumed.load_state_dict(miner.state_dict())
+    monkeypatch.setattr(resumed, "mine", lambda pl_module, samples, picked, step: mined_at.append(step) or [])
+    trainer.global_step = 6
+    resumed.on_train_batch_end(trainer, module, None, None, 0)  # the resumed run's first step repeats step 6
+    assert mined_at == [2, 5, 6]
+
+    fake = SimpleNamespace(
+        environment=GeneratorEnv(CountDomain()), device=torch.device("cpu"), hparams=SimpleNamespace(model="unused")
+    )
+    real = _miner(tiny_model_dir, tmp_path / "real")
+    for texts in (["abcd", "efgh"], ["ijkl", "mnop"]):  # two rounds at the same global_step
+        state = _state(texts, [2.0, 1.0])
+        rows = real.mine(fake, state.samples, real.candidates(state.samples, state.rewards.total), step=4)
+        write_part(tmp_path / "real", rows, MINED_SCHEMA)
+    pool = read_pool(tmp_path / "real")
+    assert len(pool) == 4 and pool["id"].is_unique and set(pool["step"]) == {4}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from propel.callbacks.samples import SampleTable
+from propel.lit_modules.state import RolloutState
 from propel.rewards import RewardBreakdown
 from propel.rollouts import Sample
 
@@ -26,3 +29,33 @@ def test_rows_hold_rewards_per_component():
 def test_bad_interval():
     with pytest.raises(ValueError, match="every_n_steps"):
         SampleTable(every_n_steps=0)
+
+
+class _Logger:
+    def __init__(self):
+        self.steps: list[int] = []
+
+    def log_text(self, key, columns, data, step):
+        self.steps.append(step)
+
+
+def test_table_interval_continues_across_a_resume():
+    """Issue 21, item 11: no off-interval table right after a resume (with or without the callback's state)."""
+    logger = _Logger()
+    module = SimpleNamespace(rollout_state=RolloutState(step=0, samples=[Sample("p", "c", True)], rewards=None))
+
+    def run(table: SampleTable, start: int, stop: int) -> None:
+        trainer = SimpleNamespace(global_step=start, is_global_zero=True, loggers=[logger])
+        table.on_train_start(trainer, module)
+        for step in range(start + 1, stop + 1):
+            trainer.global_step = step
+            table.on_train_batch_end(trainer, module, None, None, 0)
+
+    first = SampleTable(every_n_steps=10)
+    run(first, 0, 25)
+    assert logger.steps == [10, 20]
+    resumed = SampleTable(every_n_steps=10)
+    resumed.load_state_dict(first.state_dict())
+    run(resumed, 25, 31)
+    run(SampleTable(every_n_steps=10), 31, 35)  # a checkpoint without the table's state
+    assert logger.steps == [10, 20, 30]

@@ -78,3 +78,19 @@ def test_warn_action_keeps_training_and_diverse_generations_pass():
 def test_bad_action():
     with pytest.raises(ValueError, match="action"):
         CollapseDetector(action="explode")
+
+
+def test_metrics_cover_all_generations_with_valid_only_variants_labelled():
+    """The paper's collapse metrics are over all generations: a policy whose valid tasks are diverse but whose many
+    malformed generations are one repeated text has collapsed. Valid-only numbers carry ``_valid``; a metric without
+    a value (one valid text) is absent, not 0.0."""
+    detector = CollapseDetector(min_samples=4)
+    samples = [Sample("p", DIVERSE[0], valid=True, topic="topic0", info={"task_text": DIVERSE[0]})]
+    samples += [Sample("p", COLLAPSED[0], valid=False) for _ in range(7)]
+    metrics = detector.measure_samples(samples)
+    assert metrics["collapse/self_bleu"] > 0.8 and metrics["collapse/distinct"] < 0.3
+    assert metrics["collapse/top_topic"] == pytest.approx(1 / 8)
+    assert "collapse/self_bleu_valid" not in metrics and metrics["collapse/top_topic_valid"] == 1.0
+    assert any("Self-BLEU-3" in b for b in detector.check(metrics))
+    two_valid = samples + [Sample("p", DIVERSE[1], valid=True, info={"task_text": DIVERSE[1]})]
+    assert detector.measure_samples(two_valid)["collapse/self_bleu_valid"] < 0.5

@@ -118,6 +118,26 @@ def test_innermost_cause_in_one_line_with_a_close_match(capsys, args, expected):
     assert "Union subtypes" not in err
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ("--model.init_args.group_size", "1"),
+            "model.init_args.group_size: must be >= 2 (advantages are relative within a group), got 1",
+        ),
+        (("--model.init_args.max_new_tokens", "0"), "model.init_args.max_new_tokens: must be >= 1, got 0"),
+        (("--data.init_args.contexts_per_step", "0"), "data.init_args.contexts_per_step: must be >= 1"),
+    ],
+)
+def test_a_value_a_class_refuses_at_init_is_one_line_and_exit_2(capsys, args, expected):
+    """Values that parse but that the class refuses in ``__init__`` (``group_size: 1``) used to end in a 54-line
+    jsonargparse traceback with exit 1."""
+    code, _, err = _main(capsys, "fit", *GRPO, *args, "--trainer.logger", "false", "--trainer.max_steps", "1")
+    lines = [line for line in err.splitlines() if line.startswith("propel:")]
+    assert code == 2 and len(lines) == 1 and expected in lines[0], err[-2000:]
+    assert "Union subtypes" not in err and "jsonargparse" not in err
+
+
 def test_bad_key_in_a_yaml_file_names_the_full_key(tmp_path, capsys):
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("model:\n  init_args:\n    bogus_key: 1\n")

@@ -149,3 +149,35 @@ def test_few_shot_solver_prompt_and_grading():
         MathExpressionDomain(solver_format="boxed")
     with pytest.raises(ValueError, match="solver_shots"):
         MathExpressionDomain(solver_format="few_shot", solver_shots=0)
+
+
+def test_oracle_is_explicit_for_labeling_and_set_up_for_grpo(tiny_model_dir, tokenizer):
+    """Issue 21, item 19: no silent "the solver is its own oracle"; GRPO (ContextDataModule) builds the domain's
+    ``oracle_model`` when fitting starts and refuses a domain without one then, not at the first step."""
+    from propel.datamodules.contexts import ContextDataModule
+    from propel.engines.hf import HFEngine
+    from propel.engines.scripted import ScriptedEngine
+    from propel.errors import ConfigError
+    from propel.lit_modules.labeling import LabelingModule
+
+    with pytest.raises(ConfigError, match="oracle"):
+        LabelingModule(OracleMathDomain(), generator=str(tiny_model_dir))
+    LabelingModule(OracleMathDomain(), generator=str(tiny_model_dir), oracle=str(tiny_model_dir))
+    LabelingModule(OracleMathDomain(oracle_model=str(tiny_model_dir)), generator=str(tiny_model_dir))
+
+    with pytest.raises(ConfigError, match="explicit oracle"):
+        ContextDataModule(OracleMathDomain()).setup("fit")
+    domain = OracleMathDomain(oracle_model=str(tiny_model_dir), oracle_attempts=2, oracle_max_new_tokens=4)
+    dm = ContextDataModule(domain)
+    dm.setup("fit")
+    assert isinstance(domain.oracle, HFEngine)
+    task = domain.parse("Problem: What is the sum of the first 10 positive integers?")
+    assert domain.validity([task])[0].reason in ("oracle_no_answer", "oracle_disagree", "ok")
+    dm.teardown("fit")
+
+    scripted = OracleMathDomain(oracle_model="never-loaded")
+    scripted.set_oracle(ScriptedEngine(tokenizer, lambda prompt: "It is \\boxed{55}"))  # an engine given wins
+    task = scripted.parse("Problem: What is the sum of the first 10 positive integers?")
+    assert scripted.validity([task])[0].ok and task.data["answer"] == "55"
+    with pytest.raises(ValueError, match="engine must be one of"):
+        OracleMathDomain(oracle_engine="trt")

@@ -78,9 +78,9 @@ class Steps(Callback):
 
 def _fit(model_dir, steps, tmp_path=None, ckpt_path=None, save=False, **kw):
     pl.seed_everything(0)
-    settings = {"divergence": DivergenceSpec("jsd", beta=0.5, top_k=64), **kw}
+    # a random model never writes a valid call: with ErrorHints, turn 0 is always targeted
+    settings = {"divergence": DivergenceSpec("jsd", beta=0.5, top_k=64), "hints": ErrorHints(), **kw}
     module = TurnKLDistillModule(
-        hints=ErrorHints(),  # a random model never writes a valid call: turn 0 is always targeted
         model=str(model_dir),
         lora=LoRASpec(r=4, alpha=8),
         kl_coefficient=1.0,
@@ -154,12 +154,13 @@ def test_importance_weights_for_an_engine_that_is_not_the_policy(tiny_model_dir,
 
 
 def test_teachers_live_base_and_external(tiny_model_dir, tokenizer):
-    """With the adapter moved away from zero: ``base`` (adapters off) and ``external`` (the same base model loaded
-    apart) give the base model's logits; ``live`` gives the adapted policy's."""
+    """With the adapter moved away from zero: ``base`` (adapters off), ``external`` (the same base model loaded
+    apart) and ``ema`` (the average, still at the initial adapter) give the base model's logits; ``live`` gives the
+    adapted policy's."""
     sample, _ = _episode(tokenizer, ["ls", "done"], [("a.txt", {}), (None, {})])
     hints = FunctionHints(lambda s: [Hint(1, "write the file")])
     logits = {}
-    for teacher in ("live", "base", "external"):
+    for teacher in ("live", "base", "ema", "external"):
         torch.manual_seed(0)
         extra = {"teacher_model": str(tiny_model_dir)} if teacher == "external" else {}
         module = _module(tiny_model_dir, hints, teacher=teacher, **extra)
@@ -171,4 +172,38 @@ def test_teachers_live_base_and_external(tiny_model_dir, tokenizer):
         with module.eval_mode(), torch.no_grad():
             logits[teacher] = module._turn_logits([target.teacher_ids], [target.length], "teacher")
     torch.testing.assert_close(logits["base"], logits["external"])
+    torch.testing.assert_close(logits["ema"], logits["base"])  # the average starts at the initial (zero-B) adapter
     assert not torch.allclose(logits["live"], logits["base"])
+    for name, p in module.policy.named_parameters():  # the EMA teacher's pass put the live weights back
+        if "lora_B" in name:
+            assert p.abs().sum() > 0, name
+
+
+def test_held_out_drift_set_is_fixed_at_the_first_step_and_kept_in_checkpoints(tiny_model_dir, tmp_path):
+    """Only every other episode is targeted; the drift is measured on turns of the first step's untargeted episodes,
+    the same ids every step and after a resume."""
+    seen = []
+
+    def every_other(sample):
+        seen.append(sample)
+        return [Hint(0, "write the file")] if len(seen) % 2 else []
+
+    module, rec = _fit(tiny_model_dir, 1, tmp_path, save=True, hints=FunctionHints(every_other), drift_set="held_out",
+                       drift_rows=4)  # fmt: skip
+    held = list(module._held_out)
+    first = rec.samples[0]
+    untargeted = first[1].prompt_ids + first[1].response_ids
+    assert held and all(untargeted[: len(ids)] == ids for ids, _ in held)  # rows of the untargeted episode
+    assert rec.rows[0]["train/distill/drift"] >= 0 and rec.rows[0]["train/distill/targets"] == 1.0
+    resumed, again = _fit(tiny_model_dir, 2, ckpt_path=str(tmp_path / "epoch=0-step=1.ckpt"),
+                          hints=FunctionHints(every_other), drift_set="held_out", drift_rows=4)  # fmt: skip
+    assert resumed._held_out == held and "train/distill/drift" in again.rows[0]
+
+
+def test_steps_without_targets_use_the_policy_base_guard(tiny_model_dir):
+    """Issue 21, item 2: a step with nothing to target takes no optimizer step; the base warns, counts and stops
+    after ``max_steps_without_targets`` in a row (the distillation trainer's name for ``max_steps_without_update``)."""
+    from propel.errors import PropelError
+
+    with pytest.warns(UserWarning, match="no turn to target"), pytest.raises(PropelError, match="2 training step"):
+        _fit(tiny_model_dir, 5, hints=FunctionHints(lambda s: []), max_steps_without_targets=2)

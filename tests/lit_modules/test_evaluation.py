@@ -13,6 +13,7 @@ from propel.domains.trials import SolverSpec
 from propel.engines.base import Prompt
 from propel.lit_modules.evaluation import EvaluationModule
 from propel.metrics.diversity import distinct_n, nltk_self_bleu_scores
+from propel.metrics.intervals import bootstrap, wilson
 from propel.pools import evaluation_summary
 
 
@@ -43,7 +44,9 @@ class EchoDomain(Domain):
 
 
 def test_summary_numbers():
-    texts = ["the cat sat on the mat", "a dog ran in the park today", None, "the cat sat on a log"]
+    """The paper's definitions keep their names (utility and diversity over all generations); valid-only variants
+    carry ``_valid``; every rate has its Wilson interval and every Self-BLEU mean a bootstrap interval."""
+    texts = ["the cat sat on the mat", "a dog ran in the park today", "the cat sat on the rug", "the cat sat on a log"]
     summary = evaluation_summary(
         valid=[True, True, False, True],
         solve_counts=[2, 0, None, 4],
@@ -52,28 +55,50 @@ def test_summary_numbers():
         n_trials=4,
         band=(1, 3),
     )
-    valid_texts = [t for t in texts if t]
+    valid_texts = [texts[0], texts[1], texts[3]]
     assert summary["valid_rate"] == 0.75 and summary["in_band"] == 1
-    assert summary["utility"] == pytest.approx(1 / 3) and summary["utility_all"] == 0.25
+    assert summary["utility"] == 0.25 and summary["utility_valid"] == pytest.approx(1 / 3)
     assert summary["solve_count_hist"] == [1, 0, 1, 0, 1]
-    assert summary["top_topic_rate"] == pytest.approx(2 / 3)
-    assert summary["self_bleu_3"] == pytest.approx(float(nltk_self_bleu_scores(valid_texts, 3).mean()))
-    assert summary["distinct_3"] == pytest.approx(distinct_n(valid_texts, 3))
+    assert summary["top_topic_rate"] == 0.5 and summary["top_topic_rate_valid"] == pytest.approx(2 / 3)
+    assert summary["self_bleu_3"] == pytest.approx(float(nltk_self_bleu_scores(texts, 3).mean()))
+    assert summary["self_bleu_3_valid"] == pytest.approx(float(nltk_self_bleu_scores(valid_texts, 3).mean()))
+    assert summary["self_bleu_3"] != pytest.approx(summary["self_bleu_3_valid"])  # the invalid near-copy counts
+    assert summary["distinct_3"] == pytest.approx(distinct_n(texts, 3))
+    assert summary["distinct_3_valid"] == pytest.approx(distinct_n(valid_texts, 3))
+    intervals = summary["intervals"]
+    assert intervals["valid_rate"] == pytest.approx([wilson(3, 4).low, wilson(3, 4).high])
+    assert intervals["utility"] == pytest.approx([wilson(1, 4).low, wilson(1, 4).high])
+    assert intervals["utility_valid"] == pytest.approx([wilson(1, 3).low, wilson(1, 3).high])
+    scores = nltk_self_bleu_scores(texts, 3)
+    expected = bootstrap(scores, n_resamples=2000, seed=0)
+    assert intervals["self_bleu_3"] == pytest.approx([expected.low, expected.high])
+    assert "distinct_3" not in intervals  # a corpus ratio with no per-text decomposition: no interval
 
 
-def _evaluate(model_dir, out, n_tasks, adapter=None) -> EvaluationModule:
+def test_degenerate_diversity_has_no_value_not_zero():
+    """One valid task: no Self-BLEU among valid tasks (None, not 0.0 = "maximally diverse"), no topic share."""
+    summary = evaluation_summary([True, False], [1, None], ["a b c d", "x"], [None, None], 2, (1, 1))
+    assert summary["self_bleu_3_valid"] is None and summary["intervals"]["self_bleu_3_valid"] is None
+    assert summary["top_topic_rate"] is None and summary["top_topic_rate_valid"] is None
+    assert summary["distinct_3"] == 1.0 and summary["self_bleu_3"] == 0.0  # 2 texts: defined
+    empty = evaluation_summary([False, False], [None, None], ["", ""], [None, None], 2, (1, 1))
+    assert empty["utility_valid"] is None and empty["utility"] == 0.0 and empty["distinct_3"] is None
+    assert empty["intervals"]["utility"] == pytest.approx([0.0, wilson(0, 2).high])
+
+
+def _evaluate(model_dir, out, n_tasks, adapter=None, n_trials=4, batch_size=3) -> EvaluationModule:
     domain = EchoDomain()
     module = EvaluationModule(
         domain,
         generator=str(model_dir),
         adapter=adapter,
         output_dir=str(out),
-        solver=SolverSpec(n_trials=4, band=(1, 3), max_new_tokens=5),
+        solver=SolverSpec(n_trials=n_trials, band=(1, 2), max_new_tokens=5),
         generator_max_new_tokens=6,
     )
     trainer = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
     trainer.test(
-        module, datamodule=TaskPoolDataModule(domain, pool_dir=str(out), n_tasks=n_tasks, seed=1, batch_size=3)
+        module, datamodule=TaskPoolDataModule(domain, pool_dir=str(out), n_tasks=n_tasks, seed=1, batch_size=batch_size)
     )
     return module
 
@@ -86,4 +111,23 @@ def test_evaluation_run_resumes_and_summarizes(tiny_model_dir, tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary == json.loads(json.dumps(second.summary))
     assert summary["tasks"] == 6 and sum(summary["solve_count_hist"]) == summary["valid"] > 0
-    assert summary["utility"] == pytest.approx(summary["in_band"] / summary["valid"])
+    assert summary["utility"] == pytest.approx(summary["in_band"] / summary["tasks"])
+    assert summary["utility_valid"] == pytest.approx(summary["in_band"] / summary["valid"])
+    scores = json.loads((tmp_path / "scores.json").read_text())
+    assert len(scores["self_bleu_3"]) == 6  # one per generation, valid or not
+
+
+def test_a_rerun_with_other_settings_is_refused_but_batch_size_may_change(tiny_model_dir, tmp_path):
+    """The folder's settings.json records what its rows were made with: a rerun with another solver (or seed,
+    adapter, domain) stops with one line; a throughput setting such as the batch size does not count."""
+    from propel.errors import ConfigError
+
+    _evaluate(tiny_model_dir, tmp_path, n_tasks=2)
+    manifest = json.loads((tmp_path / "settings.json").read_text())
+    assert manifest["solver"]["n_trials"] == 4 and manifest["context_seed"] == 1 and manifest["adapter"] is None
+    with pytest.raises(ConfigError, match=r"other settings \(solver.n_trials: 4 -> 2\)") as err:
+        _evaluate(tiny_model_dir, tmp_path, n_tasks=3, n_trials=2)
+    assert "\n" not in str(err.value)
+    assert len(list(tmp_path.glob("part-*.parquet"))) == 1  # nothing was generated into the old folder
+    second = _evaluate(tiny_model_dir, tmp_path, n_tasks=3, batch_size=1)
+    assert second.summary["tasks"] == 3

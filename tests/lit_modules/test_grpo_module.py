@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import lightning.pytorch as pl
 import pytest
 import torch
@@ -9,7 +11,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from propel.datamodules.contexts import ContextDataModule
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
-from propel.engines.base import Prompt
+from propel.engines.base import Engine, Prompt
 from propel.lit_modules.grpo import GRPOModule
 from propel.losses.policy import LossSpec
 from propel.models.lora import LoRASpec
@@ -74,7 +76,7 @@ def peaked_model_dir(tmp_path_factory, tokenizer):
     return out
 
 
-def _module(model_dir, **overrides) -> GRPOModule:
+def _module(model_dir, cls=GRPOModule, **overrides) -> GRPOModule:
     kwargs = dict(
         model=str(model_dir),
         rewards=[FunctionReward("a_share", share_of_a)],
@@ -86,7 +88,7 @@ def _module(model_dir, **overrides) -> GRPOModule:
         loss=LossSpec(beta=0.04),
     )
     kwargs.update(overrides)
-    return GRPOModule(**kwargs)
+    return cls(**kwargs)
 
 
 def _trainer(max_steps, callbacks=(), **kw) -> pl.Trainer:
@@ -164,3 +166,192 @@ def test_bad_arguments():
         GRPOModule(group_size=1)
     with pytest.raises(ValueError, match="ppo_epochs"):
         GRPOModule(ppo_epochs=0)
+
+
+# ------------------------------------------------------------------------------------ issue 21: training defects
+class ShiftedEngine(Engine):
+    """The live policy's HF engine seen as a foreign engine (as vLLM is) whose logprobs are off by ``shift``."""
+
+    def __init__(self, inner, shift: float):
+        self.inner, self.shift, self.tokenizer = inner, shift, inner.tokenizer
+
+    def generate(self, prompts, sampling):
+        out = self.inner.generate(prompts, sampling)
+        for c in (c for group in out for c in group):
+            c.logprobs = [x + self.shift for x in c.logprobs]
+        return out
+
+
+class LossSpy:
+    """Records the arguments of each ``policy_loss`` call inside ``GRPOModule`` (and returns the real loss)."""
+
+    def __init__(self, monkeypatch):
+        import propel.lit_modules.grpo as grpo
+
+        self.calls: list[dict] = []
+        real = grpo.policy_loss
+
+        def spy(logp, old_logp, advantages, mask, spec, **kw):
+            out = real(logp, old_logp, advantages, mask, spec, **kw)
+            self.calls.append({"logp": logp.detach(), "old": old_logp, "adv": advantages, "spec": spec, **kw})
+            self.calls[-1]["stats"] = out.stats
+            return out
+
+        monkeypatch.setattr(grpo, "policy_loss", spy)
+
+
+class Constant:
+    """A reward that is the same for every sample on ``flat`` steps (zero variance) and ``share_of_a`` otherwise."""
+
+    def __init__(self, samples_per_step: int, flat=lambda step: True):
+        self.n, self.calls, self.flat = samples_per_step, 0, flat
+
+    def __call__(self, sample) -> float:
+        step, self.calls = self.calls // self.n, self.calls + 1
+        return 1.0 if self.flat(step) else share_of_a(sample)
+
+
+def test_zero_variance_steps_warn_count_and_stop(peaked_model_dir):
+    """Issue 21, item 2: all-zero-variance steps take no optimizer step; they are warned about, counted and stop the
+    run after ``max_steps_without_update`` in a row instead of running forever."""
+    from propel.errors import PropelError
+
+    pl.seed_everything(0)
+    module = _module(
+        peaked_model_dir, rewards=[FunctionReward("flat", Constant(16))], filter_zero_variance=True,
+        max_steps_without_update=3,
+    )  # fmt: skip
+    trainer = _trainer(100, max_epochs=1, limit_train_batches=6)  # a finite run: without the guard it just ends
+    dm = ContextDataModule(LetterDomain(), contexts_per_step=2)
+    with pytest.warns(UserWarning, match="took no optimizer step"), pytest.raises(PropelError, match="3 training"):
+        trainer.fit(module, datamodule=dm)
+    assert trainer.global_step == 0 and module.skipped_steps == 3 and module.steps_without_update == 3
+    assert dm.next_index == 3
+
+
+def test_zero_variance_counter_resets_on_an_update(peaked_model_dir):
+    pl.seed_everything(0)
+    module = _module(
+        peaked_model_dir, rewards=[FunctionReward("flat", Constant(16, flat=lambda step: step % 3 != 2))],
+        filter_zero_variance=True, max_steps_without_update=3,
+    )  # fmt: skip
+    trainer = _trainer(2)
+    with pytest.warns(UserWarning, match="every group's rewards were equal"):
+        trainer.fit(module, datamodule=ContextDataModule(LetterDomain(), contexts_per_step=2))
+    assert trainer.global_step == 2 and module.skipped_steps == 4 and module.steps_without_update == 0
+    assert float(trainer.callback_metrics["train/skipped_steps"]) == 4.0
+
+
+def test_zero_variance_filter_drops_only_flat_groups(peaked_model_dir, monkeypatch):
+    """Issue 21, item 23: inside GRPOModule the filter keeps the groups with reward variance and drops the rest."""
+    spy = LossSpy(monkeypatch)
+    pl.seed_everything(0)
+    words = iter(range(10**6))
+
+    def reward(sample) -> float:
+        i = next(words)
+        return 1.0 if (i // 8) % 2 == 0 else float(i % 8)  # group 0 flat, group 1 spread
+
+    module = _module(peaked_model_dir, rewards=[FunctionReward("r", reward)], filter_zero_variance=True)
+    trainer = _trainer(1, [Record()])
+    trainer.fit(module, datamodule=ContextDataModule(LetterDomain(), contexts_per_step=2))
+    assert float(trainer.callback_metrics["train/kept_fraction"]) == 0.5
+    rows = sum(c["adv"].shape[0] for c in spy.calls)
+    assert rows == 8  # only the spread group reached the loss
+    adv = torch.cat([c["adv"] for c in spy.calls])
+    want = torch.arange(8.0) - 3.5
+    torch.testing.assert_close(adv, want / (want.std() + 1e-4))
+
+
+def test_dr_grpo_defaults_to_unscaled_advantages(peaked_model_dir, monkeypatch):
+    """Issue 21, item 16: ``loss_type: dr_grpo`` alone gives Dr. GRPO (no std scaling) inside GRPOModule."""
+    from propel.lit_modules.grpo import resolve_scale
+
+    assert _module(peaked_model_dir, loss=LossSpec(loss_type="dr_grpo")).scale_rewards == "none"
+    assert _module(peaked_model_dir).scale_rewards == "group"
+    assert _module(peaked_model_dir, loss=LossSpec(loss_type="dapo"), scale_rewards="batch").scale_rewards == "batch"
+    with pytest.warns(UserWarning, match="dr_grpo with scale_rewards='group'"):
+        assert resolve_scale("group", "dr_grpo") == "group"
+    with pytest.raises(ValueError, match="scale_rewards"):
+        resolve_scale("std", "grpo")
+
+    spy = LossSpy(monkeypatch)
+    pl.seed_everything(0)
+    module = _module(peaked_model_dir, max_new_tokens=2, loss=LossSpec(loss_type="dr_grpo", beta=0.0))
+    _trainer(1).fit(module, datamodule=ContextDataModule(LetterDomain(), contexts_per_step=2))
+    rewards = module.rollout_state.rewards.total.view(-1, 8)
+    want = (rewards - rewards.mean(dim=1, keepdim=True)).reshape(-1)
+    assert want.abs().max() > 0
+    torch.testing.assert_close(torch.cat([c["adv"] for c in spy.calls]), want)
+    assert all(c["spec"].loss_type == "dr_grpo" and c["spec"].max_completion_length == 2 for c in spy.calls)
+
+
+def test_importance_correction_weights_foreign_engine_tokens(peaked_model_dir, monkeypatch):
+    """Issue 21, item 23: with an engine that is not the live policy, each token is weighted by
+    ``min(exp(old - engine), cap)``; the HF engine on the policy (or ``importance_correction: false``) gets none."""
+
+    class Foreign(GRPOModule):
+        def setup_policy(self):
+            super().setup_policy()
+            self.engine = ShiftedEngine(self.engine, shift=-math.log(2.0))  # engine logprobs too low by log 2
+
+    def run(cls, **kw):
+        spy = LossSpy(monkeypatch)
+        pl.seed_everything(0)
+        module = _module(peaked_model_dir, cls, max_new_tokens=2, **kw)
+        _trainer(1).fit(module, datamodule=ContextDataModule(LetterDomain(), contexts_per_step=2))
+        return spy.calls
+
+    calls = run(Foreign)
+    w = torch.cat([c["is_weights"] for c in calls])
+    assert (w[w != 1.0] - 2.0).abs().max() < 1e-4 and (w != 1.0).any()  # 1.0 only on padding
+    assert all(abs(c["stats"]["is_weight_mean"] - 2.0) < 1e-4 for c in calls)
+    capped = run(Foreign, importance_cap=1.5)
+    assert all(abs(c["stats"]["is_weight_mean"] - 1.5) < 1e-4 for c in capped)
+    assert all(c["is_weights"] is None for c in run(Foreign, importance_correction=False))
+    assert all(c["is_weights"] is None for c in run(GRPOModule))  # HF engine on the live policy
+
+
+def test_first_ppo_ratio_is_one_with_lora_dropout(peaked_model_dir, monkeypatch):
+    """Issue 21, item 18: old logprobs and the loss forward both run without dropout, so before any update the PPO
+    ratio is exactly 1 even with a large LoRA dropout."""
+    spy = LossSpy(monkeypatch)
+    pl.seed_everything(0)
+    module = _module(peaked_model_dir, lora=LoRASpec(r=8, alpha=16, dropout=0.5), ppo_epochs=2, micro_batch_size=16)
+    _trainer(6).fit(module, datamodule=ContextDataModule(LetterDomain(), contexts_per_step=2))
+    first = spy.calls[::2]  # one micro-batch per epoch: calls alternate first / second PPO epoch
+    assert len(spy.calls) == 6 and len(first) == 3
+    for call in first[1:]:  # after the first update LoRA B is non-zero, so dropout would change the logprobs
+        torch.testing.assert_close(call["logp"], call["old"])
+        assert call["stats"]["ratio_mean"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_stream_and_mining_save_and_fork_the_cuda_rng(monkeypatch):
+    """Issue 21, item 10: the rollout stream's state holds every CUDA device's RNG (restored at the next step) and
+    mining forks the training device's CUDA RNG, so exact resume is not CPU-only. CUDA is faked here: the calls are
+    what is checked."""
+    import propel.datamodules.stream as stream
+    from propel.callbacks.adversarial import cuda_devices
+
+    states = [torch.tensor([1, 2], dtype=torch.uint8), torch.tensor([3, 4], dtype=torch.uint8)]
+    restored: list[tuple[int, list[int]]] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: [s.clone() for s in states])
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda s, device: restored.append((device, s.tolist())))
+    dm = ContextDataModule(LetterDomain(), contexts_per_step=2)
+    state = dm.state_dict()
+    assert [s.tolist() for s in state["cuda_rng"]] == [[1, 2], [3, 4]]
+    resumed = ContextDataModule(LetterDomain(), contexts_per_step=2)
+    resumed.load_state_dict(state)
+    assert not restored  # restored when the next step starts, not before
+    resumed.on_before_rollout(resumed.batch_at(0))
+    assert restored == [(0, [1, 2]), (1, [3, 4])]
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.warns(UserWarning, match="2 device"):
+        stream.set_cuda_rng(states)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert ContextDataModule(LetterDomain()).state_dict()["cuda_rng"] is None  # CPU runs: nothing to save
+
+    assert cuda_devices(torch.device("cpu")) == [] and cuda_devices(torch.device("cuda", 1)) == [1]

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import re
 import types
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 import torch
 
 from propel.losses.policy import LossSpec, policy_loss, truncated_importance_weights
 
-trl_grpo = pytest.importorskip("trl.trainer.grpo_trainer")
+
+@pytest.fixture(scope="module")
+def trl_grpo(require):
+    """TRL's GRPO trainer module: only the parity tests need it (skipped without TRL locally, failed under CI)."""
+    return require("trl.trainer.grpo_trainer")
 
 
 class _Accelerator:
@@ -66,7 +72,7 @@ def _batch(seed: int, b: int = 6, t: int = 7):
     return logp, old, ref, engine, adv, mask
 
 
-def _trl_loss(spec, logp, old, ref, adv, mask, is_weights, max_len):
+def _trl_loss(trl_grpo, spec, logp, old, ref, adv, mask, is_weights, max_len):
     leaf = logp.clone().requires_grad_(True)
     harness = _TRLLossHarness(spec, leaf, max_len, is_weights is not None)
     b = logp.shape[0]
@@ -91,11 +97,11 @@ def _trl_loss(spec, logp, old, ref, adv, mask, is_weights, max_len):
 @pytest.mark.parametrize("beta", [0.0, 0.04])
 @pytest.mark.parametrize("use_is", [False, True])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_matches_trl(loss_type, beta, use_is, seed):
+def test_matches_trl(trl_grpo, loss_type, beta, use_is, seed):
     logp, old, ref, engine, adv, mask = _batch(seed)
     spec = LossSpec(loss_type=loss_type, beta=beta, max_completion_length=9)
     is_w = truncated_importance_weights(old, engine, cap=3.0, mask=mask) if use_is else None
-    want, want_grad, metrics = _trl_loss(spec, logp, old, ref, adv, mask, is_w, 9)
+    want, want_grad, metrics = _trl_loss(trl_grpo, spec, logp, old, ref, adv, mask, is_w, 9)
 
     leaf = logp.clone().requires_grad_(True)
     out = policy_loss(leaf, old, adv, mask, spec, ref_logp=ref, is_weights=is_w)
@@ -166,3 +172,13 @@ def test_beta_needs_ref_logp():
     logp, old, _, _, adv, mask = _batch(0)
     with pytest.raises(ValueError, match="ref_logp"):
         policy_loss(logp, old, adv, mask, LossSpec(beta=0.04))
+
+
+def test_dev_extra_pins_the_trl_these_tests_read(trl_grpo):
+    """Issue 21, item 24: the parity tests call TRL 1.16 internals (``_compute_loss`` and the attributes it reads), so
+    the dev extra pins exactly that release and the installed one is it."""
+    from importlib.metadata import version
+
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    dev = re.search(r"^dev = \[(.*)\]$", pyproject, re.M).group(1)
+    assert re.findall(r'"trl([^"]*)"', dev) == ["==1.16.0"] and version("trl") == "1.16.0"

@@ -1,13 +1,63 @@
-"""Base vs trained evaluation summaries side by side."""
+"""Base vs trained evaluation summaries side by side, with intervals and the change trained - base in words."""
 
-from propel.pipeline.compare import compare
-from propel.pools.summary import evaluation_summary
+import json
+
+import pytest
+
+from propel.metrics.intervals import bootstrap_difference, newcombe
+from propel.pipeline.compare import compare, compare_dirs, lift
+from propel.pools.summary import diversity_scores, evaluation_summary
+
+
+def _summary(valid, counts, texts, topics):
+    return evaluation_summary(valid, counts, texts, topics, 2, (1, 1))
 
 
 def test_compare_writes_table_and_plot(tmp_path):
-    base = evaluation_summary([True, False], [0, None], ["a b c d", None], ["t", None], 2, (1, 1))
-    trained = evaluation_summary([True, True], [1, 1], ["a b c", "d e f"], ["t", "u"], 2, (1, 1))
+    base = _summary([True, False], [0, None], ["a b c d", "junk"], ["t", None])
+    trained = _summary([True, True], [1, 1], ["a b c", "d e f"], ["t", "u"])
     table = compare(base, trained, tmp_path)
-    assert "| utility | 0 | 1 |" in table and "| solve_count_hist | [1, 0, 0] | [0, 2, 0] |" in table
+    assert "| utility | 0 [0, 0.658] | 1 [0.342, 1] | +1 [" in table
+    assert "| solve_count_hist | [1, 0, 0] | [0, 2, 0] |" in table
     assert (tmp_path / "compare.md").read_text() == table
     assert (tmp_path / "solve_counts.png").stat().st_size > 1000
+    assert json.loads((tmp_path / "lift.json").read_text())["utility"]["estimate"] == 1.0
+
+
+def test_lift_is_newcombe_for_rates_and_says_whether_it_is_distinguishable():
+    """24 tasks each, validity 0.54 -> 0.29 (the demo's numbers before the floor fix): at this size even a fall of
+    25 points is not distinguishable from zero; 20 of 24 valid is."""
+    base = _summary([True] * 13 + [False] * 11, [1, 1] + [0] * 11 + [None] * 11, ["x y z"] * 24, [None] * 24)
+    trained = _summary([True] * 7 + [False] * 17, [1, 1, 1] + [0] * 4 + [None] * 17, ["x y z"] * 24, [None] * 24)
+    changes = lift(base, trained)
+    expected = newcombe(7, 24, 13, 24)
+    assert changes["valid_rate"]["low"] == pytest.approx(expected.low)
+    assert (
+        changes["valid_rate"]["high"] == pytest.approx(expected.high) and not changes["valid_rate"]["distinguishable"]
+    )
+    assert changes["utility"]["estimate"] == pytest.approx(1 / 24)
+    assert not changes["utility"]["distinguishable"] and "not distinguishable from zero" in changes["utility"]["words"]
+    big = _summary([True] * 20 + [False] * 4, [1] * 20 + [None] * 4, ["x y z"] * 24, [None] * 24)
+    assert lift(base, big)["valid_rate"]["distinguishable"]
+    assert lift(base, big)["valid_rate"]["words"].startswith("validity rose by +0.292")
+    assert "top_topic_rate" not in changes  # no known topic: no rate, no change
+
+
+def test_compare_dirs_bootstraps_self_bleu_from_the_scores_files(tmp_path):
+    base_texts = [f"task number {i} adds {i} and {i + 1}" for i in range(6)]
+    trained_texts = ["the same task again and again"] * 5 + ["one other task here"]
+    for name, texts in (("base", base_texts), ("trained", trained_texts)):
+        folder = tmp_path / name
+        folder.mkdir()
+        valid = [True] * 6
+        summary = _summary(valid, [1] * 6, texts, ["t"] * 6)
+        (folder / "summary.json").write_text(json.dumps(summary))
+        (folder / "scores.json").write_text(json.dumps(diversity_scores(valid, texts)))
+    text = compare_dirs(tmp_path / "base", tmp_path / "trained", tmp_path)
+    changes = json.loads((tmp_path / "lift.json").read_text())
+    base_scores, trained_scores = (diversity_scores([True] * 6, t)["self_bleu_3"] for t in (base_texts, trained_texts))
+    expected = bootstrap_difference(trained_scores, base_scores)
+    assert changes["self_bleu_3"]["low"] == pytest.approx(expected.low) and changes["self_bleu_3"]["distinguishable"]
+    assert "Self-BLEU-3 rose by" in text
+    with pytest.raises(FileNotFoundError, match="propel test"):
+        compare_dirs(tmp_path / "nope", tmp_path / "trained", tmp_path)

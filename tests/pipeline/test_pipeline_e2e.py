@@ -114,7 +114,15 @@ def test_pipeline_runs_every_stage_and_writes_the_report(toy_config):
     for name in ("base", "trained"):
         result = json.loads((root / "evaluate" / name / "summary.json").read_text())
         assert result["tasks"] == 4 and len(result["solve_count_hist"]) == 3
+        assert result["intervals"]["valid_rate"] is not None  # every rate with its Wilson interval
+        assert json.loads((root / "evaluate" / name / "settings.json").read_text())["adapter"] == (
+            None if name == "base" else summaries["grpo"]["adapter"]
+        )
+    lift = summaries["evaluate"]["lift"]  # trained - base with Newcombe's interval, in words
+    assert {"valid_rate", "utility"} <= set(lift) and "distinguishable from zero" in lift["valid_rate"]["words"]
+    assert "change [95% interval]" in (root / "evaluate" / "compare.md").read_text()
     report = (root / "report" / "report.md").read_text()
+    assert lift["valid_rate"]["words"] in report
     for heading in ("Task pool", "Probe", "GRPO", "Evaluation"):
         assert f"## {heading}" in report
     assert report.count("**Verdict:** ") == 4 and "95% interval" in report
@@ -213,3 +221,21 @@ def test_engine_auto_picks_vllm_only_when_installed():
     assert load_pipeline_config(None, ["engine=hf"]).engine_kind == "hf"
     with pytest.raises(ConfigError, match="'engine'"):
         load_pipeline_config(None, ["engine=trt"])
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("grpo.model.init_args.group_size=1", r"'grpo.model.init_args.group_size': must be >= 2"),
+        ("grpo.model.init_args.max_new_tokens=0", r"'grpo.model.init_args.max_new_tokens': must be >= 1"),
+    ],
+)
+def test_values_a_later_stage_refuses_fail_before_stage_one(tmp_path, override, expected):
+    """Every stage's model and datamodule are built when the config is read: a GRPO value its class refuses used
+    to surface only at the GRPO stage, after labeling and the probe sweep had run."""
+    from propel.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=expected) as err:
+        load_pipeline_config(None, [f"workdir={tmp_path / 'run'}", override])
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "run").exists()

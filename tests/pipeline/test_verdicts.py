@@ -25,8 +25,8 @@ def test_utility_change_within_the_interval_is_called_unchanged():
     assert change("utility", 0.10, 0.15, 24, 24).startswith("utility unchanged within the interval")
     assert change("utility", 0.10, 0.60, 200, 200).startswith("utility rose")
     assert change("validity", 0.50, 0.20, 400, 400).startswith("validity fell")
-    base = {"tasks": 24, "utility_all": 0.08, "valid_rate": 0.5}
-    trained = {"tasks": 24, "utility_all": 0.12, "valid_rate": 0.05}
+    base = {"tasks": 24, "utility": 0.08, "valid_rate": 0.5}
+    trained = {"tasks": 24, "utility": 0.12, "valid_rate": 0.05}
     text = evaluate_verdict({"base": base, "trained": trained})
     assert "utility (in-band share of all generations) unchanged within the interval" in text
     assert "validity fell (0.5 -> 0.05" in text
@@ -37,3 +37,16 @@ def test_pool_verdict_flags_a_pool_without_positives():
     assert "no positive" in pool_verdict({"tasks": 24, "valid": 9, "positives": 0})
     assert "too few positives" in pool_verdict({"tasks": 240, "valid": 80, "positives": 6})
     assert pool_verdict({"tasks": 240, "valid": 80, "positives": 14}) == "80 valid tasks of 240, 14 in the band."
+
+
+def test_evaluate_verdict_states_the_interval_of_the_change_when_the_stage_computed_it():
+    from propel.pipeline.compare import lift
+    from propel.pools.summary import evaluation_summary
+
+    base = evaluation_summary([True] * 13 + [False] * 11, [0] * 13 + [None] * 11, ["a"] * 24, [None] * 24, 2, (1, 1))
+    trained = evaluation_summary([True] * 7 + [False] * 17, [0] * 7 + [None] * 17, ["a"] * 24, [None] * 24, 2, (1, 1))
+    # the demo's numbers before the floor fix (0.54 -> 0.29 on 24 tasks each): Newcombe's interval of the change
+    # (-0.479 to +0.0265) does not exclude zero at this size
+    text = evaluate_verdict({"base": base, "trained": trained, "lift": lift(base, trained)})
+    assert "validity changed by -0.25 (95% interval -0.479 to +0.0265): not distinguishable from zero" in text
+    assert "utility (in-band share of all generations) changed by +0 (95% interval" in text

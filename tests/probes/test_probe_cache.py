@@ -74,3 +74,38 @@ def test_load_features_from_cache_and_file(tiny_model, tmp_path):
     path = save_features_file(tmp_path / "f.pt", ids, {"layer1/max": x}, model_id="tiny")
     ids2, x2, info2 = load_features(path)
     assert ids2 == ids and torch.equal(x2, x) and info2["key"] == "layer1/max"
+
+
+def test_cache_key_changes_with_weights_dtype_and_tokenizer(tiny_model, tiny_model_dir, tmp_path):
+    """Same name, texts and settings, but other weights, dtype or tokenizer: never the same cache folder."""
+    from propel.models import load_model
+
+    model, tok = tiny_model
+
+    def root(m, t):
+        ex = ActivationExtractor(m, t, [1], ["max"])
+        return extract_to_cache(ex, TEXTS[:3], model_id="m", cache_root=tmp_path, progress=False).root
+
+    base = root(model, tok)
+    assert root(model, tok) == base
+    other, _ = load_model(str(tiny_model_dir))
+    with torch.no_grad():
+        other.model.layers[0].mlp.down_proj.weight.mul_(1.5)  # a fine-tune that leaves the embeddings alone
+    half, _ = load_model(str(tiny_model_dir), dtype="bfloat16")
+    tok2 = load_model(str(tiny_model_dir))[1]
+    tok2.add_tokens(["<extra_token_for_the_test>"])
+    roots = {base, root(other, tok), root(half, tok), root(model, tok2)}
+    assert len(roots) == 4
+    meta = ActivationCache(base).meta["reference"]
+    assert meta["dtype"] == "float32" and meta["hidden_size"] == model.config.hidden_size
+
+
+def test_complete_cache_returns_the_ids_asked_for(tiny_model, tmp_path):
+    model, tok = tiny_model
+    ex = ActivationExtractor(model, tok, [1], ["max"])
+    first = extract_to_cache(ex, TEXTS[:3], model_id="m", cache_root=tmp_path, ids=["a", "b", "c"], progress=False)
+    again = extract_to_cache(ex, TEXTS[:3], model_id="m", cache_root=tmp_path, ids=["x", "y", "z"], progress=False)
+    assert first.root == again.root and again.ids == ["x", "y", "z"]
+    assert ActivationCache(again.root).ids == ["x", "y", "z"]
+    ids, x, _ = load_features(again.root, "layer1/max")
+    assert ids == ["x", "y", "z"] and torch.equal(x, first.load("layer1/max"))

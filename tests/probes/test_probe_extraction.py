@@ -103,8 +103,36 @@ def test_bad_inputs_are_named(tiny_model):
         ActivationExtractor(model, tok, [9], ["mean_full"])
     with pytest.raises(ValueError, match="poolings"):
         ActivationExtractor(model, tok, [1], ["median"])
-    with pytest.raises(ValueError, match="texts"):
-        ActivationExtractor(model, tok, [1], ["mean_full"]).encode(["ok", ""])
+
+
+def test_empty_text_is_read_as_one_special_token(tiny_model):
+    """An empty completion (first token EOS, or a stop string) gets the feature of the lone BOS/EOS token."""
+    model, tok = tiny_model
+    ex = ActivationExtractor(model, tok, [1, 2], ["last_token", "mean_full"])
+    assert tok("")["input_ids"] == []  # the bundled tokenizer turns "" into no tokens at all
+    got = ex.encode(["", TEXTS[0], ""])
+    lone = ex.encode_ids([[ex.empty_id]])
+    special = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+    assert ex.empty_id == special
+    for key in ex.keys:
+        torch.testing.assert_close(got[key][0], lone[key][0])
+        torch.testing.assert_close(got[key][2], lone[key][0])
+        assert torch.isfinite(got[key]).all() and not torch.allclose(got[key][1], got[key][0])
+
+
+def test_long_texts_are_truncated_from_the_left(tiny_model):
+    """``last_token`` reads the text's real last token: texts sharing a long prefix keep different endings."""
+    model, tok = tiny_model
+    prefix = " ".join(f"word{i}" for i in range(40))
+    texts = [prefix + " the answer is seven", prefix + " so we stop here now"]
+    ids = [tok(t)["input_ids"] for t in texts]
+    assert ids[0][:12] == ids[1][:12] and len(ids[0]) > 12  # right truncation at 12 would make them identical
+    ex = ActivationExtractor(model, tok, [2], ["last_token", "first_last_concat"], max_length=12)
+    got = ex.encode(texts)
+    want = ex.encode_ids([row[-12:] for row in ids])
+    for key in ex.keys:
+        torch.testing.assert_close(got[key], want[key])
+    assert not torch.allclose(got["layer2/last_token"][0], got["layer2/last_token"][1])
 
 
 @pytest.mark.real_model

@@ -1,5 +1,6 @@
 """Sweep end to end: synthetic features (grid, seeds, RVP, selection, resume, plots) and tiny model over texts."""
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -8,7 +9,15 @@ from propel.probes.artifact import ProbeArtifact, ProbeScorer
 from propel.probes.cache import extract_to_cache
 from propel.probes.data import align_labels
 from propel.probes.extraction import ActivationExtractor
-from propel.probes.sweep import BASELINE_ARCH, RVPSample, SweepConfig, refit_selected, run_sweep
+from propel.probes.sweep import (
+    BASELINE_ARCH,
+    RUN_COLUMNS,
+    RVPSample,
+    SweepConfig,
+    refit_selected,
+    run_sweep,
+    split_indices,
+)
 from propel.probes.synthetic import rvp_features, synthetic_probe_data
 from propel.probes.training import LoopSettings
 
@@ -44,46 +53,129 @@ def test_synthetic_sweep_selects_informative_features(tmp_path):
         assert (tmp_path / name).stat().st_size > 0
     assert len(pd.read_csv(tmp_path / "sweep.csv")) == 12
 
-    # a rerun finds every run done in runs.csv and trains nothing
+    # a rerun finds every run done in runs.csv, trains nothing and rebuilds the first run's table from the file
     again = run_sweep(
         features, rows, config, rvp_sample=RVPSample(rvp_feats, valid, group_size=4), out_dir=tmp_path, progress=False
     )
     assert len(again.runs) == len(result.runs)
-    pd.testing.assert_frame_equal(
-        again.table.drop(columns="seconds"),
-        pd.read_csv(tmp_path / "sweep.csv").drop(columns="seconds"),
-        check_dtype=False,
-        atol=1e-9,
-    )
+    assert_same_runs(again.table, result.table)
 
-    # refitting the selected cell reproduces its best run exactly (seeded training)
+    # the refit reproduces the cell's first-seed run exactly (seeded training), not its best-validation run
     module, metrics = refit_selected(features, rows, result, config)
     runs = result.runs
     sel = result.selected
     cell = runs[(runs["key"] == sel["key"]) & (runs["arch"] == sel["arch"]) & (runs["balance"] == sel["balance"])]
-    assert metrics["val_balanced_accuracy"] == pytest.approx(cell["val_balanced_accuracy"].max(), abs=1e-6)
+    first = cell[(cell["seed"] == config.seeds[0]) & (cell["fold"] == 0)].iloc[0]
+    assert (metrics["seed"], metrics["fold"]) == (config.seeds[0], 0)
+    for name in ("val_balanced_accuracy", "test_balanced_accuracy", "test_auroc"):
+        assert metrics[name] == pytest.approx(first[name], abs=1e-6)
 
 
-def test_group_kfold_sweep_runs_every_fold():
+def assert_same_runs(got, want):
+    """Tables equal up to timing, matched by column name (never by position)."""
+    got, want = (t.drop(columns="seconds").sort_index(axis=1) for t in (got, want))
+    pd.testing.assert_frame_equal(got, want, check_dtype=False, atol=1e-9)
+
+
+def _sweep_data():
+    ids, features, pool = synthetic_probe_data(n=400)
+    rows = align_labels(ids, pool)
+    rvp_feats, valid = rvp_features(features, contexts=4, group_size=4)
+    sample = RVPSample(rvp_feats, valid, group_size=4, invalid_penalty=-1.0)
+    config = small_config(archs=("linear",), seeds=(0, 1), loop=LoopSettings(max_epochs=4))
+    return features, rows, pool, sample, config
+
+
+def test_runs_csv_has_a_fixed_schema_and_a_resume_rebuilds_the_same_table(tmp_path):
+    """Baseline rows (no loss, no RVP) land under their own columns; a resume after a kill gives the fresh table."""
+    features, rows, _, sample, config = _sweep_data()
+    fresh = run_sweep(features, rows, config, rvp_sample=sample, out_dir=tmp_path / "a", progress=False)
+    on_disk = pd.read_csv(tmp_path / "a" / "runs.csv")
+    assert list(on_disk.columns) == RUN_COLUMNS
+    assert_same_runs(on_disk, fresh.runs)
+    base = on_disk[on_disk["arch"] == BASELINE_ARCH]
+    assert len(base) == 2 and base["val_loss"].isna().all() and base["rvp_overall"].isna().all()
+    assert (base["test_balanced_accuracy"] != base["test_f1"]).all()
+
+    # kill after 3 runs (a linear run first, then a baseline row), then resume into the same folder
+    run_sweep(features, rows, config, rvp_sample=sample, out_dir=tmp_path / "b", progress=False)
+    runs_b = tmp_path / "b" / "runs.csv"
+    lines = runs_b.read_text().splitlines(keepends=True)
+    runs_b.write_text("".join(lines[:4]))
+    resumed = run_sweep(features, rows, config, rvp_sample=sample, out_dir=tmp_path / "b", progress=False)
+    assert_same_runs(resumed.table, fresh.table)
+    assert_same_runs(
+        pd.read_csv(runs_b).sort_values(["key", "arch", "seed"], ignore_index=True),
+        fresh.runs.sort_values(["key", "arch", "seed"], ignore_index=True),
+    )
+
+
+def test_resume_restarts_when_labels_features_or_recipe_change(tmp_path):
+    features, rows, pool, sample, config = _sweep_data()
+    first = run_sweep(features, rows, config, rvp_sample=sample, out_dir=tmp_path, progress=False)
+
+    # selection-only settings reuse every finished run
+    loose = small_config(archs=("linear",), seeds=(0, 1), loop=LoopSettings(max_epochs=4), max_ece=1.0)
+    reused = run_sweep(features, rows, loose, rvp_sample=sample, out_dir=tmp_path, progress=False)
+    pd.testing.assert_series_equal(reused.runs["seconds"], first.runs["seconds"])
+
+    flipped = pool.assign(label=1 - pool["label"])
+    rows2 = align_labels(list(pool["id"]), flipped)
+    with pytest.warns(UserWarning, match="labels"):
+        relabeled = run_sweep(features, rows2, config, rvp_sample=sample, out_dir=tmp_path, progress=False)
+    assert (tmp_path / "runs.stale.csv").exists()
+    fresh = run_sweep(features, rows2, config, rvp_sample=sample, progress=False)
+    assert_same_runs(relabeled.table, fresh.table)
+
+    changed = small_config(archs=("linear",), seeds=(0, 1), loop=LoopSettings(max_epochs=4), lr=3e-3)
+    with pytest.warns(UserWarning, match="recipe"):
+        run_sweep(features, rows2, changed, rvp_sample=sample, out_dir=tmp_path, progress=False)
+    other = {k: v + 1.0 for k, v in features.items()}
+    with pytest.warns(UserWarning, match="features"):
+        run_sweep(other, rows2, changed, rvp_sample=sample, out_dir=tmp_path, progress=False)
+
+
+def test_group_kfold_sweep_rotates_validation_over_the_inner_folds():
     ids, features, pool = synthetic_probe_data(n=400, n_groups=8)
     rows = align_labels(ids, pool)
     config = small_config(archs=("linear",), seeds=(0,), split="group_kfold", n_folds=4, logistic_baseline=False)
     result = run_sweep({"layer1/mean_full": features["layer1/mean_full"]}, rows, config, progress=False)
-    assert sorted(result.runs["fold"]) == [0, 1, 2, 3]
-    assert result.table["n_runs"].tolist() == [4]
+    assert sorted(result.runs["fold"]) == [0, 1, 2]
+    assert result.table["n_runs"].tolist() == [3]
+    test_groups = set(rows.groups[split_indices(rows, config, 0)[2]])
+    for fold in range(3):
+        train, val, _ = split_indices(rows, config, fold)
+        assert not test_groups & set(rows.groups[np.concatenate([train, val])])
 
 
-def test_stratified_kfold_sweep_holds_every_row_out_once():
+@pytest.mark.parametrize("test_fold", [0, 3])
+def test_kfold_selection_never_sees_the_outer_test_fold(test_fold):
+    """Nested k-fold: every run shares one outer test fold that no run trains or validates on."""
     ids, features, pool = synthetic_probe_data(n=200)
     rows = align_labels(ids, pool)
-    config = small_config(archs=("linear",), seeds=(0, 1), split="stratified_kfold", n_folds=5, logistic_baseline=False)
-    result = run_sweep({"layer1/mean_full": features["layer1/mean_full"]}, rows, config, progress=False)
-    assert sorted(result.runs["fold"]) == sorted([0, 1, 2, 3, 4] * 2) and result.table["n_runs"].tolist() == [10]
-    mean = result.runs["test_balanced_accuracy"].mean()
-    assert result.table["test_balanced_accuracy"].iloc[0] == pytest.approx(mean)
-    _, metrics = refit_selected({"layer1/mean_full": features["layer1/mean_full"]}, rows, result, config)
-    best = result.runs.loc[result.runs["val_balanced_accuracy"].idxmax()]
-    assert metrics["fold"] == int(best["fold"])  # the fold whose test rows the refit never trained on
+    config = small_config(
+        archs=("linear", "mlp"),
+        seeds=(0, 1),
+        split="stratified_kfold",
+        n_folds=5,
+        test_fold=test_fold,
+        loop=LoopSettings(max_epochs=4),
+        logistic_baseline=False,
+    )
+    splits = [split_indices(rows, config, k) for k in range(4)]
+    test = splits[0][2]
+    assert all(np.array_equal(s[2], test) for s in splits)
+    selection_rows = np.concatenate([np.concatenate([s[0], s[1]]) for s in splits])
+    assert not np.isin(test, selection_rows).any()  # the rows that grade the probe never chose it
+    vals = np.concatenate([s[1] for s in splits])
+    assert sorted(np.concatenate([vals, test])) == list(range(len(rows.ids)))  # validation covers the rest once
+
+    feats = {"layer1/mean_full": features["layer1/mean_full"]}
+    result = run_sweep(feats, rows, config, progress=False)
+    assert sorted(result.runs["fold"]) == sorted([0, 1, 2, 3] * 4)
+    assert result.selected["n_runs"] == 8
+    _, metrics = refit_selected(feats, rows, result, config)
+    assert (metrics["seed"], metrics["fold"]) == (0, 0)
 
 
 def test_tiny_model_texts_to_probe_to_scorer(tiny_model, tmp_path):

@@ -13,23 +13,31 @@ import lightning.pytorch as pl
 
 from propel.errors import ConfigError
 from propel.lit_modules.policy import LoRAPolicyModule
+from propel.pools.io import fsync
 
 
 def save_adapter(policy, tokenizer, directory: str | Path) -> Path:
-    """Write ``policy``'s adapter (and ``tokenizer``) into ``directory`` atomically (temp folder, then rename)."""
+    """Write ``policy``'s adapter (and ``tokenizer``) into ``directory`` atomically and durably (temp folder, fsync,
+    rename, fsync of the parent)."""
     directory = Path(directory)
     tmp = directory.with_name("." + directory.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     policy.save_pretrained(str(tmp))
     if tokenizer is not None:
         tokenizer.save_pretrained(str(tmp))
+    for f in (f for f in tmp.rglob("*") if f.is_file()):
+        fsync(f)  # on disk before the rename names the folder finished
     shutil.rmtree(directory, ignore_errors=True)
     tmp.rename(directory)
+    fsync(directory.parent)
     return directory
 
 
 class AdapterSaver(pl.Callback):
     """Every ``every_n_steps`` optimizer steps (and at the end of fit) save ``dirpath/step-<N>``.
+
+    The interval continues across a resume (the last step seen is in the checkpoint, and ``global_step`` at the start
+    of fit is taken as seen), so a resumed run saves on the next multiple, not at its first step.
 
     Reads a ``LoRAPolicyModule``'s ``policy`` (a peft model) and ``tokenizer``.
 
@@ -55,6 +63,16 @@ class AdapterSaver(pl.Callback):
             raise TypeError(f"AdapterSaver saves a LoRAPolicyModule's adapter, got {type(pl_module).__name__}")
         self.dirpath.mkdir(parents=True, exist_ok=True)
         self.saved.append(save_adapter(pl_module.policy, pl_module.tokenizer, target))
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._last_step = trainer.global_step  # a resumed run continues the interval: no off-interval save first
+
+    def state_dict(self) -> dict:
+        return {"last_step": self._last_step, "saved": [str(p) for p in self.saved]}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self._last_step = int(state_dict.get("last_step", 0))
+        self.saved = [Path(p) for p in state_dict.get("saved", [])]
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step  # with ppo_epochs > 1 it advances by more than 1: save on crossing a multiple

@@ -1,16 +1,19 @@
 """Adversarial probe mining (seed 004, App. 12): find the probe's false positives with real solver trials.
 
-A false positive is a valid generated task that the probe scores as useful (probability >= ``min_prob``) but whose
-real solve count falls outside the utility band. During GRPO the policy drifts toward whatever the fixed probe
-over-rewards; every ``every_n_steps`` steps this callback sends the latest step's top-scored valid tasks to the solver
-(``n_trials`` attempts each), writes them to a Parquet pool in the labeling schema (plus ``probe_logit`` and
-``step``), and logs the false-positive rate. ``adversarial_pool`` then builds an auxiliary probe's training pool
-(the original positives + the mined false positives as negatives); train it with the probe stage and pass it as
-``ProbeReward(constraint=...)``: the reward on valid tasks becomes ``min(main, auxiliary)``.
+A false positive is a valid generated task that the probe scores as useful (probability >= ``min_prob``, compared on the
+probe's logit whatever the reward's gate: under ``soft_gate`` the reward holds a clipped probability, so the
+``ProbeReward``'s ``last_logits``, the logits its gate read, are compared instead) but whose real solve count falls
+outside the utility band. During GRPO the policy drifts toward whatever the fixed probe over-rewards; every
+``every_n_steps`` steps this callback sends the latest step's top-scored valid tasks to the solver (``n_trials``
+attempts each), writes them to a Parquet pool in the labeling schema (plus ``probe_logit`` and ``step``), and logs the
+false-positive rate. ``adversarial_pool`` then builds an auxiliary probe's training pool (the original positives + the
+mined false positives as negatives); train it with the probe stage and pass it as ``ProbeReward(constraint=...)``: the
+reward on valid tasks becomes ``min(main, auxiliary)``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import warnings
@@ -36,8 +39,10 @@ class AdversarialProbeMining(Callback):
     """Mine probe false positives during GRPO with real solver trials.
 
     Args:
-        output_dir: pool folder for the mined rows (one part file per round; ids ``mined-<step>-<k>``).
-        every_n_steps: mine after every this many optimizer steps.
+        output_dir: pool folder for the mined rows (one part file per round; ids ``mined-<step>-<text hash>``, unique
+            even when a step without an optimizer update repeats ``global_step``).
+        every_n_steps: mine when ``global_step`` crosses a multiple of this (once per crossing: a step that takes
+            no optimizer step does not mine again, and ``ppo_epochs > 1`` jumps are not missed).
         component: the reward component holding the probe logit; None uses the module's one ``ProbeReward``.
         min_prob: a valid task whose probe probability is at least this counts as "scored useful".
         max_per_round: at most this many tasks (the highest-scored, distinct texts never mined before) per round.
@@ -47,8 +52,8 @@ class AdversarialProbeMining(Callback):
             and holds its own copy of the solver (use ``vllm_server`` to keep it out of the trainer's memory).
         engine_kwargs: engine arguments.
         dtype: solver weights dtype for the ``hf`` engine.
-        seed: solver sampling seed (each round is seeded from it and the step, under a forked RNG: mining never
-            moves the training RNG stream, so a run with mining trains exactly like one without).
+        seed: solver sampling seed (each round is seeded from it and the step, under a forked CPU and CUDA RNG:
+            mining never moves the training RNG streams, so a run with mining trains exactly like one without).
     """
 
     def __init__(
@@ -77,17 +82,19 @@ class AdversarialProbeMining(Callback):
         self.dtype, self.seed = dtype, seed
         self.mined_texts: set[str] = set()
         self.totals = {"rounds": 0, "mined": 0, "false_positives": 0}
+        self._last_step = 0
         self._engine = None
 
     # ----------------------------------------------------------------------------------------------- selection
     def candidates(self, samples: Sequence, scores: torch.Tensor) -> list[tuple[int, float]]:
-        """``(index, logit)`` of the valid samples scored at least ``min_prob``, best first, one per distinct task
-        text, skipping texts mined in earlier rounds, at most ``max_per_round``."""
+        """``(index, logit)`` of the valid samples whose probe logit is at least ``logit(min_prob)``, best first, one
+        per distinct task text, skipping texts mined in earlier rounds, at most ``max_per_round``."""
         cut = math.log(self.min_prob / (1.0 - self.min_prob))
         ranked = sorted(
             ((i, float(scores[i])) for i, s in enumerate(samples) if s.valid and s.task is not None),
             key=lambda pair: -pair[1],
         )
+        ranked = [(i, x) for i, x in ranked if math.isfinite(x)]
         out, seen = [], set()
         for i, logit in ranked:
             text = samples[i].task_text
@@ -117,17 +124,34 @@ class AdversarialProbeMining(Callback):
             )
         return probes[0]
 
+    def probe_logits(self, pl_module: GRPOModule, state) -> torch.Tensor:
+        """The raw probe logits of the latest step's samples: a ``ProbeReward``'s ``last_logits`` (whatever its
+        gate), else the component's values (another component is taken to hold logits)."""
+        name = self.probe_component(pl_module)
+        component = next(c for c in pl_module.reward.components if c.name == name)
+        if isinstance(component, ProbeReward):
+            raw = getattr(component, "last_logits", None)
+            if raw is not None and raw.numel() == len(state.samples):
+                return raw
+            if component.mode == "soft_gate":  # its values are clipped probabilities: no logit to compare
+                raise RuntimeError(f"AdversarialProbeMining: ProbeReward {name!r} kept no raw logits for this step")
+        return state.rewards.components[name]
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._last_step = max(self._last_step, trainer.global_step)  # a resume continues the interval
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if not isinstance(pl_module, GRPOModule):
             raise TypeError(f"AdversarialProbeMining mines GRPOModule rollouts, got {type(pl_module).__name__}")
-        step = trainer.global_step
-        if step == 0 or step % self.every_n_steps:
+        step, last = trainer.global_step, self._last_step
+        self._last_step = step
+        if step // self.every_n_steps <= last // self.every_n_steps:  # no multiple crossed (or no update at all)
             return
         state = pl_module.rollout_state
         if state is None or not state.samples or state.rewards is None:
             return
         samples = state.samples
-        picked = self.candidates(samples, state.rewards.components[self.probe_component(pl_module)])
+        picked = self.candidates(samples, self.probe_logits(pl_module, state))
         rows = self.mine(pl_module, samples, picked, step) if picked else []
         if rows and trainer.is_global_zero:
             write_part(self.output_dir, rows, MINED_SCHEMA)
@@ -148,14 +172,15 @@ class AdversarialProbeMining(Callback):
         domain = env.domain
         tasks = [samples[i].task for i, _ in picked]
         engine = self._solver_engine(pl_module)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(zlib.crc32(f"{self.seed}:{step}".encode()))
+        with torch.random.fork_rng(devices=cuda_devices(pl_module.device)):
+            torch.manual_seed(zlib.crc32(f"{self.seed}:{step}".encode()))  # seeds the CUDA generators too
             trials = solver_trials(domain, engine, tasks, self.solver.sampling(domain.solver_stop), env.sandbox)
         rows = []
-        for k, ((i, logit), t) in enumerate(zip(picked, trials, strict=True)):
+        for (i, logit), t in zip(picked, trials, strict=True):
             s = samples[i]
             self.mined_texts.add(s.task_text)
-            extra = {"id": f"mined-{step}-{k}", "group": "mined", "probe_logit": logit, "step": step}
+            key = hashlib.sha1(s.task_text.encode()).hexdigest()[:12]  # a text is mined once per run: a unique id
+            extra = {"id": f"mined-{step}-{key}", "group": "mined", "probe_logit": logit, "step": step}
             rows.append(pool_row(s, domain.name, self.solver.n_trials, t, self.solver.band, **extra))
         return rows
 
@@ -186,11 +211,19 @@ class AdversarialProbeMining(Callback):
             )
 
     def state_dict(self) -> dict:
-        return {"mined_texts": sorted(self.mined_texts), "totals": dict(self.totals)}
+        return {"mined_texts": sorted(self.mined_texts), "totals": dict(self.totals), "last_step": self._last_step}
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.mined_texts = set(state_dict.get("mined_texts", []))
         self.totals.update(state_dict.get("totals", {}))
+        self._last_step = int(state_dict.get("last_step", 0))
+
+
+def cuda_devices(device: torch.device) -> list[int]:
+    """The CUDA device indices whose RNG a fork must save and restore (none on CPU)."""
+    if device.type != "cuda":
+        return []
+    return [device.index if device.index is not None else torch.cuda.current_device()]
 
 
 def adversarial_pool(

@@ -9,6 +9,7 @@ import lightning.pytorch as pl
 from propel.errors import ConfigError
 from propel.lit_modules.state import RolloutPublisher
 from propel.metrics.diversity import distinct_n, self_bleu, top_topic_rate
+from propel.rollouts.record import Sample
 
 ACTIONS = ("warn", "stop")
 
@@ -16,10 +17,12 @@ ACTIONS = ("warn", "stop")
 class CollapseDetector(pl.Callback):
     """Every ``every_n_steps`` optimizer steps, measure the diversity of the policy's latest generations.
 
-    Reads the module's ``rollout_state`` (a ``RolloutPublisher``, e.g. any ``LoRAPolicyModule``): the rendered texts
-    and topics of its valid samples, what evaluation measures diversity on too; logs ``collapse/self_bleu``,
-    ``collapse/distinct`` and ``collapse/top_topic``, and on a threshold breach warns or stops training
-    (``trainer.should_stop``).
+    Reads the module's ``rollout_state`` (a ``RolloutPublisher``, e.g. any ``LoRAPolicyModule``) and measures the
+    paper's definitions over *all* generations (a malformed one as its raw completion), as evaluation reports
+    them: ``collapse/self_bleu``, ``collapse/distinct``, ``collapse/top_topic`` (the thresholds apply to these),
+    plus the same over valid samples only as ``collapse/self_bleu_valid``, ``collapse/distinct_valid``,
+    ``collapse/top_topic_valid``. A metric without a value (Self-BLEU of fewer than 2 texts, no known topic) is
+    not logged and breaches nothing. On a breach it warns or stops training (``trainer.should_stop``).
 
     Args:
         every_n_steps: check interval in optimizer steps.
@@ -28,7 +31,7 @@ class CollapseDetector(pl.Callback):
         distinct_min: breach when Distinct-n falls below this (None: never).
         top_topic_max: breach when the most common topic's share exceeds this (None: never).
         action: ``"warn"`` or ``"stop"``.
-        min_samples: skip the check with fewer valid generations than this.
+        min_samples: skip the check with fewer generations than this.
     """
 
     def __init__(
@@ -51,11 +54,20 @@ class CollapseDetector(pl.Callback):
         self.breaches: list[str] = []
         self._last_checked_step = -1
 
-    def measure(self, texts: list[str], topics: list[str | None] | None) -> dict[str, float]:
-        """The three collapse metrics for one batch of generations."""
-        metrics = {"collapse/self_bleu": self_bleu(texts, self.n), "collapse/distinct": distinct_n(texts, self.n)}
-        if topics:
-            metrics["collapse/top_topic"] = top_topic_rate(topics)
+    def measure(self, texts: list[str], topics: list[str | None] | None, suffix: str = "") -> dict[str, float]:
+        """The collapse metrics of one batch of generations that have a value (keys end in ``suffix``)."""
+        metrics = {
+            f"collapse/self_bleu{suffix}": self_bleu(texts, self.n),
+            f"collapse/distinct{suffix}": distinct_n(texts, self.n),
+            f"collapse/top_topic{suffix}": top_topic_rate(topics) if topics else None,
+        }
+        return {k: v for k, v in metrics.items() if v is not None}
+
+    def measure_samples(self, samples: list[Sample]) -> dict[str, float]:
+        """The metrics over all samples, then over the valid ones (``_valid`` keys)."""
+        valid = [s for s in samples if s.valid]
+        metrics = self.measure([s.task_text for s in samples], [s.topic for s in samples])
+        metrics.update(self.measure([s.task_text for s in valid], [s.topic for s in valid], "_valid"))
         return metrics
 
     def check(self, metrics: dict[str, float]) -> list[str]:
@@ -77,12 +89,11 @@ class CollapseDetector(pl.Callback):
         if not isinstance(pl_module, RolloutPublisher):
             raise TypeError(f"CollapseDetector reads the module's `rollout_state`; {type(pl_module).__name__} has none")
         state = pl_module.rollout_state
-        texts = state.task_texts if state is not None else []
-        if len(texts) < self.min_samples:
+        samples = state.samples if state is not None else []
+        if len(samples) < self.min_samples:
             return
         self._last_checked_step = step
-        topics = state.topics
-        self.last_metrics = self.measure(texts, topics if any(t is not None for t in topics) else None)
+        self.last_metrics = self.measure_samples(samples)
         pl_module.log_dict(self.last_metrics, on_step=True, on_epoch=False)
         breaches = self.check(self.last_metrics)
         if not breaches:

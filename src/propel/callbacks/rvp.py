@@ -1,7 +1,8 @@
 """RVPSelection: reward variance under the base policy, for picking a probe and checking one before RL starts.
 
 Give it the run's own reward component (e.g. the ``ProbeReward`` GRPO trains on, whose gate is
-``propel.probes.gate.gated_reward``) and the variance is that of the exact RL reward, gate included.
+``propel.probes.gate.gated_reward``) and the variance is that of the exact RL reward, gate included. The same
+sample checks, before the first step, that valid generations out-score the reward's invalid floor.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import torch
 from lightning.pytorch import Callback
 from torch import Tensor
 
+from propel.callbacks.reward_floor import act_on_floor, check_action
+from propel.probes.gate import check_floor
 from propel.probes.selection import rvp
 from propel.rewards.base import RewardComponent
 from propel.rollouts.record import Sample
@@ -43,6 +46,8 @@ class RVPSelection(Callback):
         valid: ``[num_contexts][G]`` validity of the generations, read by reward components' gates (default: all
             valid).
         min_within: warn at fit start when the within-group variance is below this (a near-constant reward).
+        floor_action: when ``reward_fn`` has a ``floor`` (``ProbeReward``) and the sample's valid generations score
+            below it on average at fit start: ``warn`` (default) or ``stop`` (warn, then end training).
         log_prefix: metric name prefix.
     """
 
@@ -54,6 +59,7 @@ class RVPSelection(Callback):
         valid: Sequence[Sequence[bool]] | None = None,
         min_within: float = 1e-4,
         log_prefix: str = "rvp",
+        floor_action: str = "warn",
     ):
         self.generations = _load_generations(generations)
         if reward_fn is None and not candidates:
@@ -70,15 +76,22 @@ class RVPSelection(Callback):
         self.candidates = dict(candidates or {})
         self.min_within = min_within
         self.log_prefix = log_prefix
+        self.floor_action = check_action(floor_action)
+        self.floor_check = None
+        """The fit-start ``FloorCheck`` of ``reward_fn`` (None until then, or when it has no floor)."""
         self.results: dict[str, tuple[float, float]] = {}
 
-    def score(self, reward_fn: RewardFn) -> tuple[float, float]:
-        """``(overall, within)`` variance of ``reward_fn`` over the sample."""
+    def rewards(self, reward_fn: RewardFn) -> Tensor:
+        """``reward_fn``'s rewards [num_contexts * G] of the sample."""
         if isinstance(reward_fn, RewardComponent):
             rewards = reward_fn(self.samples)
         else:
             rewards = reward_fn([s.completion for s in self.samples])
-        return rvp(torch.as_tensor(rewards, dtype=torch.float64).reshape(len(self.generations), -1))
+        return torch.as_tensor(rewards, dtype=torch.float64).reshape(-1)
+
+    def score(self, reward_fn: RewardFn) -> tuple[float, float]:
+        """``(overall, within)`` variance of ``reward_fn`` over the sample."""
+        return rvp(self.rewards(reward_fn).reshape(len(self.generations), -1))
 
     def select(self, candidates: Mapping[str, RewardFn] | None = None) -> str:
         """Name of the candidate with the highest overall RVP (scores kept in ``results``)."""
@@ -92,7 +105,14 @@ class RVPSelection(Callback):
     def on_fit_start(self, trainer, pl_module) -> None:
         metrics = {}
         if self.reward_fn is not None:
-            overall, within = self.results["reward_fn"] = self.score(self.reward_fn)
+            rewards = self.rewards(self.reward_fn)
+            overall, within = self.results["reward_fn"] = rvp(rewards.reshape(len(self.generations), -1))
+            floor = getattr(self.reward_fn, "floor", None)
+            if floor is not None:
+                valid = torch.tensor([s.valid for s in self.samples])
+                self.floor_check = check_floor(rewards, valid, floor)
+                metrics.update(self.floor_check.metrics(f"{self.log_prefix}/floor"))
+                act_on_floor(self.floor_check, "RVP sample at fit start", self.floor_action, trainer)
             metrics.update({f"{self.log_prefix}/overall": overall, f"{self.log_prefix}/within": within})
             if within < self.min_within:
                 from lightning.pytorch.utilities import rank_zero_warn

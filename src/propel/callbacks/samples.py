@@ -13,7 +13,8 @@ COLUMNS = ("step", "prompt_tail", "completion", "valid", "topic", "reward")
 class SampleTable(pl.Callback):
     """Every ``every_n_steps`` optimizer steps, log the latest rollouts as a table (rank 0, loggers with ``log_text``).
 
-    Reads the module's ``rollout_state`` (a ``RolloutPublisher``, e.g. any ``LoRAPolicyModule``): its samples and
+    The interval continues across a resume (no table right after it unless a multiple is crossed). Reads the
+    module's ``rollout_state`` (a ``RolloutPublisher``, e.g. any ``LoRAPolicyModule``): its samples and
     their ``RewardBreakdown``. One column per reward component follows ``reward``.
 
     Args:
@@ -51,6 +52,16 @@ class SampleTable(pl.Callback):
             row = [step, s.prompt[-self.prompt_chars :], s.completion, bool(s.valid), s.topic, total, *parts, *extra]
             data.append(row)
         return columns, data
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        if trainer.global_step:  # resumed: the interval continues from the checkpoint's step
+            self._last_step = max(self._last_step, trainer.global_step)
+
+    def state_dict(self) -> dict:
+        return {"last_step": self._last_step}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self._last_step = int(state_dict.get("last_step", -1))
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step

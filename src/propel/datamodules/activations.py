@@ -88,6 +88,7 @@ class ActivationDataModule(LightningDataModule):
             "pooling": pooling,
             "trajectory_pooling": info.get("trajectory_pooling", "mean"),
             "max_length": info.get("max_length", 1024),
+            "reference": info.get("reference"),
         }
         self.split_sizes = {"train": len(train), "val": len(val), "test": len(test)}
         for name, idx in (("train", train), ("val", val), ("test", test)):

@@ -19,7 +19,8 @@ class ContextDataModule(ContextStreamDataModule):
     """Generator contexts for GRPO, one batch per optimizer step, scored by a ``GeneratorEnv`` over the domain.
 
     A ``propel.rollouts.RolloutSource``. The environment's sandbox is started when fitting starts and stopped when
-    it ends.
+    it ends; a domain whose references come from an oracle (``OracleMathDomain(oracle_model=...)``) builds it then,
+    and one without an oracle fails then with a one-line error instead of at the first step.
 
     Args:
         domain: the task domain (``class_path`` in YAML); its ``contexts(n, seed)`` must be deterministic in
@@ -49,6 +50,11 @@ class ContextDataModule(ContextStreamDataModule):
 
     def setup(self, stage: str) -> None:
         if stage == "fit":
+            if self.domain.needs_oracle:  # build (or refuse the lack of) the oracle now, not at the first step
+                oracle = getattr(self.domain, "oracle_engine", None)
+                if oracle is None:
+                    raise TypeError(f"domain {self.domain.name!r} needs an oracle but has no oracle_engine() to build")
+                oracle()
             self._environment.open()
 
     def teardown(self, stage: str) -> None:

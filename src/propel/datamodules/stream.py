@@ -2,13 +2,20 @@
 
 Each training step takes one ``ContextBatch``: ``contexts_per_step`` contexts from a task source (anything with
 ``contexts(n, seed)``: a ``Domain``, ``ShellTasks``), drawn with a seed derived from (``seed``, batch index) so the
-stream is reproducible. The state holds the next batch index and the global torch RNG (which HF sampling and LoRA
-dropout draw from), captured at the step boundary; a resumed run therefore samples exactly what an uninterrupted
-run would have.
+stream is reproducible. The state holds the next batch index and the global torch RNGs, CPU and (when CUDA is in
+use) every CUDA device's, which HF sampling draws from, captured at the step boundary; a resumed run with the HF
+engine therefore samples exactly what an uninterrupted run would have, on CPU and on GPU.
+
+What a resume cannot reproduce: vLLM engines (``vllm``, ``vllm_server``) sample with their own generators inside
+their worker processes (or the server), which no checkpoint holds, and batch their requests nondeterministically;
+a resumed vLLM run continues from the right batch index with the right adapter weights, but draws different
+completions than the uninterrupted run would have (same distribution, other samples). GPU kernels may also be
+nondeterministic unless ``torch.use_deterministic_algorithms`` is on.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,6 +55,7 @@ class ContextStreamDataModule(pl.LightningDataModule):
         self.tasks, self.contexts_per_step, self.seed = tasks, contexts_per_step, seed
         self.next_index = 0
         self._pending_rng: torch.Tensor | None = None
+        self._pending_cuda_rng: list[torch.Tensor] | None = None
 
     def batch_at(self, index: int) -> ContextBatch:
         contexts = self.tasks.contexts(self.contexts_per_step, self.seed * 1_000_003 + index)
@@ -67,10 +75,35 @@ class ContextStreamDataModule(pl.LightningDataModule):
         if self._pending_rng is not None:
             torch.set_rng_state(self._pending_rng)
             self._pending_rng = None
+        if self._pending_cuda_rng is not None:
+            set_cuda_rng(self._pending_cuda_rng)
+            self._pending_cuda_rng = None
 
     def state_dict(self) -> dict[str, Any]:
-        return {"next_index": self.next_index, "torch_rng": torch.get_rng_state()}
+        return {"next_index": self.next_index, "torch_rng": torch.get_rng_state(), "cuda_rng": get_cuda_rng()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.next_index = int(state_dict["next_index"])
         self._pending_rng = state_dict.get("torch_rng")
+        self._pending_cuda_rng = state_dict.get("cuda_rng")
+
+
+def get_cuda_rng() -> list[torch.Tensor] | None:
+    """Every CUDA device's RNG state, or None when CUDA is not in use (nothing to save; no CUDA context is made)."""
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return None
+    return torch.cuda.get_rng_state_all()
+
+
+def set_cuda_rng(states: list[torch.Tensor]) -> None:
+    """Restore ``get_cuda_rng``'s states, device by device; without CUDA (or with fewer devices) the missing ones are
+    skipped with a warning: the resume is then not sample-exact."""
+    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if have < len(states):
+        warnings.warn(
+            f"the checkpoint holds CUDA RNG states of {len(states)} device(s), this machine has {have}: the resumed "
+            "run will not sample exactly what the uninterrupted one would have",
+            stacklevel=2,
+        )
+    for device, state in enumerate(states[:have]):
+        torch.cuda.set_rng_state(state, device)

@@ -1,17 +1,23 @@
 """The datamodule that feeds generator contexts to labeling (``propel predict``) and evaluation (``propel test``).
 
-It skips context ids already in the pool folder, so a killed labeling or evaluation run resumes and redoes nothing.
+It skips context ids already in the pool folder, so a killed labeling or evaluation run resumes and redoes nothing,
+and before that checks the folder's settings manifest (``propel.pools.manifest``): a rerun with another model,
+adapter, solver, domain or seed stops with one line instead of mixing its rows with the old ones.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from lightning.pytorch import LightningDataModule
+from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
 from propel.domains.base import Context, Domain
 from propel.errors import ConfigError
 from propel.pools.io import read_pool
+from propel.pools.manifest import check_manifest, run_settings
 
 
 def _list_collate(batch: list[Context]) -> list[Context]:
@@ -23,8 +29,11 @@ class TaskPoolDataModule(LightningDataModule):
 
     Args:
         domain: the task domain (the contexts' source).
-        pool_dir: the pool folder the run writes (``PoolWriter.output_dir`` for labeling, the evaluation module's
-            ``output_dir``): its ids are skipped; None labels every context.
+        pool_dir: the pool folder the run writes, whose ids are skipped. None (the default) follows the folder the
+            run writes: the evaluation module's ``output_dir``, or the prediction writer's (``PoolWriter``) for
+            labeling. A value that differs from that folder is refused: an interpolation such as
+            ``${model.init_args.output_dir}`` is resolved when the file is read, so a command-line override of the
+            output folder would otherwise resume from (and skip the ids of) the old one.
         n_tasks: contexts in total (ids ``<domain>-<seed>-<i>``, i < n_tasks).
         seed: context seed (few-shot example choice); keep evaluation's apart from labeling's.
         batch_size: contexts per step (one Parquet part per step).
@@ -48,6 +57,35 @@ class TaskPoolDataModule(LightningDataModule):
         self.domain, self.pool_dir = domain, pool_dir
         self.n_tasks, self.seed, self.batch_size = n_tasks, seed, batch_size
         self.skipped = 0
+
+    def setup(self, stage: str) -> None:
+        """Write or check the pool folder's settings manifest (the running module's settings + the context seed)."""
+        module = self.trainer.lightning_module if self.trainer is not None else None
+        written = self._written_folder()
+        if self.pool_dir is None and written is not None:
+            self.pool_dir = str(written)
+        elif self.pool_dir is not None and written is not None and Path(self.pool_dir).resolve() != written.resolve():
+            raise ConfigError(
+                f"data.init_args.pool_dir ({self.pool_dir}) is not the folder this run writes ({written}): resuming "
+                "would skip the ids of another folder; leave pool_dir unset (it follows the output folder) or set both"
+            )
+        if self.pool_dir is not None and module is not None:
+            check_manifest(self.pool_dir, run_settings(module, self.seed), "pool folder")
+
+    def _written_folder(self) -> Path | None:
+        """The folder this run writes rows to: the module's ``output_dir`` (evaluation), else the one prediction
+        writer's (labeling's ``PoolWriter``); None when neither exists."""
+        if self.trainer is None:
+            return None
+        out = getattr(self.trainer.lightning_module, "output_dir", None)
+        if out is None:
+            writers = [
+                cb.output_dir
+                for cb in self.trainer.callbacks
+                if isinstance(cb, BasePredictionWriter) and getattr(cb, "output_dir", None) is not None
+            ]
+            out = writers[0] if len(writers) == 1 else None
+        return None if out is None else Path(out)
 
     def pending(self) -> list[Context]:
         """Contexts not yet in the pool."""

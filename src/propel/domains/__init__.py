@@ -3,6 +3,7 @@
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
 from propel.domains.code import CodeDomain
 from propel.domains.math import MathExpressionDomain, OracleMathDomain
+from propel.domains.triage import TriageTickets
 
 __all__ = [
     "CodeDomain",
@@ -12,5 +13,6 @@ __all__ = [
     "MathExpressionDomain",
     "ParseFailure",
     "Task",
+    "TriageTickets",
     "Verdict",
 ]

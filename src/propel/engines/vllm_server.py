@@ -5,6 +5,12 @@ Prompts are rendered and tokenized locally (same chat template and tokens as the
 read and register it through ``/v1/load_lora_adapter`` (the server needs ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``).
 Transient failures (server down, restarting, 5xx) are retried with exponential backoff; an adapter the server lost in a
 restart is registered again.
+
+Logprobs must be the server's ``processed_logprobs`` (under the temperature / top-k / top-p actually sampled from, as
+the trainer computes them); a server started without ``--logprobs-mode processed_logprobs`` returns the raw model
+distribution's, which biases the importance weights at T != 1, top_p < 1 or top_k > 0. A launched server gets the
+flag; for a user-started one the mode is probed once (a one-token request with ``top_k=1``: processed logprobs of
+the only token left are 0, raw ones are not) and sampling that warps refuses a raw server with a one-line error.
 """
 
 from __future__ import annotations
@@ -21,6 +27,13 @@ from propel.engines.base import Completion, Engine, Prompt, SamplingSpec
 from propel.engines.vllm import is_peft, lora_rank, repeat_greedy, save_adapter
 from propel.engines.vllm_launch import VLLMServer
 from propel.errors import ConfigError, PropelError
+
+
+def start_hint(model: str) -> str:
+    """The ``vllm serve`` command line for a user-started server that propel can train against."""
+    from propel.engines.vllm import LOGPROBS_MODE
+
+    return f"vllm serve {model} --host 127.0.0.1 --logprobs-mode {LOGPROBS_MODE}"
 
 
 class ServerUnavailable(PropelError):
@@ -43,6 +56,8 @@ class VLLMServerEngine(Engine):
         retries: attempts per request before :class:`ServerUnavailable`.
         backoff_s: first retry delay, doubled each attempt (capped at 30 s).
         served_name: the model name the server answers to (default: ``model``).
+        check_logprobs: probe a user-started server's logprobs mode before the first warped sampling with logprobs
+            (see the module docstring); False trusts the server.
         server_kwargs: extra :class:`~propel.engines.vllm_launch.VLLMServer` arguments for a launched server.
     """
 
@@ -60,6 +75,7 @@ class VLLMServerEngine(Engine):
         retries: int = 6,
         backoff_s: float = 1.0,
         served_name: str | None = None,
+        check_logprobs: bool = True,
         **server_kwargs,
     ) -> None:
         if not launch and not base_url:
@@ -84,6 +100,8 @@ class VLLMServerEngine(Engine):
         self._adapter: tuple[str, str] | None = None  # (name on the server, folder)
         self._version = 0
         self._session = requests.Session()
+        # a launched server gets --logprobs-mode processed_logprobs; a user-started one is probed once, when it matters
+        self.processed_logprobs: bool | None = True if (launch or not check_logprobs) else None
 
     # ---- HTTP with retries ----
     def _post(self, path: str, body: dict) -> requests.Response:
@@ -102,7 +120,7 @@ class VLLMServerEngine(Engine):
                 delay = min(delay * 2, 30.0)
         raise ServerUnavailable(
             f"vLLM server at {self.base_url} did not answer {path} after {self.retries} tries ({last}): start it "
-            f"with `vllm serve {self.model} --host 127.0.0.1` (add --enable-lora for LoRA) or use launch=True"
+            f"with `{start_hint(self.model)}` (add --enable-lora for LoRA) or use launch=True"
         )
 
     def healthy(self) -> bool:
@@ -153,9 +171,39 @@ class VLLMServerEngine(Engine):
             body["logprobs"] = 0
         return body
 
+    def logprobs_mode_is_processed(self) -> bool:
+        """Whether the server returns processed logprobs: asked once with a one-token ``top_k=1`` request (the only
+        token left has processed logprob 0; a raw logprob is below 0 unless the model is certain of it)."""
+        if self.processed_logprobs is None:
+            body = {
+                "model": self.served_name,
+                "prompt": [self.encode_prompt(Prompt(text="Once upon a time,"))],
+                "max_tokens": 1,
+                "temperature": 1.0,
+                "top_k": 1,
+                "logprobs": 0,
+            }
+            resp = self._post("/v1/completions", body)
+            if resp.status_code != 200:
+                raise PropelError(f"vLLM server refused the logprobs-mode probe: HTTP {resp.status_code}: {resp.text}")
+            logprob = float(resp.json()["choices"][0]["logprobs"]["token_logprobs"][0])
+            self.processed_logprobs = abs(logprob) < 1e-3
+        return self.processed_logprobs
+
+    def check_logprobs(self, sampling: SamplingSpec) -> None:
+        """Refuse a raw-logprobs server when the logprobs would be used under a warped distribution."""
+        warped = sampling.temperature not in (0, 1) or sampling.top_p < 1 or sampling.top_k > 0
+        if sampling.logprobs and warped and not self.logprobs_mode_is_processed():
+            raise ConfigError(
+                f"the vLLM server at {self.base_url} returns raw logprobs (the unwarped model distribution), but "
+                f"sampling uses temperature={sampling.temperature}, top_p={sampling.top_p}, top_k={sampling.top_k}: "
+                f"the importance weights would be biased; restart it with `{start_hint(self.model)}`"
+            )
+
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingSpec) -> list[list[Completion]]:
         if not prompts:
             return []
+        self.check_logprobs(sampling)
         body = self.request_body(prompts, sampling)
         resp = self._post("/v1/completions", body)
         if resp.status_code == 404 and self._adapter is not None:  # server restarted and forgot the adapter

@@ -3,20 +3,18 @@
 Each step runs the datamodule's episodes with the current policy (``EpisodeDataModule``), asks a ``HintSource``
 which turns went wrong and what would have helped, and builds for each target the student's exact context up to
 turn t and the teacher's, the same ids with the hint spliced in as a message before turn t
-(``propel.rollouts.hints``). The loss is a divergence between the two next-token distributions on turn t's own
-tokens only (``propel.losses.distillation``), so the turns around it get no gradient. The teacher is the live
-policy (self-distillation with privileged context), the base model (adapters off) or another model sharing the
-tokenizer; it never gets a gradient. Both forwards run with dropout off; an empty hint makes no target at all.
-A wrong-hint control (the same divergence with an unrelated hint) is logged next to the real one, so a user can see
-how much of the pull is the hint's.
+(``propel.rollouts.hints``). The term itself (targets, teachers, the loss, the wrong-hint control) is
+``propel.lit_modules.turn_kl.TurnKLTerm``, which ``GRPOTurnKLModule`` adds to the GRPO loss; this trainer runs it
+alone.
 
 On-policy (``on_policy=True``), the student first regenerates turn t from its own hint-free prefix through the
 rollout engine and the loss is taken on those fresh tokens (with ``reverse_kl`` this is on-policy distillation),
 each token weighted by the truncated importance ratio policy/engine when the engine is not the policy (vLLM).
 Guards against the teacher-student shift (seed 002, pitfall 4): hints can be phased in (``hint_share`` grows the
 share of targets used over the run), and each update's drift -- KL(before || after) per token on the step's
-assistant turns that were not targeted -- is logged; past ``max_drift`` the step is marked unstable and, with
-``rollback``, undone (adapter weights and optimizer state restored).
+assistant turns that were not targeted, or on a fixed held-out set of turns never trained on -- is logged; past
+``max_drift`` the step is marked unstable and, with ``rollback``, undone (adapter weights and optimizer state
+restored).
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import replace
 
 import torch
@@ -32,28 +29,25 @@ import torch
 from propel.errors import ConfigError
 from propel.lit_modules.policy import LoRAPolicyModule
 from propel.lit_modules.state import RolloutState
+from propel.lit_modules.turn_kl import TurnKLTerm, check_turn_kl_settings
 from propel.losses.distillation import DivergenceSpec, masked_mean, token_divergence
-from propel.losses.logprobs import token_logprobs
-from propel.losses.policy import truncated_importance_weights
-from propel.models.reference import reference_forward
-from propel.models.span_logits import span_logits
 from propel.rollouts.episode_stats import episode_stats
-from propel.rollouts.hints import HintSource, HintSplicer, TurnTarget, turn_context
+from propel.rollouts.hints import HintSource, TurnTarget, turn_context
 from propel.rollouts.steps import ContextBatch
 
-TEACHERS = ("live", "base", "external")
 Row = tuple[list[int], int]
 """Token ids ending with an assistant turn, and that turn's length (a turn the drift is measured on)."""
 
 
-class TurnKLDistillModule(LoRAPolicyModule):
+class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
     """Turn-targeted KL distillation of a LoRA policy on its own agent episodes.
 
     Args:
         hints: which turns to target and with what (``propel.rollouts.hints.ErrorHints``, ``StaticHints``, ...).
         divergence: ``forward_kl`` / ``reverse_kl`` / ``jsd`` (beta), full vocabulary or teacher top-k, clipping.
-        teacher: ``live`` (the policy under no-grad), ``base`` (the policy with its adapters disabled) or
-            ``external`` (``teacher_model``, which must share the tokenizer).
+        teacher: ``live`` (the policy under no-grad), ``base`` (the policy with its adapters disabled), ``ema``
+            (an exponential moving average of the adapter weights) or ``external`` (``teacher_model``, which must
+            share the tokenizer).
         teacher_model: the external teacher (bundled alias, folder or hub id).
         kl_coefficient: the loss's scale (the divergence is logged unscaled).
         temperature_schedule: softmax temperatures of both distributions, stepped evenly over ``max_steps``.
@@ -63,7 +57,8 @@ class TurnKLDistillModule(LoRAPolicyModule):
         hint_template: the hint message text (``{hint}`` is the hint).
         control_hint: an unrelated hint whose divergence is logged as the control (None: no control).
         max_steps_without_targets: steps in a row that find nothing to target before the run stops with an error
-            (no optimizer step is taken without targets, so the step count would never reach ``max_steps``).
+            (no optimizer step is taken without targets, so the step count would never reach ``max_steps``); it is
+            the base's ``max_steps_without_update`` for this trainer (each such step is also warned about and counted).
         on_policy: regenerate turn t with the student and take the loss on its own tokens (see the module docstring).
         importance_cap: truncation of the on-policy importance ratio (vLLM engines).
         hint_share: share of the named targets used, from the first step to the last (linear): ``[0.25, 1.0]``
@@ -71,6 +66,10 @@ class TurnKLDistillModule(LoRAPolicyModule):
         max_drift: per-token KL(before || after) on non-target turns above which a step counts as unstable.
         rollback: undo unstable steps.
         drift_rows: non-target turns measured per step for the drift (0: none).
+        drift_set: which turns the drift is measured on: ``targeted`` (the step's targeted episodes' other turns)
+            or ``held_out`` (a fixed set of assistant turns from the first step's untargeted episodes, never trained
+            on, kept in the checkpoint; the targeted episodes' other turns stand in until such episodes exist).
+        ema_decay: with ``teacher: ema``, the old average's weight in each update after an optimizer step.
         **kwargs: the policy's settings (``LoRAPolicyModule``: model, lora, sampling, lr, gradient_clip_val, ...).
     """
 
@@ -94,93 +93,41 @@ class TurnKLDistillModule(LoRAPolicyModule):
         max_drift: float | None = None,
         rollback: bool = False,
         drift_rows: int = 8,
+        drift_set: str = "targeted",
+        ema_decay: float = 0.99,
         **kwargs,
     ) -> None:
-        if teacher not in TEACHERS:
-            raise ConfigError(f"teacher must be one of {TEACHERS}, got {teacher!r}")
-        if (teacher == "external") != (teacher_model is not None):
-            raise ConfigError("teacher_model is needed with teacher='external', and only then")
-        if not temperature_schedule or any(not t > 0 for t in temperature_schedule):
-            raise ConfigError(f"temperature_schedule needs positive temperatures, got {list(temperature_schedule)}")
-        for name, value in (("max_target_turns_per_rollout", max_target_turns_per_rollout),
-                            ("episodes_per_context", episodes_per_context),
+        check_turn_kl_settings(
+            teacher, teacher_model, kl_coefficient, temperature_schedule, max_target_turns_per_rollout, ema_decay
+        )
+        for name, value in (("episodes_per_context", episodes_per_context),
                             ("max_steps_without_targets", max_steps_without_targets)):  # fmt: skip
             if value < 1:
                 raise ConfigError(f"{name} must be >= 1, got {value}")
-        if not kl_coefficient > 0:
-            raise ConfigError(f"kl_coefficient must be > 0, got {kl_coefficient}")
         if len(hint_share) != 2 or not all(0.0 < x <= 1.0 for x in hint_share):
             raise ConfigError(f"hint_share must be [start, end] with each in (0, 1], got {list(hint_share)}")
         if rollback and max_drift is None:
             raise ConfigError("rollback needs max_drift (the drift above which a step is undone)")
         if drift_rows < 0:
             raise ConfigError(f"drift_rows must be >= 0, got {drift_rows}")
+        if drift_set not in ("targeted", "held_out"):
+            raise ConfigError(f"drift_set must be 'targeted' or 'held_out', got {drift_set!r}")
+        kwargs.setdefault("max_steps_without_update", max_steps_without_targets)  # the policy base's guard
         super().__init__(**kwargs)
         self.hints = hints
         self.divergence = divergence or DivergenceSpec()
         self.sampling.n = episodes_per_context
-        self.teacher_model = None
-        self._empty_steps = 0
+        self._held_out: list[Row] = []
+        """The drift's fixed held-out turns (``drift_set: held_out``), chosen at the first step."""
 
     def setup_policy(self) -> None:
-        self.splicer = HintSplicer(self.tokenizer, self.hparams.hint_role, self.hparams.hint_template)
-        if self.hparams.teacher == "external":
-            from propel.models import load_model
-
-            model, tokenizer = load_model(self.hparams.teacher_model, dtype=self.hparams.dtype)
-            if tokenizer.get_vocab() != self.tokenizer.get_vocab():
-                raise ConfigError(f"teacher_model {self.hparams.teacher_model!r} does not share the policy's tokenizer")
-            self.teacher_model = model.to(self.device).eval().requires_grad_(False)
-
-    def _progress(self) -> float | None:
-        """``global_step / max_steps`` in [0, 1), or None without a step budget."""
-        total = getattr(self.trainer, "max_steps", -1) if self._trainer is not None else -1
-        return None if total is None or total < 1 else min(self.global_step / total, 1.0)
-
-    def temperature(self) -> float:
-        """The schedule's temperature at this step (evenly spaced stages over ``max_steps``)."""
-        schedule, progress = list(self.hparams.temperature_schedule), self._progress()
-        return schedule[0] if progress is None else schedule[min(len(schedule) - 1, int(progress * len(schedule)))]
+        self.setup_turn_kl()
 
     def hint_fraction(self) -> float:
         """The share of named targets used at this step (``hint_share``, linear over the run)."""
         start, end = self.hparams.hint_share
         progress = self._progress()
         return end if progress is None else start + (end - start) * progress
-
-    # ---------------------------------------------------------------------------------------------- targets
-    def targets(self, samples) -> list[TurnTarget]:
-        out = []
-        for i, sample in enumerate(samples):
-            if sample.infra_error is not None:
-                continue
-            named = self.hints.hints(sample)[: self.hparams.max_target_turns_per_rollout]
-            # an empty hint leaves the teacher's context the student's: nothing to learn, so no loss term at all
-            out += [self.splicer.target(sample, i, hint) for hint in named if hint.text]
-        return out
-
-    # ----------------------------------------------------------------------------------------------- logits
-    def _turn_logits(self, rows: list[list[int]], lengths: list[int], which: str) -> torch.Tensor:
-        """``(B, T, V)`` logits predicting each row's last ``lengths[b]`` tokens (left-aligned in T), from the
-        student (the policy) or the teacher (the live policy, the policy with adapters off, or the external model)."""
-        pad = self.tokenizer.pad_token_id or 0
-        width = max(map(len, rows))
-        ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        attn = torch.zeros_like(ids)
-        for b, r in enumerate(rows):
-            ids[b, : len(r)], attn[b, : len(r)] = torch.tensor(r), 1
-        starts = torch.tensor([len(r) - n for r, n in zip(rows, lengths, strict=True)])
-        model, ctx = self.policy, nullcontext()
-        if which == "teacher" and self.hparams.teacher == "external":
-            model = self.teacher_model
-        elif which == "teacher" and self.hparams.teacher == "base":
-            ctx = reference_forward(self.policy)
-        with ctx:
-            return span_logits(model, ids.to(self.device), attn.to(self.device), starts, max(lengths))
-
-    def _mask(self, lengths: list[int]) -> torch.Tensor:
-        t = max(lengths)
-        return (torch.arange(t)[None, :] < torch.tensor(lengths)[:, None]).float().to(self.device)
 
     # ---------------------------------------------------------------------------------------------- step
     def training_step(self, batch: ContextBatch, batch_idx: int) -> None:
@@ -200,22 +147,21 @@ class TurnKLDistillModule(LoRAPolicyModule):
             targets = self._regenerate(targets)
         targets = [t for t in targets if t.length > 0]
         stats["distill/targets_used"] = float(len(targets))
-        if not targets:
-            self._empty_steps += 1
+        if not targets:  # no optimizer step: the base counts, warns and stops after max_steps_without_targets
+            self.no_update(
+                "the hint source named no turn to target in these episodes (solved, or no errors)",
+                "check `hints`, or raise max_steps_without_targets",
+            )
             self.log_dict({f"train/{k}": v for k, v in stats.items()}, on_step=True, batch_size=len(samples))
-            if self._empty_steps >= self.hparams.max_steps_without_targets:
-                raise RuntimeError(
-                    f"{self._empty_steps} steps in a row found no turn to target: the hint source names none for "
-                    "these episodes (solved, or no errors); check `hints`, or raise max_steps_without_targets"
-                )
             return
-        self._empty_steps = 0
-        drift_rows = self._non_target_rows(samples, targets)
+        drift_rows = self._drift_rows(samples, targets)
         before = self._logits(drift_rows) if drift_rows else None
         snapshot = self._snapshot() if self.hparams.rollback else None
         stats.update(self._optimize(targets))
         if before is not None:
             stats.update(self._drift(drift_rows, before, snapshot))
+        if not stats.get("distill/rolled_back"):
+            self.update_ema()
         self.log("train/loss", stats.pop("loss"), on_step=True, prog_bar=True, batch_size=len(targets))
         self.log_dict({f"train/{k}": v for k, v in stats.items()}, on_step=True, batch_size=len(targets))
 
@@ -229,6 +175,31 @@ class TurnKLDistillModule(LoRAPolicyModule):
         return [t.regenerated(g[0].token_ids, g[0].logprobs) for t, g in zip(targets, groups, strict=True)]
 
     # ------------------------------------------------------------------------------------------------ drift
+    def _drift_rows(self, samples, targets: list[TurnTarget]) -> list[Row]:
+        """The turns this step's drift is measured on (``drift_set``)."""
+        if self.hparams.drift_set == "held_out" and not self._held_out:
+            hit = {t.episode for t in targets}
+            rows = []
+            for episode, sample in enumerate(samples):
+                if episode in hit or sample.infra_error is not None:
+                    continue
+                for k in range(sum(t.trainable for t in sample.all_turns)):
+                    prefix, ids = turn_context(sample, k, episode)
+                    if ids and len(rows) < self.hparams.drift_rows:
+                        rows.append((prefix + ids, len(ids)))
+            self._held_out = rows
+        if self.hparams.drift_set == "held_out" and self._held_out:
+            return self._held_out
+        return self._non_target_rows(samples, targets)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        super().on_save_checkpoint(checkpoint)
+        checkpoint["distill_held_out"] = [[list(ids), n] for ids, n in self._held_out]
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        super().on_load_checkpoint(checkpoint)
+        self._held_out = [(list(ids), int(n)) for ids, n in checkpoint.get("distill_held_out", [])]
+
     def _non_target_rows(self, samples, targets: list[TurnTarget]) -> list[Row]:
         """Up to ``drift_rows`` assistant turns of the targeted episodes that are not themselves targeted, as
         (ids ending with the turn, the turn's length)."""
@@ -269,50 +240,9 @@ class TurnKLDistillModule(LoRAPolicyModule):
             out["distill/rolled_back"] = 1.0
         return out
 
-    def _importance(self, group: list[TurnTarget], student: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
-        """Per-token ``min(exp(policy_logp - engine_logp), cap)`` for on-policy tokens an engine other than the
-        policy sampled (vLLM); None when no correction applies."""
-        if not self.hparams.on_policy or self.engine_is_policy() or any(t.engine_logprobs is None for t in group):
-            return None
-        t_max = student.shape[1]
-        tokens = torch.tensor(
-            [t.student_ids[-t.length :] + [0] * (t_max - t.length) for t in group], device=self.device
-        )
-        engine = torch.tensor([list(t.engine_logprobs) + [0.0] * (t_max - t.length) for t in group], device=self.device)
-        logp, _ = token_logprobs(student.detach(), tokens, temperature=self.sampling.temperature or 1.0,
-                                 top_k=self.sampling.top_k, top_p=self.sampling.top_p)  # fmt: skip
-        return truncated_importance_weights(logp, engine, cap=self.hparams.importance_cap, mask=mask)
-
     def _optimize(self, targets: list[TurnTarget]) -> dict[str, float]:
-        spec, temp, coef = self.divergence, self.temperature(), self.hparams.kl_coefficient
         n_tok = float(sum(t.length for t in targets))
-        control = self.hparams.control_hint
-
-        def micro_loss(rows: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-            group = [targets[i] for i in rows.tolist()]
-            lengths = [t.length for t in group]
-            mask = self._mask(lengths)
-            with self.eval_mode():
-                with torch.no_grad():
-                    teacher = self._turn_logits([t.teacher_ids for t in group], lengths, "teacher")
-                    if control:
-                        wrong = [self.splicer.splice(t.student_ids[: -t.length], control) + t.student_ids[-t.length :]
-                                 for t in group]  # fmt: skip
-                        ctrl = self._turn_logits(wrong, lengths, "teacher")
-                student = self._turn_logits([t.student_ids for t in group], lengths, "student")
-            div = token_divergence(student, teacher, spec, temp)
-            weights = self._importance(group, student, mask)
-            if weights is not None:
-                div = div * weights
-            loss = coef * masked_mean(div, mask, n_tok)
-            out = {"distill/divergence": float(masked_mean(div.detach(), mask, n_tok))}
-            if control:
-                out["distill/control_divergence"] = float(
-                    masked_mean(token_divergence(student.detach(), ctrl, spec, temp), mask, n_tok)
-                )
-            return loss, out
-
-        totals = self.optimization_step(len(targets), micro_loss)
+        totals = self.optimization_step(len(targets), lambda rows: self.turn_kl_loss([targets[i] for i in rows], n_tok))
         if not all(math.isfinite(v) for v in totals.values()):
             raise FloatingPointError(f"non-finite distillation statistics: {totals}")
         return totals

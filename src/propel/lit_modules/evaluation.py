@@ -3,8 +3,10 @@
 ``EvaluationModule`` is the labeling job (``LabelingModule``: generate, validity, n solver trials, grade) with the
 generator optionally carrying a LoRA adapter (a peft folder or a GRPO checkpoint); ``TaskPoolDataModule`` feeds it
 fresh contexts (a seed apart from labeling's, ``pool_dir`` = ``output_dir``). Labeled rows go to Parquet parts in
-``output_dir`` as they are made (a rerun skips contexts already there), then a ``summary.json``
-(``propel.pools.evaluation_summary``).
+``output_dir`` as they are made (a rerun skips contexts already there, and refuses a folder whose
+``settings.json`` records another adapter, solver, domain or seed), then a ``summary.json``
+(``propel.pools.evaluation_summary``: every metric with its confidence interval) and ``scores.json`` (the
+per-generation Self-BLEU scores a base-vs-trained comparison bootstraps, ``propel.pipeline.compare``).
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ import json
 from pathlib import Path
 
 from propel.domains.base import Context, Domain, Task
+from propel.errors import ConfigError
 from propel.lit_modules.labeling import LabelingModule
 from propel.pools.io import read_pool, write_part
-from propel.pools.summary import evaluation_summary, print_summary_table
+from propel.pools.manifest import check_manifest, run_settings
+from propel.pools.summary import diversity_scores, evaluation_summary, print_summary_table
 
 SUMMARY = "summary.json"
+SCORES = "scores.json"
 
 
 class EvaluationModule(LabelingModule):
@@ -27,13 +32,33 @@ class EvaluationModule(LabelingModule):
         domain: the task domain.
         adapter: LoRA adapter of the trained policy (peft folder or GRPO ``.ckpt``); None evaluates the base.
         output_dir: where labeled rows (``part-*.parquet``) and ``summary.json`` go; a rerun resumes.
+        confidence: level of every interval in the summary.
+        n_resamples: bootstrap resamples of the Self-BLEU intervals (seeded with ``seed``).
         **kwargs: as ``LabelingModule`` (generator, solver, engine, sampling, sandbox, ...).
     """
 
-    def __init__(self, domain: Domain, adapter: str | None = None, output_dir: str = "runs/eval/policy", **kwargs):
+    def __init__(
+        self,
+        domain: Domain,
+        adapter: str | None = None,
+        output_dir: str = "runs/eval/policy",
+        confidence: float = 0.95,
+        n_resamples: int = 2000,
+        **kwargs,
+    ):
         super().__init__(domain, **kwargs)
+        if not 0 < confidence < 1:
+            raise ConfigError(f"confidence must be in (0, 1), got {confidence}")
+        if n_resamples < 1:
+            raise ConfigError(f"n_resamples must be >= 1, got {n_resamples}")
         self.output_dir = Path(output_dir)
         self.summary: dict = {}
+
+    def setup(self, stage: str) -> None:
+        """Check (or write) ``output_dir``'s settings manifest before anything is generated (the datamodule checks
+        its ``pool_dir`` the same way; they are normally one folder)."""
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        check_manifest(self.output_dir, run_settings(self, getattr(datamodule, "seed", None)), "output_dir")
 
     def on_test_start(self) -> None:
         hp = self.hparams
@@ -54,15 +79,26 @@ class EvaluationModule(LabelingModule):
             return
         frame = read_pool(self.output_dir)
         valid = [bool(v) for v in frame["valid"]]
+        # the paper's diversity is over all generations: the rendered task when it parsed, else the raw completion
         texts = [
-            self.domain.render(Task.from_json(t)) if ok else None for t, ok in zip(frame["task"], valid, strict=True)
+            self.domain.render(Task.from_json(t)) if isinstance(t, str) else c
+            for t, c in zip(frame["task"], frame["completion"], strict=True)
         ]
         counts = [None if c is None or c != c else int(c) for c in frame["solve_count"]]
-        self.summary = evaluation_summary(valid, counts, texts, list(frame["topic"]), self.n_trials, self.band)
-        self.summary.update({"generator": self.hparams.generator, "adapter": self.hparams.adapter, **self.throughput()})
+        topics = [t if isinstance(t, str) else None for t in frame["topic"]]
+        hp = self.hparams
+        scores = diversity_scores(valid, texts)
+        self.summary = evaluation_summary(
+            valid, counts, texts, topics, self.n_trials, self.band, hp.confidence, hp.n_resamples, hp.seed, scores
+        )
+        self.summary.update({"generator": hp.generator, "adapter": hp.adapter, **self.throughput()})
         (self.output_dir / SUMMARY).write_text(json.dumps(self.summary, indent=1))
+        (self.output_dir / SCORES).write_text(json.dumps(scores))
         print_summary_table(dict(self.summary), f"evaluation ({self.output_dir})")
         if self.trainer.logger is not None:
             metrics = {f"eval/{k}": float(v) for k, v in self.summary.items() if isinstance(v, (int, float))}
             metrics.update({f"eval/solve_count_{k}": float(c) for k, c in enumerate(self.summary["solve_count_hist"])})
+            for key, bounds in self.summary["intervals"].items():
+                if bounds is not None:
+                    metrics.update({f"eval/{key}_low": bounds[0], f"eval/{key}_high": bounds[1]})
             self.trainer.logger.log_metrics(metrics)

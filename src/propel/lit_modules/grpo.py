@@ -14,17 +14,33 @@ import time
 from collections.abc import Sequence
 
 import torch
+from lightning.pytorch.utilities import rank_zero_warn
 
 from propel.errors import ConfigError
 from propel.lit_modules.policy import LoRAPolicyModule
 from propel.lit_modules.state import RolloutState
-from propel.losses.advantages import group_advantages, zero_variance_mask
+from propel.losses.advantages import SCALES, group_advantages, zero_variance_mask
 from propel.losses.policy import LossSpec, policy_loss, truncated_importance_weights
 from propel.rewards.base import RewardComponent, RewardContext
 from propel.rewards.combine import CombinedReward
 from propel.rollouts.episode_stats import episode_stats
 from propel.rollouts.packing import PackedBatch, pack
 from propel.rollouts.steps import ContextBatch
+
+
+def resolve_scale(scale_rewards: str | None, loss_type: str) -> str:
+    """The advantage scaling for a loss type: None picks ``none`` for ``dr_grpo`` and ``group`` otherwise; an
+    explicit std scaling with ``dr_grpo`` is kept, with a warning (it brings back the bias Dr. GRPO removes)."""
+    if scale_rewards is None:
+        return "none" if loss_type == "dr_grpo" else "group"
+    if scale_rewards not in SCALES:
+        raise ConfigError(f"scale_rewards must be one of {SCALES} or null, got {scale_rewards!r}")
+    if loss_type == "dr_grpo" and scale_rewards != "none":
+        rank_zero_warn(
+            f"loss_type dr_grpo with scale_rewards={scale_rewards!r} still divides advantages by a reward std "
+            "(Dr. GRPO uses none); leave scale_rewards unset for the Dr. GRPO default"
+        )
+    return scale_rewards
 
 
 class GRPOModule(LoRAPolicyModule):
@@ -34,8 +50,11 @@ class GRPOModule(LoRAPolicyModule):
         rewards: reward components (name, weight, ``setup(context)``, ``__call__(samples)``), summed with weights.
         loss: loss type and clipping / KL settings (``grpo``, beta 0.04, k3 by default).
         group_size: completions per context (G).
-        scale_rewards: advantage scaling: ``group`` (GRPO), ``batch`` or ``none`` (Dr. GRPO).
-        filter_zero_variance: drop groups whose rewards are all equal (no policy gradient in them).
+        scale_rewards: advantage scaling: ``group`` (GRPO), ``batch`` or ``none`` (Dr. GRPO); None (default) takes
+            ``none`` for ``loss.loss_type: dr_grpo`` (Dr. GRPO removes both the length and the std normalisation)
+            and ``group`` otherwise.
+        filter_zero_variance: drop groups whose rewards are all equal (no policy gradient in them); a step where
+            every group is dropped takes no optimizer step (see ``max_steps_without_update``).
         zero_variance_tol: reward std below which a group counts as zero-variance.
         ppo_epochs: optimizer steps over each batch of rollouts (PPO inner iterations, >= 1).
         importance_correction: reweight tokens by ``min(exp(trainer_old_logp - engine_logp), cap)`` when the engine
@@ -50,7 +69,7 @@ class GRPOModule(LoRAPolicyModule):
         rewards: Sequence[RewardComponent] = (),
         loss: LossSpec | None = None,
         group_size: int = 8,
-        scale_rewards: str = "group",
+        scale_rewards: str | None = None,
         filter_zero_variance: bool = False,
         zero_variance_tol: float = 1e-6,
         ppo_epochs: int = 1,
@@ -65,6 +84,7 @@ class GRPOModule(LoRAPolicyModule):
         super().__init__(**kwargs)
         self.reward = CombinedReward(list(rewards)) if rewards else None
         self.loss_spec = loss or LossSpec()
+        self.scale_rewards = resolve_scale(scale_rewards, self.loss_spec.loss_type)
         self.sampling.n = group_size
 
     def setup_policy(self) -> None:
@@ -88,7 +108,7 @@ class GRPOModule(LoRAPolicyModule):
         self.rollout_state = RolloutState(step=self.global_step, samples=samples, rewards=breakdown)
         rewards = breakdown.total
         # Infrastructure failures are not the policy's doing: out of the group statistics and the loss, not 0.
-        advantages = group_advantages(rewards, g, scale=hp.scale_rewards, mask=~failed)
+        advantages = group_advantages(rewards, g, scale=self.scale_rewards, mask=~failed)
         keep = ~failed
         if hp.filter_zero_variance:
             keep &= ~zero_variance_mask(rewards, g, tol=hp.zero_variance_tol, mask=~failed)
@@ -102,7 +122,11 @@ class GRPOModule(LoRAPolicyModule):
             **episode_stats(samples),
             **{f"time/{k}": v for k, v in rollout.timings.items()},
         }
-        if not keep.any():  # nothing to learn from this batch: no optimizer step
+        if not keep.any():  # nothing to learn from this batch: no optimizer step (counted by the base)
+            self.no_update(
+                "every group's rewards were equal (filter_zero_variance)",
+                "the task is too easy or too hard for the policy, or the reward is constant",
+            )
             self.log_dict({f"train/{k}": v for k, v in stats.items()}, on_step=True, batch_size=len(samples))
             return
         rows = torch.nonzero(keep).squeeze(-1)

@@ -18,6 +18,7 @@ from propel.domains.base import Context, Domain
 from propel.domains.trials import SolverSpec, Trials, solver_trials
 from propel.engines.base import Engine, SamplingSpec
 from propel.engines.factory import check_kind, make_engine, make_policy_engine
+from propel.errors import ConfigError
 from propel.models.policy import load_policy, lora_rank_of
 from propel.pools.rows import pool_row
 from propel.rollouts.agent_trials import AgentSolver
@@ -35,7 +36,9 @@ class LabelingModule(LightningModule):
         generator: generator model (bundled alias, folder or hub id).
         solver: who solves the valid tasks and how often (model, n_trials, band, sampling); the default solver is
             the generator's model (one copy in memory), 8 trials, band 1..3.
-        oracle: model whose agreeing answers become references (domains with ``needs_oracle``); None uses the solver.
+        oracle: model whose agreeing answers become references (domains with ``needs_oracle``); None leaves it to the
+            domain (``OracleMathDomain(oracle_model=...)``). Never the solver by default: a solver that is its own
+            oracle keeps only the tasks it agrees with itself on.
         engine: rollout engine: ``hf`` (in-process ``generate``), ``vllm`` (in-process vLLM) or ``vllm_server``.
         engine_kwargs: engine arguments (``dtype``, ``base_url``, ``launch``, ...).
         generator_max_new_tokens: token budget of one generated task.
@@ -67,6 +70,11 @@ class LabelingModule(LightningModule):
     ):
         super().__init__()
         check_kind(engine)
+        if domain.needs_oracle and oracle is None and getattr(domain, "oracle_model", None) is None:
+            raise ConfigError(
+                f"domain {domain.name!r} takes reference answers from an oracle: set `oracle` (a model, ideally not "
+                "the solver) or the domain's oracle_model"
+            )
         self.save_hyperparameters(ignore=["domain", "sandbox", "solver", "solver_agent"])
         self.domain = domain
         self.env = GeneratorEnv(domain, sandbox)
@@ -113,8 +121,8 @@ class LabelingModule(LightningModule):
         solver_model = self.solver.model or hp.generator
         self.generator_engine = generator_engine or self._engine(hp.generator)
         self.solver_engine = self._engine(solver_model)
-        if self.domain.needs_oracle:
-            self.domain.set_oracle(self._engine(hp.oracle or solver_model))
+        if self.domain.needs_oracle and hp.oracle is not None:
+            self.domain.set_oracle(self._engine(hp.oracle))
         self.env.open()
 
     def stop(self) -> None:

@@ -7,6 +7,14 @@ disabled) and keeps checkpoints LoRA-only. A trainer subclasses it and writes ``
 The rollouts come from the datamodule, which declares the ``RolloutSource`` protocol (it rolls out a step's contexts:
 single-turn completions or multi-turn agent episodes, scored); the latest step's scored rollouts are published as
 ``rollout_state`` for callbacks.
+
+Dropout is off in every forward pass of a step: sampling, the frozen old/reference logprobs and the loss forward.
+LoRA dropout in the loss forward alone would make the PPO ratio ``exp(logp - old_logp)`` differ from 1 before any
+update (the old logprobs come from the dropout-free policy), biasing clipping and the importance weights.
+
+A training step that ends without an optimizer step (every group zero-variance, no distillation target) leaves
+``global_step`` where it was, so ``max_steps`` would never be reached: each such step is warned about and counted
+(``train/steps_without_update``), and ``max_steps_without_update`` of them in a row stop the run with an error.
 """
 
 from __future__ import annotations
@@ -19,10 +27,11 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.utilities import rank_zero_warn
 
 from propel.engines.base import Engine, SamplingSpec
 from propel.engines.factory import check_kind, make_policy_engine
-from propel.errors import ConfigError
+from propel.errors import ConfigError, PropelError
 from propel.lit_modules.state import RolloutState
 from propel.losses.logprobs import token_logprobs
 from propel.models.lora import LoRASpec
@@ -59,6 +68,8 @@ class LoRAPolicyModule(pl.LightningModule):
             adapter hot-loaded after every optimizer step) or ``vllm_server`` (an OpenAI-compatible vLLM server).
         engine_kwargs: engine arguments (e.g. ``{"dtype": "bfloat16"}`` for ``vllm``, ``{"base_url": ...}`` or
             ``{"launch": true}`` for ``vllm_server``).
+        max_steps_without_update: training steps in a row that take no optimizer step before the run stops with an
+            error (``global_step`` does not advance on them, so ``max_steps`` alone would never end the run).
     """
 
     def __init__(
@@ -78,6 +89,7 @@ class LoRAPolicyModule(pl.LightningModule):
         dtype: str = "float32",
         engine: str = "hf",
         engine_kwargs: dict[str, Any] | None = None,
+        max_steps_without_update: int = 20,
     ) -> None:
         super().__init__()
         # collects the subclass's init args too; objects are kept out (they break weights_only checkpoint loading)
@@ -86,6 +98,10 @@ class LoRAPolicyModule(pl.LightningModule):
             raise ConfigError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
         if temperature < 0:
             raise ConfigError(f"temperature must be >= 0, got {temperature}")
+        if max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if max_steps_without_update < 1:
+            raise ConfigError(f"max_steps_without_update must be >= 1, got {max_steps_without_update}")
         self.automatic_optimization = False
         self.strict_loading = False  # checkpoints hold only the LoRA weights
         self.lora_spec = lora or LoRASpec()
@@ -106,6 +122,12 @@ class LoRAPolicyModule(pl.LightningModule):
         self.engine: Engine | None = None
         self.rollout_state: RolloutState | None = None
         """The latest step's scored rollouts, for callbacks (collapse detection, sample tables, probe mining)."""
+        self.steps_without_update = 0
+        """Training steps in a row (up to now) that took no optimizer step."""
+        self.skipped_steps = 0
+        """Training steps of the whole run that took no optimizer step."""
+        self._step_at_batch_start = 0
+        self._no_update_reason = ""
 
     # ----------------------------------------------------------------------------------------------- setup
     def configure_model(self) -> None:
@@ -159,6 +181,35 @@ class LoRAPolicyModule(pl.LightningModule):
         if self.engine is not None and not self.engine_is_policy():
             self.engine.close()  # a vLLM engine holds worker processes and a KV cache
             self.engine = None
+
+    # ------------------------------------------------------------------------------------- steps without update
+    def no_update(self, reason: str, fix: str = "") -> None:
+        """Say why this training step takes no optimizer step (used in the warning and the error); call it before
+        returning from ``training_step`` without one."""
+        self._no_update_reason = reason + (f"; {fix}" if fix else "")
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        self._step_at_batch_start = self.global_step
+        self._no_update_reason = ""
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """Count steps that took no optimizer step; warn on each, stop after ``max_steps_without_update`` in a row."""
+        updated = self.global_step > self._step_at_batch_start
+        self.steps_without_update = 0 if updated else self.steps_without_update + 1
+        self.skipped_steps += not updated
+        self.log("train/steps_without_update", float(self.steps_without_update), on_step=True, batch_size=1)
+        self.log("train/skipped_steps", float(self.skipped_steps), on_step=True, batch_size=1)
+        if updated:
+            return
+        reason = self._no_update_reason or "the training step returned without one"
+        limit = self.hparams.max_steps_without_update
+        what = f"{self.steps_without_update} training step(s) in a row took no optimizer step ({reason})"
+        if self.steps_without_update >= limit:
+            raise PropelError(
+                f"{what}: global_step stays at {self.global_step}, so max_steps would never be reached; stopping "
+                f"after max_steps_without_update={limit}"
+            )
+        rank_zero_warn(f"{what}; global_step stays at {self.global_step} (the run stops after {limit} in a row)")
 
     def configure_optimizers(self):
         params = [p for p in self.parameters() if p.requires_grad]
@@ -237,13 +288,14 @@ class LoRAPolicyModule(pl.LightningModule):
 
     def optimization_step(self, n_rows: int, micro_loss: MicroLoss) -> dict[str, float]:
         """One optimizer step over rows ``0..n_rows``: the gradients of ``micro_loss(rows)`` summed over
-        micro-batches (DDP syncs only on the last), clipped, applied. Each ``micro_loss`` returns the micro-batch's
-        share of the batch loss and of each statistic; the returned dict holds their sums (``loss`` included)."""
+        micro-batches (DDP syncs only on the last; dropout off), clipped, applied. Each ``micro_loss`` returns the
+        micro-batch's share of the batch loss and of each statistic; the returned dict holds their sums (``loss``
+        included)."""
         opt = self.optimizers()
         micro = self.micro_batches(n_rows)
         totals: dict[str, float] = {}
         for k, rows in enumerate(micro):
-            with opt.toggle_model(sync_grad=k == len(micro) - 1):
+            with opt.toggle_model(sync_grad=k == len(micro) - 1), self.eval_mode():  # dropout off: see the docstring
                 loss, stats = micro_loss(rows)
                 self.manual_backward(loss)
             totals["loss"] = totals.get("loss", 0.0) + float(loss.detach())
@@ -260,8 +312,10 @@ class LoRAPolicyModule(pl.LightningModule):
         """Keep only the LoRA adapter weights: the base model is reloaded from ``model``."""
         checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if "lora_" in k}
         checkpoint["lora_spec"] = asdict(self.lora_spec)  # rebuild the adapter without the config (evaluation)
+        checkpoint["steps_without_update"] = [self.steps_without_update, self.skipped_steps]
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self._engine_synced_at = -1  # the engine was synced to the weights before the checkpoint was loaded
+        self.steps_without_update, self.skipped_steps = checkpoint.get("steps_without_update", [0, 0])
         if not any("lora_" in k for k in checkpoint.get("state_dict", {})):
             raise ValueError(f"checkpoint has no LoRA weights: it was not written by {type(self).__name__}")

@@ -174,6 +174,7 @@ class ProbeModule(LightningModule):
         trajectory_pooling: str = "mean",
         max_length: int = 1024,
         metrics: dict | None = None,
+        reference: dict | None = None,
     ) -> ProbeArtifact:
         """The head as a Lightning-free ``ProbeArtifact`` (a copy on CPU)."""
         return probe_artifact(
@@ -185,4 +186,5 @@ class ProbeModule(LightningModule):
             pooling,
             trajectory_pooling,
             max_length,
+            reference,
         )

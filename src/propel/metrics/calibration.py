@@ -58,3 +58,77 @@ def reliability_bins(probs: Tensor, labels: Tensor, n_bins: int = 15) -> Reliabi
 def expected_calibration_error(probs: Tensor, labels: Tensor, n_bins: int = 15) -> float:
     """ECE (L1) of positive-class probabilities; equals torchmetrics ``BinaryCalibrationError(n_bins)``."""
     return reliability_bins(probs, labels, n_bins).ece
+
+
+CALIBRATIONS = ("platt", "temperature")
+
+
+@dataclass(frozen=True)
+class LogitScaling:
+    """Post-hoc calibration of a logit: ``p = sigmoid(scale * logit + bias)`` (``scale > 0`` keeps the ranking).
+
+    Temperature scaling is ``scale = 1 / T, bias = 0``; Platt scaling fits both. A positive scale leaves AUROC (and
+    any ranking of tasks) unchanged: only the probabilities move, the raw logit keeps its range.
+    """
+
+    scale: float = 1.0
+    """Multiplier of the logit (``1 / temperature``), always positive."""
+    bias: float = 0.0
+    """Shift added after scaling (0 for temperature scaling)."""
+    method: str = "identity"
+    """``platt``, ``temperature`` or ``identity`` (no calibration)."""
+
+    def __post_init__(self) -> None:
+        if not self.scale > 0:
+            raise ValueError(f"calibration scale must be > 0 (a ranking-preserving map), got {self.scale}")
+
+    def logits(self, logits: Tensor) -> Tensor:
+        """Calibrated logits."""
+        return logits * self.scale + self.bias
+
+    def probs(self, logits: Tensor) -> Tensor:
+        """Calibrated probabilities."""
+        return torch.sigmoid(self.logits(logits))
+
+    def to_dict(self) -> dict:
+        return {"method": self.method, "scale": float(self.scale), "bias": float(self.bias)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LogitScaling:
+        return cls(scale=float(data["scale"]), bias=float(data["bias"]), method=str(data.get("method", "platt")))
+
+
+def fit_logit_scaling(logits: Tensor, labels: Tensor, method: str = "platt", max_iter: int = 200) -> LogitScaling:
+    """Fit a ``LogitScaling`` by minimizing the log loss on held-out (validation) logits and 0/1 labels.
+
+    The scale is parameterized as ``exp(log_scale)``, so it stays positive and the ranking is preserved. Targets are
+    Platt's smoothed labels (``(n+ + 1) / (n+ + 2)`` for positives, ``1 / (n- + 2)`` for negatives), so a small,
+    perfectly separated validation fold does not drive the scale to infinity. With a single class in ``labels`` the
+    fit is undetermined: the identity is returned.
+    """
+    if method not in CALIBRATIONS:
+        raise ValueError(f"method must be one of {CALIBRATIONS}, got {method!r}")
+    x = logits.detach().double().flatten()
+    y = labels.detach().double().flatten()
+    if x.shape != y.shape:
+        raise ValueError(f"labels: expected {tuple(x.shape)} to match logits, got {tuple(y.shape)}")
+    if x.numel() == 0 or y.min() == y.max() or not torch.isfinite(x).all():
+        return LogitScaling()
+    n_pos = float(y.sum())
+    n_neg = float(y.numel()) - n_pos
+    y = torch.where(y > 0.5, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2)).double()
+    log_scale = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    bias = torch.zeros((), dtype=torch.float64, requires_grad=method == "platt")
+    params = [log_scale, bias] if method == "platt" else [log_scale]
+    opt = torch.optim.LBFGS(params, lr=0.5, max_iter=max_iter, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(x * log_scale.exp() + bias, y)
+        loss.backward()
+        return loss
+
+    with torch.enable_grad():
+        opt.step(closure)
+    scale = float(log_scale.detach().exp().clamp(1e-6, 1e6))
+    return LogitScaling(scale=scale, bias=float(bias.detach()), method=method)

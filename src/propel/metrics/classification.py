@@ -29,7 +29,7 @@ def binary_metrics(
     threshold: float = 0.5,
     n_bins: int = 15,
 ) -> dict[str, float]:
-    """Metrics of one split; AUROC and Spearman are NaN where undefined (one class, constant input).
+    """Metrics of one split; balanced accuracy, AUROC and Spearman are NaN where undefined (one class, constant input).
 
     Balanced accuracy is the macro recall over the two classes; ECE is computed on sigmoid probabilities.
     """
@@ -59,7 +59,8 @@ def binary_metrics(
 
 
 def balanced_accuracy(preds: Tensor, y: Tensor) -> float:
-    """Mean recall of the classes present in ``y`` (as scikit-learn does when one class is missing)."""
-    present = y.unique()
+    """Mean recall over the two classes; NaN when ``y`` lacks one (a constant predictor would otherwise score 1.0)."""
+    if y.unique().numel() < 2:
+        return float("nan")
     recall = multiclass_recall(preds, y, num_classes=2, average="none")
-    return float(recall[present].mean())
+    return float(recall.mean())

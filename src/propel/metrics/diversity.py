@@ -120,26 +120,35 @@ def self_bleu_scores(
 
 def self_bleu(
     samples: Sequence[str] | Sequence[Tokens], n: int = 3, tokenizer: Callable[[str], list[str]] | None = None
-) -> float:
-    """Mean Self-BLEU-n (higher = less diverse); see ``self_bleu_scores``."""
+) -> float | None:
+    """Mean Self-BLEU-n (higher = less diverse); see ``self_bleu_scores``. None with fewer than 2 samples: there is
+    nothing to compare, and 0.0 would read as "maximally diverse"."""
+    if len(samples) < 2:
+        return None
     return float(self_bleu_scores(samples, n, tokenizer).mean())
 
 
 def distinct_n(
     samples: Sequence[str] | Sequence[Tokens], n: int = 3, tokenizer: Callable[[str], list[str]] | None = None
-) -> float:
-    """Corpus-level Distinct-n: unique n-grams / all n-grams over all samples (0 when there are none)."""
+) -> float | None:
+    """Corpus-level Distinct-n: unique n-grams / all n-grams over all samples (None when there are none)."""
     grams = Counter(tuple(d[i : i + n]) for d in tokenize(samples, tokenizer) for i in range(len(d) - n + 1))
     total = sum(grams.values())
-    return len(grams) / total if total else 0.0
+    return len(grams) / total if total else None
 
 
-def top_topic_rate(topics: Sequence[str | None]) -> float:
-    """Share of samples carrying the most common topic label (None labels count as unknown, not a topic)."""
-    if not topics:
-        return 0.0
+def top_topic_count(topics: Sequence[str | None]) -> int:
+    """How many samples carry the most common topic label (None labels are unknown, not a topic)."""
     known = Counter(t for t in topics if t is not None)
-    return known.most_common(1)[0][1] / len(topics) if known else 0.0
+    return known.most_common(1)[0][1] if known else 0
+
+
+def top_topic_rate(topics: Sequence[str | None]) -> float | None:
+    """Share of samples carrying the most common topic label (None labels count as unknown, not a topic); None
+    when no sample has a known topic (nothing to concentrate on)."""
+    if not any(t is not None for t in topics):
+        return None
+    return top_topic_count(topics) / len(topics)
 
 
 def nltk_self_bleu_scores(samples: Sequence[str] | Sequence[Tokens], n: int = 3) -> np.ndarray:

@@ -132,3 +132,43 @@ def explain(message: str, top_keys: Callable[[], Iterable[str]] | None = None) -
     else:
         hit = _suggest(unknown, top_keys() if top_keys else ())
     return f"{key}: {reason}" + (f". Did you mean: {hit!r}?" if hit else "")
+
+
+_GROUPS = {
+    "LightningModule": "model",
+    "LightningDataModule": "data",
+    "Callback": "trainer.callbacks",
+    "Logger": "trainer.logger",
+}
+_SUBTYPES = re.compile(r"^Subtypes: \[(.*)\]$")
+_GIVEN_CLASS = re.compile(r"class_path='([^']+)'")
+
+
+def init_error(message: str) -> str:
+    """One line for a class that refused its arguments while being built (jsonargparse's ``instantiate_classes``:
+    ``group_size: 1`` -> ``model.init_args.group_size: must be >= 2 ...``): the class's own message, under the
+    full key when it starts with one of the class's argument names, else under the group and class."""
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    group, causes, cls = None, [], None
+    in_errors = False
+    for line in lines:
+        if match := _SUBTYPES.match(line):
+            names = re.findall(r"<class '[\w.]*?(\w+)'>", match.group(1))
+            group = next((_GROUPS[n] for n in names if n in _GROUPS), group)
+        elif line == "Errors:":
+            in_errors = True
+        elif line.startswith("Given value"):
+            in_errors = False
+            cls = cls or (m.group(1) if (m := _GIVEN_CLASS.search(line)) else None)
+        elif in_errors and line.startswith("- ") and not _NOISE.match(line[2:]):
+            causes.append(line[2:])
+    if not causes:
+        return explain(message)
+    cause = _tidy(causes[-1])
+    first, _, rest = cause.partition(" ")
+    if group and cls and rest:
+        names = {str(k).split(".", 1)[0] for k in class_keys(cls)}
+        if first.split(".", 1)[0] in names:
+            return f"{group}.init_args.{first}: {rest}"
+    where = " ".join(p for p in (group, f"({cls})" if cls else None) if p)
+    return f"{where}: {cause}" if where else cause

@@ -1,6 +1,11 @@
-"""Two evaluation summaries side by side (base vs trained): a markdown table and the solve-count histograms.
+"""Two evaluation summaries side by side (base vs trained), each number with its interval, and the change
+trained - base with the interval of the change and whether it is distinguishable from zero.
 
 python -m propel.pipeline.compare runs/eval/math/base runs/eval/math/trained runs/eval/math
+
+Rates (validity, utility, top-topic share) change by Newcombe's interval from the two counts; the Self-BLEU means
+by a two-sample bootstrap of the per-generation scores each evaluation wrote to ``scores.json`` (without that file
+the change has no interval). Distinct-3 is compared without one (``propel.pools.evaluation_summary``).
 """
 
 from __future__ import annotations
@@ -9,19 +14,79 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from propel.lit_modules.evaluation import SUMMARY
+from propel.lit_modules.evaluation import SCORES, SUMMARY
+from propel.metrics.intervals import Interval, bootstrap_difference, describe_change, newcombe
 from propel.pipeline.report import markdown_table, plot_histograms
+from propel.pools.summary import MEANS, RATES
 
 COMPARED = (
     "tasks",
     "valid_rate",
     "utility",
-    "utility_all",
+    "utility_valid",
     "self_bleu_3",
     "distinct_3",
     "top_topic_rate",
+    "self_bleu_3_valid",
+    "distinct_3_valid",
+    "top_topic_rate_valid",
     "solve_count_hist",
 )
+"""The metrics of the comparison table, in order: the paper's definitions, then their valid-only variants."""
+HEADLINE = ("valid_rate", "utility")
+"""The changes the verdict states in words."""
+NAMES = {
+    "valid_rate": "validity",
+    "utility": "utility (in-band share of all generations)",
+    "utility_valid": "utility among valid tasks",
+    "top_topic_rate": "top-topic rate",
+    "top_topic_rate_valid": "top-topic rate among valid tasks",
+    "self_bleu_3": "Self-BLEU-3",
+    "self_bleu_3_valid": "Self-BLEU-3 among valid tasks",
+}
+
+
+def _count(summary: Mapping, key: str) -> int | None:
+    value = summary.get(key)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def lift(
+    base: Mapping,
+    trained: Mapping,
+    base_scores: Mapping | None = None,
+    trained_scores: Mapping | None = None,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> dict[str, dict]:
+    """trained - base of every rate and Self-BLEU mean with its interval (at the summaries' confidence): one
+    ``{"estimate", "low", "high", "confidence", "distinguishable", "words"}`` per metric that both define."""
+    confidence = float(base.get("confidence") or trained.get("confidence") or 0.95)
+    out: dict[str, dict] = {}
+    for name, (count, total) in RATES.items():
+        counts = [_count(s, k) for s in (trained, base) for k in (count, total)]
+        if None in counts or trained.get(name) is None or base.get(name) is None:
+            continue
+        out[name] = _entry(name, newcombe(*counts, confidence=confidence))
+    for name in MEANS:
+        new, old = (trained_scores or {}).get(name), (base_scores or {}).get(name)
+        if new and old:
+            ci = bootstrap_difference(new, old, n_resamples=n_resamples, confidence=confidence, seed=seed)
+            out[name] = _entry(name, ci)
+    return out
+
+
+def _entry(name: str, ci: Interval | None) -> dict:
+    if ci is None:
+        return {"words": describe_change(NAMES.get(name, name), None)}
+    return {**ci.as_dict(), "distinguishable": ci.excludes_zero, "words": describe_change(NAMES.get(name, name), ci)}
+
+
+def _with_interval(summary: Mapping, key: str):
+    value, bounds = summary.get(key), (summary.get("intervals") or {}).get(key)
+    if not isinstance(value, float) or not bounds:
+        return value
+    return f"{value:.3g} [{bounds[0]:.3g}, {bounds[1]:.3g}]"
 
 
 def compare(
@@ -29,25 +94,49 @@ def compare(
     trained: Mapping,
     output_dir: str | Path | None = None,
     names: tuple[str, str] = ("base", "trained"),
+    base_scores: Mapping | None = None,
+    trained_scores: Mapping | None = None,
 ) -> str:
-    """Markdown table of two evaluation summaries side by side; with ``output_dir`` also writes ``compare.md`` and
-    ``solve_counts.png`` (the two solve-count histograms) there."""
-    rows = [{"metric": key, names[0]: base.get(key), names[1]: trained.get(key)} for key in COMPARED]
-    table = markdown_table(rows, ["metric", *names])
+    """Markdown table of two evaluation summaries side by side (values with their intervals) and the change with
+    its interval, then the headline changes in words; with ``output_dir`` also writes ``compare.md``,
+    ``lift.json`` and ``solve_counts.png`` (the two solve-count histograms) there."""
+    changes = lift(base, trained, base_scores, trained_scores)
+    pct = round(100 * float(base.get("confidence") or 0.95))
+    rows = []
+    for key in COMPARED:
+        row = {"metric": key, names[0]: _with_interval(base, key), names[1]: _with_interval(trained, key)}
+        if key in changes and "estimate" in changes[key]:
+            c = changes[key]
+            row[f"change [{pct}% interval]"] = f"{c['estimate']:+.3g} [{c['low']:+.3g}, {c['high']:+.3g}]"
+        rows.append(row)
+    table = markdown_table(rows, ["metric", *names, f"change [{pct}% interval]"])
+    words = [changes[k]["words"] for k in (*HEADLINE, *[k for k in changes if k not in HEADLINE]) if k in changes]
+    text = table + "\n" + "".join(f"- {w}\n" for w in words)
     if output_dir is not None:
         out = Path(output_dir)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "compare.md").write_text(table)
+        (out / "compare.md").write_text(text)
+        (out / "lift.json").write_text(json.dumps(changes, indent=1))
         hists = {names[0]: base["solve_count_hist"], names[1]: trained["solve_count_hist"]}
         plot_histograms(hists, out / "solve_counts.png", title=f"solve count of {base.get('n_trials', '')} trials")
-    return table
+    return text
+
+
+def _read(folder: Path, name: str) -> dict | None:
+    path = folder / name
+    return json.loads(path.read_text()) if path.exists() else None
 
 
 def compare_dirs(base_dir: str | Path, trained_dir: str | Path, output_dir: str | Path) -> str:
-    """``compare`` of the ``summary.json`` files two ``propel test`` runs wrote."""
-    base = json.loads((Path(base_dir) / SUMMARY).read_text())
-    trained = json.loads((Path(trained_dir) / SUMMARY).read_text())
-    return compare(base, trained, output_dir)
+    """``compare`` of the ``summary.json`` (and ``scores.json``) files two ``propel test`` runs wrote."""
+    base_dir, trained_dir = Path(base_dir), Path(trained_dir)
+    base, trained = _read(base_dir, SUMMARY), _read(trained_dir, SUMMARY)
+    if base is None or trained is None:
+        missing = base_dir if base is None else trained_dir
+        raise FileNotFoundError(f"{missing / SUMMARY} does not exist: run `propel test` into {missing} first")
+    return compare(
+        base, trained, output_dir, base_scores=_read(base_dir, SCORES), trained_scores=_read(trained_dir, SCORES)
+    )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_warn
 
 from propel.errors import ConfigError
-from propel.pipeline.cli_errors import explain
+from propel.pipeline.cli_errors import explain, init_error
 
 DEFAULT_LOGGER = {
     "class_path": "propel.loggers.PropelWandbLogger",
@@ -51,6 +51,14 @@ class PropelCLI(LightningCLI):
             super().parse_arguments(parser, args)
         except ArgumentError as err:
             raise ConfigError(explain(str(err), lambda: self._known_keys(args))) from None
+
+    def instantiate_classes(self) -> None:
+        """Build the classes as LightningCLI does; a value a class refuses in ``__init__`` (``group_size: 1``)
+        raises a one-line ``ConfigError`` naming the key instead of jsonargparse's nested traceback."""
+        try:
+            super().instantiate_classes()
+        except (ValueError, TypeError) as err:
+            raise ConfigError(init_error(str(err))) from None
 
     def _known_keys(self, args) -> list[str]:
         """The keys of the subcommand being parsed (``trainer.max_steps``, ``model``, ...), for suggestions."""

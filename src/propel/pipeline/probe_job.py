@@ -33,7 +33,8 @@ class RVPSettings:
     temperature: float = 1.0
     mode: str = "hard_gate"
     """Reward mode of the GRPO run's ``ProbeReward`` (``hard_gate``, ``soft_gate``, ``probe_only``)."""
-    invalid_penalty: float = -1.0
+    invalid_penalty: float | None = None
+    """Reward of invalid samples; None: each candidate's default floor, below its pool minimum logit."""
     soft_clip: tuple[float, float] = (0.0, 1.0)
 
 
@@ -128,6 +129,7 @@ class ProbeJob:
         from propel.pools.io import read_pool
         from propel.probes import ActivationExtractor, extract_to_cache
         from propel.probes.data import align_labels
+        from propel.probes.gate import logit_quantiles
         from propel.probes.plots import plot_reliability
         from propel.probes.sweep import BASELINE_ARCH, RVPSample, parse_key, refit_selected, run_sweep, split_indices
 
@@ -158,7 +160,9 @@ class ProbeJob:
                 mode=self.rvp.mode,
                 soft_clip=tuple(self.rvp.soft_clip),
             )
-        result = run_sweep(features, rows, self.sweep, rvp_sample=rvp_sample, out_dir=out / "sweep")
+        result = run_sweep(
+            features, rows, self.sweep, rvp_sample=rvp_sample, out_dir=out / "sweep", cache_key=cache.root.name
+        )
         module, metrics = refit_selected(features, rows, result, self.sweep)
         layer, pooling = parse_key(result.selected["key"])
         artifact = module.to_artifact(
@@ -167,7 +171,11 @@ class ProbeJob:
             pooling=pooling,
             max_length=self.max_length,
             metrics=metrics,
+            reference=cache.meta.get("reference"),
         )
+        artifact.calibration = module.calibration  # fit on the validation fold (the soft gate's probabilities)
+        pool_x = features[result.selected["key"]][torch.as_tensor(rows.rows, dtype=torch.long)].float()
+        artifact.logit_quantiles = logit_quantiles(artifact.score(pool_x))  # the reward's default floor sits below
         artifact.save(out / "artifact")
 
         _, _, test = split_indices(rows, self.sweep, fold=metrics["fold"])  # rows the refit probe never trained on

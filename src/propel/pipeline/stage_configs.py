@@ -2,8 +2,9 @@
 
 Order: a stage's templates, then its section's keys, then what the pipeline keeps the same across stages (see
 ``propel.pipeline.config``). Each Lightning stage is then completed with every default exactly as
-``propel <subcommand> --print_config`` would print it, which also validates it: a wrong key fails here, before
-any stage runs, naming the stage and the key.
+``propel <subcommand> --print_config`` would print it, which also validates it, and its model and datamodule are
+built once (without weights), so a wrong key or a value a class refuses fails here, before any stage runs, naming
+the stage and the key.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from propel.errors import ConfigError
 from propel.pipeline import compose
-from propel.pipeline.cli_errors import explain
+from propel.pipeline.cli_errors import explain, init_error
 from propel.pipeline.config import SUBCOMMANDS, TEMPLATES, template_path
 
 if TYPE_CHECKING:
@@ -64,9 +65,27 @@ def _lightning(stage: str, node: DictConfig) -> dict:
     from propel.pipeline.lightning_cli import resolve_lightning
 
     try:
-        return resolve_lightning(SUBCOMMANDS[stage], compose.resolved(node, stage))
+        config = resolve_lightning(SUBCOMMANDS[stage], compose.resolved(node, stage))
     except (ArgumentError, ConfigError, SystemExit) as err:
         raise ConfigError(_stage_error(stage, explain(str(err)))) from None
+    _build(stage, config)
+    return config
+
+
+def _build(stage: str, config: dict) -> None:
+    """Build the stage's model and datamodule once (no weights load: that happens in ``configure_model`` or at
+    the stage's start) so a value their ``__init__`` refuses (``grpo.model.init_args.group_size: 1``) fails now,
+    naming the stage and the key, not after the earlier stages have run."""
+    from jsonargparse import ArgumentError, ArgumentParser
+    from lightning.pytorch import LightningDataModule, LightningModule
+
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_subclass_arguments(LightningModule, "model", fail_untyped=False)
+    parser.add_subclass_arguments(LightningDataModule, "data", fail_untyped=False)
+    try:
+        parser.instantiate_classes(parser.parse_object({"model": config["model"], "data": config["data"]}))
+    except (ArgumentError, ConfigError, ValueError, TypeError) as err:
+        raise ConfigError(_stage_error(stage, init_error(str(err)))) from None
 
 
 def _probe(node: DictConfig) -> dict:

@@ -117,7 +117,8 @@ def run_grpo(cfg: PipelineConfig) -> dict:
 
 
 def run_evaluate(cfg: PipelineConfig) -> dict:
-    """Fresh tasks from the base and the trained policy, real solver trials, side by side."""
+    """Fresh tasks from the base and the trained policy, real solver trials, side by side; ``lift`` holds each
+    change trained - base with its interval (``propel.pipeline.compare.lift``)."""
     from propel.pipeline.compare import SUMMARY, compare_dirs
     from propel.pipeline.lightning_cli import run_lightning
 
@@ -134,8 +135,10 @@ def run_evaluate(cfg: PipelineConfig) -> dict:
             config = write_config(cfg.evaluate_config(name, adapter), folder / "config.yaml")
             run_lightning(SUBCOMMANDS["evaluate"], config)
         results[name] = json.loads((folder / SUMMARY).read_text())
+    summary = dict(results)
     if "trained" in results:
         compare_dirs(out / "base", out / "trained", out)
-    summary = {**results, "seconds": time.monotonic() - start}
+        summary["lift"] = json.loads((out / "lift.json").read_text())  # trained - base with intervals, in words
+    summary["seconds"] = time.monotonic() - start
     write_json(out / "summary.json", summary)
     return summary

@@ -40,11 +40,16 @@ def _probe_section(s: dict, out: Path, cfg: PipelineConfig) -> str:
     sweep = cfg.configs.get("probe", {}).get("sweep", {})
     n_folds, kind = s.get("n_folds", sweep.get("n_folds")), s.get("split", sweep.get("split"))
     split = {
-        "stratified_kfold": f"{n_folds}-fold stratified cross-validation",
-        "group_kfold": f"{n_folds}-fold group cross-validation",
+        "stratified_kfold": f"{n_folds}-fold stratified nested cross-validation",
+        "group_kfold": f"{n_folds}-fold group nested cross-validation",
     }.get(kind, "a random 80/10/10 split")
-    body = f"Rows: {s.get('rows')} labeled valid tasks, {s.get('positives')} positive; {split}. Held-out numbers are "
-    body += "means over the runs (seeds x folds) of each cell.\n\n"
+    body = f"Rows: {s.get('rows')} labeled valid tasks, {s.get('positives')} positive; {split}. "
+    if kind in ("stratified_kfold", "group_kfold"):
+        body += "Held-out numbers are on one outer test fold that no run trained on and selection never saw "
+        body += f"(validation rotates over the other {n_folds - 1 if n_folds else '?'} folds); "
+    else:
+        body += "Held-out numbers are on the test split, which selection never saw; "
+    body += "each is the mean over the cell's runs (seeds x validation folds).\n\n"
     body += markdown_table(rows) + "\nBest sweep cells (by validation balanced accuracy):\n\n"
     body += markdown_table(s.get("top_cells", []), [c for c in cols if s.get("top_cells") and c in s["top_cells"][0]])
     for name, alt in (("reliability.png", "reliability diagram"), ("sweep/sweep_heatmap.png", "sweep heatmap")):

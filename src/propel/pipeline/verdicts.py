@@ -70,8 +70,11 @@ def evaluate_verdict(s: dict) -> str:
     if not trained:
         return "only the base policy was evaluated (no trained adapter)."
     n_base, n_trained = int(base.get("tasks") or 0), int(trained.get("tasks") or 0)
-    parts = []
-    for key, name in (("utility_all", "utility (in-band share of all generations)"), ("valid_rate", "validity")):
+    lift = s.get("lift") or {}  # Newcombe intervals of the changes (propel.pipeline.compare.lift), when computed
+    parts = [lift[k]["words"] for k in ("utility", "valid_rate") if k in lift]
+    for key, name in (("utility", "utility (in-band share of all generations)"), ("valid_rate", "validity")):
+        if key in lift:
+            continue
         before, after = _num(base.get(key)), _num(trained.get(key))
         if before is not None and after is not None:
             parts.append(change(name, before, after, n_base, n_trained))

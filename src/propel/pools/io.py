@@ -50,7 +50,8 @@ def read_labels(path: str | Path, required: tuple[str, ...] = ("id", "label")) -
 
 
 def write_part(output_dir: str | Path, rows: list[dict], schema: pa.Schema = SCHEMA, rank: int = 0) -> Path:
-    """Write ``rows`` as one new part file of the pool in ``output_dir``, atomically (temp name, then rename)."""
+    """Write ``rows`` as one new part file of the pool in ``output_dir``, atomically and durably (temp name, fsync,
+    rename, fsync of the folder)."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pylist(rows, schema=schema)
@@ -58,5 +59,16 @@ def write_part(output_dir: str | Path, rows: list[dict], schema: pa.Schema = SCH
     final = output_dir / f"part-{time.time_ns()}-r{rank}-{tag:08x}.parquet"
     tmp = final.with_name("." + final.name + ".tmp")
     pq.write_table(table, tmp)
+    fsync(tmp)  # the bytes reach the disk before the name says the part is finished (a power loss keeps no torn part)
     os.replace(tmp, final)
+    fsync(output_dir)  # and the rename itself
     return final
+
+
+def fsync(path: Path) -> None:
+    """Flush a file's (or a folder's entries') data to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -23,6 +23,31 @@ def pool_summary(frame, n_trials: int) -> dict:
     }
 
 
+RATES = {
+    "valid_rate": ("valid", "tasks"),
+    "utility": ("in_band", "tasks"),
+    "utility_valid": ("in_band", "valid"),
+    "top_topic_rate": ("top_topic_count", "tasks"),
+    "top_topic_rate_valid": ("top_topic_count_valid", "valid"),
+}
+"""Each rate of an evaluation summary as (count key, total key): Wilson intervals, Newcombe for differences."""
+MEANS = ("self_bleu_3", "self_bleu_3_valid")
+"""Means of per-task scores (``diversity_scores``): bootstrap intervals, two-sample bootstrap for differences."""
+
+
+def diversity_scores(valid: Sequence[bool], task_texts: Sequence[str | None]) -> dict[str, list[float]]:
+    """Per-generation Self-BLEU-3 (each text against all the others), over all generations and over valid ones:
+    what the Self-BLEU means and their bootstrap intervals are computed from. Lists are empty below 2 texts."""
+    from propel.metrics.diversity import self_bleu_scores
+
+    texts = [t or "" for t in task_texts]
+    valid_texts = [t for t, ok in zip(texts, valid, strict=True) if ok]
+    return {
+        "self_bleu_3": self_bleu_scores(texts, 3).tolist() if len(texts) > 1 else [],
+        "self_bleu_3_valid": self_bleu_scores(valid_texts, 3).tolist() if len(valid_texts) > 1 else [],
+    }
+
+
 def evaluation_summary(
     valid: Sequence[bool],
     solve_counts: Sequence[int | None],
@@ -30,41 +55,86 @@ def evaluation_summary(
     topics: Sequence[str | None],
     n_trials: int,
     band: tuple[int, int],
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    scores: dict[str, list[float]] | None = None,
 ) -> dict:
-    """Utility (share of valid tasks in band; ``utility_all``: of all generations), validity, diversity, histogram.
+    """Utility, validity, diversity and the solve-count histogram of one evaluation, each with its interval.
 
-    One entry per generation in each sequence; solve counts, texts and topics are read for valid ones only.
+    The paper's definitions (seed 004 §5) keep their names: ``utility`` is the share of *all* fresh generations
+    whose solve count lands in the band (an invalid task is not in it), and ``self_bleu_3``, ``distinct_3``,
+    ``top_topic_rate`` are over all generations (a malformed one as its raw completion). The same numbers over
+    valid tasks only carry a ``_valid`` suffix. A metric with no defined value (Self-BLEU of fewer than 2 texts,
+    no known topic) is None, never 0.0. ``intervals`` holds ``[low, high]`` at ``confidence`` for each rate
+    (Wilson) and each Self-BLEU mean (seeded percentile bootstrap, ``n_resamples``, conditional on the corpus:
+    the per-text scores are resampled, not the texts, since repeating a text would raise its own Self-BLEU).
+    Distinct-3 is a corpus ratio with no per-text decomposition and gets no interval.
+
+    One entry per generation in each sequence: the rendered task (or raw completion), its topic when known, its
+    solve count when valid. ``scores``: ``diversity_scores`` of the same generations when computed already.
     """
-    from propel.metrics.diversity import distinct_n, self_bleu, top_topic_rate
+    from propel.metrics.diversity import distinct_n, top_topic_count, top_topic_rate
+    from propel.metrics.intervals import bootstrap, wilson
 
     rows = [i for i, ok in enumerate(valid) if ok]
     counts = [int(solve_counts[i]) for i in rows]
-    texts = [task_texts[i] or "" for i in rows]
+    texts = [t or "" for t in task_texts]
+    valid_texts = [texts[i] for i in rows]
+    valid_topics = [topics[i] for i in rows]
     hits = sum(in_band(c, band) for c in counts)
-    return {
+    scores = scores if scores is not None else diversity_scores(valid, task_texts)
+    summary = {
         "tasks": len(valid),
         "valid": len(rows),
-        "valid_rate": len(rows) / len(valid) if valid else 0.0,
+        "valid_rate": len(rows) / len(valid) if valid else None,
         "in_band": hits,
-        "utility": hits / len(rows) if rows else 0.0,
-        "utility_all": hits / len(valid) if valid else 0.0,
-        "self_bleu_3": self_bleu(texts, 3) if len(texts) > 1 else 0.0,
-        "distinct_3": distinct_n(texts, 3) if texts else 0.0,
-        "top_topic_rate": top_topic_rate([topics[i] for i in rows]) if rows else 0.0,
+        "utility": hits / len(valid) if valid else None,
+        "utility_valid": hits / len(rows) if rows else None,
+        "self_bleu_3": _mean(scores["self_bleu_3"]),
+        "distinct_3": distinct_n(texts, 3),
+        "top_topic_rate": top_topic_rate(list(topics)),
+        "top_topic_count": top_topic_count(list(topics)),
+        "self_bleu_3_valid": _mean(scores["self_bleu_3_valid"]),
+        "distinct_3_valid": distinct_n(valid_texts, 3),
+        "top_topic_rate_valid": top_topic_rate(valid_topics),
+        "top_topic_count_valid": top_topic_count(valid_topics),
         "solve_count_hist": [counts.count(k) for k in range(n_trials + 1)],
         "n_trials": n_trials,
         "band": list(band),
+        "confidence": confidence,
     }
+    intervals = {}
+    for name, (count, total) in RATES.items():
+        ci = wilson(summary[count], summary[total], confidence) if summary[name] is not None else None
+        intervals[name] = [ci.low, ci.high] if ci is not None else None
+    for name in MEANS:
+        ci = bootstrap(scores[name], n_resamples=n_resamples, confidence=confidence, seed=seed)
+        intervals[name] = [ci.low, ci.high] if ci is not None else None
+    summary["intervals"] = intervals
+    return summary
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(sum(values) / len(values)) if len(values) > 1 else None
 
 
 def print_summary_table(summary: dict, title: str) -> None:
-    """A metric/value table on the console (floats to 4 significant digits)."""
+    """A metric/value table on the console (floats to 4 significant digits, ``[low, high]`` after a metric that has
+    an interval in ``summary["intervals"]``)."""
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title)
     table.add_column("metric")
     table.add_column("value")
+    intervals = summary.get("intervals") or {}
     for key, value in summary.items():
-        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+        if key == "intervals":
+            continue
+        text = f"{value:.4g}" if isinstance(value, float) else str(value)
+        if intervals.get(key):
+            low, high = intervals[key]
+            text += f"  [{low:.3g}, {high:.3g}]"
+        table.add_row(key, text)
     Console().print(table)

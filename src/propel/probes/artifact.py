@@ -3,6 +3,8 @@
 ``probe.json`` holds what is needed to reproduce the features (reference model, layer, pooling, trajectory pooling,
 max length), the head (arch, sizes), the feature normalization (mean/std), the decision threshold and the metrics
 it was selected on; ``probe.safetensors`` holds the head's weights. ``ProbeScorer`` turns texts into logits.
+``probe.json`` also records the logits' quantiles on the training pool (what the RL reward's default invalid floor is
+set below) and the post-hoc calibration fit on the validation fold (what probabilities, e.g. the soft gate's, use).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from propel.metrics.calibration import LogitScaling
 from propel.probes.heads import ProbeHead
 
 WEIGHTS = "probe.safetensors"
@@ -33,6 +36,16 @@ class ProbeArtifact:
     max_length: int = 1024
     threshold: float = 0.5
     metrics: dict = field(default_factory=dict)
+    logit_quantiles: dict[str, float] | None = None
+    """Quantiles of the raw logits on the training pool (``propel.probes.gate.logit_quantiles``); None for
+    artifacts written before they were recorded (their reward floor falls back to -1 with a warning)."""
+    calibration: LogitScaling | None = None
+    """Post-hoc calibration fit on the validation fold (None: probabilities are the raw sigmoid)."""
+    reference: dict | None = None
+    """The reference model's ``propel.probes.fingerprint.reference_fingerprint`` (weights, dtype, hidden size,
+    tokenizer) at extraction; None for older artifacts (then only the width is checked at bind)."""
+    source: str | None = field(default=None, compare=False)
+    """Folder the artifact was loaded from (named in errors; not saved)."""
 
     @torch.no_grad()
     def score(self, features: Tensor) -> Tensor:
@@ -40,8 +53,13 @@ class ProbeArtifact:
         self.head.eval()
         return self.head(features.to(self.head.mean.device))
 
+    def calibrated(self, logits: Tensor) -> Tensor:
+        """Calibrated logits (the raw ones when no calibration is stored); the hard gate keeps the raw logit."""
+        return logits if self.calibration is None else self.calibration.logits(logits)
+
     def probs(self, features: Tensor) -> Tensor:
-        return torch.sigmoid(self.score(features))
+        """Calibrated probabilities [N] of pooled features [N, D]."""
+        return torch.sigmoid(self.calibrated(self.score(features)))
 
     def save(self, directory: str | Path) -> Path:
         """Write ``probe.json`` + ``probe.safetensors`` into ``directory``."""
@@ -64,6 +82,9 @@ class ProbeArtifact:
             "threshold": float(self.threshold),
             "normalization": {"mean": self.head.mean.cpu().tolist(), "std": self.head.std.cpu().tolist()},
             "metrics": {k: _plain(v) for k, v in self.metrics.items()},
+            "logit_quantiles": self.logit_quantiles,
+            "calibration": None if self.calibration is None else self.calibration.to_dict(),
+            "reference": self.reference,
         }
         (directory / CONFIG).write_text(json.dumps(config, indent=1))
         return directory
@@ -95,7 +116,43 @@ class ProbeArtifact:
             max_length=cfg.get("max_length", 1024),
             threshold=cfg.get("threshold", 0.5),
             metrics=cfg.get("metrics", {}),
+            logit_quantiles=cfg.get("logit_quantiles"),
+            calibration=LogitScaling.from_dict(cfg["calibration"]) if cfg.get("calibration") else None,
+            reference=cfg.get("reference"),
+            source=str(directory),
         )
+
+    def check_model(self, model, tokenizer=None) -> None:
+        """Refuse a reference model whose features this probe cannot read: another width, dtype, weights or tokenizer.
+
+        Raises a one-line ``ConfigError`` naming the artifact and the model. The width is always checked; the rest
+        only when the artifact recorded its reference (``reference``).
+        """
+        from propel.errors import ConfigError
+        from propel.probes import fingerprint as fp
+        from propel.probes.pooling import pooled_dim
+
+        where = f"probe {self.source or self.reference_model!r}"
+        name = fp.model_name(model)
+        width = pooled_dim(self.pooling, fp.hidden_size(model))
+        if width != self.head.input_dim:
+            raise ConfigError(
+                f"{where} reads {self.head.input_dim}-wide {self.pooling} features but model {name!r} gives "
+                f"{width} (hidden size {fp.hidden_size(model)}): bind it to the model it was trained on "
+                f"({self.reference_model})"
+            )
+        if not self.reference:
+            return
+        got = {"dtype": fp.model_dtype(model), "model": fp.model_fingerprint(model)}
+        if tokenizer is not None:
+            got["tokenizer"] = fp.tokenizer_fingerprint(tokenizer)
+        for what, label in (("dtype", "dtype"), ("model", "weights fingerprint"), ("tokenizer", "tokenizer")):
+            want = self.reference.get(what)
+            if what in got and want is not None and got[what] != want:
+                raise ConfigError(
+                    f"{where} was trained on {self.reference_model} with {label} {want}, but model {name!r} has "
+                    f"{got[what]}: bind it to that reference (load it with that dtype, or re-extract and retrain)"
+                )
 
 
 def _plain(v):
@@ -127,6 +184,7 @@ class ProbeScorer:
             model, tokenizer = load_model(self.artifact.reference_model, device=device)
         if tokenizer is None:
             raise ValueError("tokenizer: pass the reference model's tokenizer together with model")
+        self.artifact.check_model(model, tokenizer)
         self.extractor = ActivationExtractor(
             model,
             tokenizer,
@@ -146,5 +204,15 @@ class ProbeScorer:
         """Probe logits [N] (the RL reward signal for valid tasks)."""
         return self.artifact.score(self.features(items)).cpu()
 
+    def calibrated_logits(self, items: Sequence) -> Tensor:
+        """Calibrated logits [N] (what the soft gate's probability reads)."""
+        return self.artifact.calibrated(self.logits(items))
+
     def probs(self, items: Sequence) -> Tensor:
-        return torch.sigmoid(self.logits(items))
+        """Calibrated probabilities [N]."""
+        return torch.sigmoid(self.calibrated_logits(items))
+
+    @property
+    def logit_quantiles(self) -> dict[str, float] | None:
+        """The artifact's recorded pool quantiles (what the reward's default floor is set below)."""
+        return self.artifact.logit_quantiles

@@ -1,5 +1,9 @@
 """On-disk activation cache: one folder per (reference model, layers, poolings, data hash), written in shards.
 
+The folder key covers everything that changes the numbers: the model's name, weights fingerprint, dtype and
+tokenizer (``propel.probes.fingerprint``), the extraction settings (left truncation included) and the texts; row ids
+only label rows, so a finished cache asked for the same texts under other ids relabels its rows.
+
 Each chunk of rows becomes one ``shard_NNNNN.pt`` (written to a temp name, then renamed), so a killed extraction
 resumes from the last finished chunk; ``meta.json`` records what the folder holds and whether it is complete.
 """
@@ -16,8 +20,11 @@ import torch
 from torch import Tensor
 
 from propel.probes.extraction import ActivationExtractor, feature_key
+from propel.probes.fingerprint import reference_fingerprint
 
 META = "meta.json"
+TRUNCATION = "left"
+"""How texts over ``max_length`` are cut (see ``propel.probes.extraction``); part of the key."""
 
 
 def data_hash(items: Sequence) -> str:
@@ -25,11 +32,23 @@ def data_hash(items: Sequence) -> str:
     return hashlib.sha256(json.dumps(list(items), ensure_ascii=False).encode()).hexdigest()[:16]
 
 
-def cache_key(model_id: str, layers, poolings, trajectory_pooling: str, max_length: int, items_hash: str) -> str:
-    """Folder name for one extraction setting; readable prefix + hash of everything that changes the numbers."""
-    spec = json.dumps(
-        [model_id, sorted(layers), sorted(poolings), trajectory_pooling, max_length, items_hash], sort_keys=True
-    )
+def cache_key(
+    model_id: str,
+    layers,
+    poolings,
+    trajectory_pooling: str,
+    max_length: int,
+    items_hash: str,
+    reference: dict | None = None,
+) -> str:
+    """Folder name for one extraction setting; readable prefix + hash of everything that changes the numbers.
+
+    ``reference`` is the model's ``reference_fingerprint`` (weights, dtype, width, tokenizer).
+    """
+    parts = [model_id, sorted(layers), sorted(poolings), trajectory_pooling, max_length, items_hash]
+    if reference is not None:
+        parts += [reference, TRUNCATION]
+    spec = json.dumps(parts, sort_keys=True)
     slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in Path(model_id).name)[:40]
     return f"{slug}-{hashlib.sha256(spec.encode()).hexdigest()[:16]}"
 
@@ -113,6 +132,7 @@ def extract_to_cache(
     ids = [str(i) for i in range(len(items))] if ids is None else [str(i) for i in ids]
     if len(ids) != len(items):
         raise ValueError(f"ids: got {len(ids)} ids for {len(items)} items")
+    reference = reference_fingerprint(extractor.model, extractor.tokenizer)
     key = cache_key(
         model_id,
         extractor.layers,
@@ -120,6 +140,7 @@ def extract_to_cache(
         extractor.trajectory_pooling,
         extractor.max_length,
         data_hash(items),
+        reference,
     )
     root = Path(cache_root) / key
     root.mkdir(parents=True, exist_ok=True)
@@ -130,6 +151,8 @@ def extract_to_cache(
         "poolings": list(extractor.poolings),
         "trajectory_pooling": extractor.trajectory_pooling,
         "max_length": extractor.max_length,
+        "truncation": TRUNCATION,
+        "reference": reference,
         "data_hash": data_hash(items),
         "chunk_size": chunk_size,
         "num_chunks": num_chunks,
@@ -140,6 +163,8 @@ def extract_to_cache(
     if (root / META).exists():
         old = json.loads((root / META).read_text())
         if old.get("complete"):
+            if old.get("ids") != ids:  # same texts (the key says so), other row ids: relabel, never serve stale ids
+                _write_meta(root, {**old, "ids": ids})
             return ActivationCache(root)
         if old.get("chunk_size") != chunk_size:
             for stale in root.glob("shard_*.pt"):
@@ -182,6 +207,8 @@ def load_features(path: str | Path, key: str | None = None) -> tuple[list[str], 
                 raise ValueError(f"layer/pooling: cache {path} holds {cache.keys}; set layer and pooling to pick one")
             key = cache.keys[0]
         info = {k: cache.meta[k] for k in ("model_id", "trajectory_pooling", "max_length")}
+        if "reference" in cache.meta:
+            info["reference"] = cache.meta["reference"]
         return cache.ids, cache.load(key), {**info, "key": key}
     if not path.exists():
         raise FileNotFoundError(f"features_path: {path} does not exist (expected a cache folder or a .pt file)")

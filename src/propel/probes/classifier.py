@@ -52,8 +52,12 @@ def probe_artifact(
     pooling: str = "unknown",
     trajectory_pooling: str = "mean",
     max_length: int = 1024,
+    reference: dict | None = None,
 ) -> ProbeArtifact:
-    """The head as a Lightning-free ``ProbeArtifact`` (a copy on CPU, so training can go on)."""
+    """The head as a Lightning-free ``ProbeArtifact`` (a copy on CPU, so training can go on).
+
+    ``reference`` is the features' ``reference_fingerprint`` (cache metadata), checked when the probe is bound.
+    """
     return ProbeArtifact(
         head=copy.deepcopy(head).cpu().eval(),
         reference_model=reference_model,
@@ -63,6 +67,7 @@ def probe_artifact(
         max_length=max_length,
         threshold=threshold,
         metrics=dict(metrics),
+        reference=reference,
     )
 
 
@@ -122,6 +127,7 @@ class ProbeClassifier(nn.Module):
         trajectory_pooling: str = "mean",
         max_length: int = 1024,
         metrics: dict | None = None,
+        reference: dict | None = None,
     ) -> ProbeArtifact:
         """The head as a ``ProbeArtifact`` (``metrics`` defaults to ``last_metrics``)."""
         return probe_artifact(
@@ -133,4 +139,5 @@ class ProbeClassifier(nn.Module):
             pooling,
             trajectory_pooling,
             max_length,
+            reference,
         )

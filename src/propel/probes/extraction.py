@@ -5,6 +5,11 @@ decoder layer (the embeddings), ``l >= 1`` the output of decoder layer ``l - 1``
 norm, as in HF. Forward hooks capture the requested layers and the deepest one raises a private exception, so
 layers above it never run (no ``output_hidden_states``, no LM head). Position ids come from the attention mask, so a
 text's features do not depend on its batch's padding.
+
+Texts longer than ``max_length`` tokens are truncated from the left (their first tokens are dropped), so
+``last_token`` and the ``mean_last_*`` poolings read the text's real end, not a token from its middle. A text that
+tokenizes to nothing (e.g. an empty completion) is read as the single token ``bos`` (``eos`` when the tokenizer
+has no BOS), so it gets a defined feature instead of crashing a training step.
 """
 
 from __future__ import annotations
@@ -112,7 +117,7 @@ class ActivationExtractor:
         layers: layer indices (see module docstring).
         poolings: token pooling rules from ``propel.probes.pooling.POOLINGS``.
         batch_size: texts per forward pass (texts are sorted by length to cut padding).
-        max_length: truncation length in tokens.
+        max_length: truncation length in tokens; longer texts keep their last ``max_length`` tokens.
         trajectory_pooling: how per-turn vectors of a trajectory are aggregated (mean, last, max).
     """
 
@@ -129,6 +134,8 @@ class ActivationExtractor:
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if max_length < 1:
+            raise ValueError(f"max_length must be >= 1, got {max_length}")
         check_poolings(trajectory_pooling, TRAJECTORY_POOLINGS, field="trajectory_pooling")
         self.model = model
         self.tokenizer = tokenizer
@@ -147,11 +154,18 @@ class ActivationExtractor:
         return [feature_key(layer, p) for layer in self.layers for p in self.poolings]
 
     def _tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        ids = self.tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
-        empty = [i for i, row in enumerate(ids) if len(row) == 0]
-        if empty:
-            raise ValueError(f"texts: item(s) {empty[:5]} tokenize to nothing; drop empty texts before extraction")
-        return ids
+        """Token ids of each text: the last ``max_length`` of them, or ``[empty_id]`` when there are none."""
+        ids = self.tokenizer(list(texts), truncation=False, verbose=False)["input_ids"]
+        return [row[-self.max_length :] if row else [self.empty_id] for row in ids]
+
+    @property
+    def empty_id(self) -> int:
+        """The token an empty text is read as (BOS, else EOS)."""
+        tok = self.tokenizer
+        token = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+        if token is None:
+            raise ValueError("tokenizer: has neither a BOS nor an EOS token to read an empty text as")
+        return int(token)
 
     @torch.no_grad()
     def encode_ids(self, ids: list[list[int]]) -> dict[str, Tensor]:

@@ -3,7 +3,11 @@
 Random 80/10/10 (stratified by label) for single-domain pools; stratified k-fold for small pools (every row is held
 out once, so a pool with a dozen positives still gets a usable estimate); k-fold by group (e.g. repository) for SWE.
 In both k-fold modes fold ``k`` is the test set, fold ``k+1`` the validation set (early stopping) and the rest the
-training set.
+training set (``make_split``). The sweep instead keeps one outer test fold out of every run and rotates validation
+over the other folds (``outer_split``), so the rows that select a probe never grade it.
+
+Every split must hold both classes: a one-class train, validation or test set raises (a probe exported from it would
+carry an undefined AUROC and a balanced accuracy a constant predictor can reach).
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+
+from propel.errors import ConfigError
 
 SPLITS = ("random", "stratified_kfold", "group_kfold")
 BALANCES = ("downsample", "weighted", "none")
@@ -52,27 +58,20 @@ def _check_folds(n_folds: int, fold: int) -> None:
         raise ValueError(f"fold must be in 0..{n_folds - 1}, got {fold}")
 
 
-def group_kfold_split(groups, n_folds: int = 5, fold: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Group-disjoint ``(train, val, test)``: test = fold ``fold``, val = fold ``fold + 1``, train = the rest."""
+def _group_folds(groups, n_folds: int) -> list[np.ndarray]:
     from sklearn.model_selection import GroupKFold
 
     groups = np.asarray(groups)
-    _check_folds(n_folds, fold)
     n_groups = len(np.unique(groups))
     if n_groups < n_folds:
         raise ValueError(f"group: {n_groups} distinct groups cannot fill n_folds={n_folds}; lower n_folds")
-    folds = [test for _, test in GroupKFold(n_splits=n_folds).split(np.zeros(len(groups)), groups=groups)]
-    return _rotate(folds, len(groups), fold)
+    return [test for _, test in GroupKFold(n_splits=n_folds).split(np.zeros(len(groups)), groups=groups)]
 
 
-def stratified_kfold_split(
-    labels, n_folds: int = 5, fold: int = 0, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Label-stratified ``(train, val, test)`` (shuffled with ``seed``): test = fold ``fold``, val = the next fold."""
+def _stratified_folds(labels, n_folds: int, seed: int) -> list[np.ndarray]:
     from sklearn.model_selection import StratifiedKFold
 
     y = np.asarray(labels).astype(int)
-    _check_folds(n_folds, fold)
     smallest = np.bincount(y, minlength=2).min()
     if smallest < n_folds:
         raise ValueError(
@@ -80,8 +79,58 @@ def stratified_kfold_split(
             f"{smallest}; lower n_folds or label more tasks"
         )
     splitter = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
-    folds = [test for _, test in splitter.split(np.zeros(len(y)), y)]
-    return _rotate(folds, len(y), fold)
+    return [test for _, test in splitter.split(np.zeros(len(y)), y)]
+
+
+def group_kfold_split(groups, n_folds: int = 5, fold: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group-disjoint ``(train, val, test)``: test = fold ``fold``, val = fold ``fold + 1``, train = the rest."""
+    _check_folds(n_folds, fold)
+    return _rotate(_group_folds(groups, n_folds), len(groups), fold)
+
+
+def stratified_kfold_split(
+    labels, n_folds: int = 5, fold: int = 0, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Label-stratified ``(train, val, test)`` (shuffled with ``seed``): test = fold ``fold``, val = the next fold."""
+    _check_folds(n_folds, fold)
+    return _rotate(_stratified_folds(labels, n_folds, seed), len(labels), fold)
+
+
+def outer_split(
+    labels, groups=None, *, split: str, seed: int = 0, n_folds: int = 5, test_fold: int = 0, inner: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Nested k-fold ``(train, val, test)``: test = fold ``test_fold`` in every run (never seen by selection), val =
+    the ``inner``-th of the other folds, train = the remaining ones; ``inner`` runs over ``0..n_folds - 2``."""
+    _check_folds(n_folds, test_fold)
+    if not 0 <= inner < n_folds - 1:
+        raise ValueError(f"inner must be in 0..{n_folds - 2}, got {inner}")
+    if split == "stratified_kfold":
+        folds = _stratified_folds(labels, n_folds, seed)
+    elif split == "group_kfold":
+        if groups is None:
+            raise ValueError("split=group_kfold needs a `group` column in the labels")
+        folds = _group_folds(groups, n_folds)
+    else:
+        raise ValueError(f"split: outer_split takes stratified_kfold or group_kfold, got {split!r}")
+    rest = [f for k, f in enumerate(folds) if k != test_fold]
+    val = rest[inner]
+    train = np.concatenate([f for k, f in enumerate(rest) if k != inner])
+    out = np.sort(train), np.sort(val), np.sort(folds[test_fold])
+    check_classes(labels, out)
+    return out
+
+
+def check_classes(labels, split: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    """Refuse a split whose train, validation or test set lacks a class (one line naming the set and the fix)."""
+    y = np.asarray(labels).astype(int)
+    for name, idx in zip(("train", "validation", "test"), split, strict=True):
+        present = np.unique(y[np.asarray(idx, dtype=np.int64)])
+        if len(present) < 2:
+            only = f"only label {int(present[0])}" if len(present) else "no rows"
+            raise ConfigError(
+                f"labels: the {name} split has {only} ({len(idx)} rows); a probe cannot be trained or graded on one "
+                "class: label more tasks, widen the band, or use split=stratified_kfold with fewer folds"
+            )
 
 
 def downsample(indices: np.ndarray, labels: np.ndarray, seed: int = 0) -> np.ndarray:
@@ -115,13 +164,16 @@ def make_split(
     n_folds: int = 5,
     fold: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Dispatch on ``split`` (``random``, ``stratified_kfold`` or ``group_kfold``)."""
+    """Dispatch on ``split`` (``random``, ``stratified_kfold`` or ``group_kfold``); refuses one-class sets."""
     if split == "random":
-        return random_split(labels, seed=seed)
-    if split == "stratified_kfold":
-        return stratified_kfold_split(labels, n_folds=n_folds, fold=fold, seed=seed)
-    if split == "group_kfold":
+        out = random_split(labels, seed=seed)
+    elif split == "stratified_kfold":
+        out = stratified_kfold_split(labels, n_folds=n_folds, fold=fold, seed=seed)
+    elif split == "group_kfold":
         if groups is None:
             raise ValueError("split=group_kfold needs a `group` column in the labels")
-        return group_kfold_split(groups, n_folds=n_folds, fold=fold)
-    raise ValueError(f"split: unknown {split!r}; choose from {', '.join(SPLITS)}")
+        out = group_kfold_split(groups, n_folds=n_folds, fold=fold)
+    else:
+        raise ValueError(f"split: unknown {split!r}; choose from {', '.join(SPLITS)}")
+    check_classes(labels, out)
+    return out

@@ -1,30 +1,56 @@
 """Probe sweep: layers x poolings x architectures x balance, several seeds per cell, one results table.
 
 All heads train in this process on cached features (no model reloads, no Trainer per cell), each run is appended
-to ``runs.csv`` as it finishes (a rerun skips finished runs), and the per-cell means become ``sweep.csv``.
+to ``runs.csv`` as it finishes, under one fixed header (``RUN_COLUMNS``), and the per-cell means become ``sweep.csv``.
+A rerun skips finished runs only when ``runs_meta.json`` shows they were made from the same features, labels, RVP
+sample and training recipe (``resume_fingerprint``); otherwise the old ``runs.csv`` is set aside as
+``runs.stale.csv`` and the sweep starts over, with a warning naming what changed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
+import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from propel.metrics.calibration import CALIBRATIONS, expected_calibration_error, fit_logit_scaling
+from propel.metrics.classification import METRIC_NAMES
 from propel.probes.classifier import ProbeClassifier
 from propel.probes.data import LabeledRows
-from propel.probes.gate import check_gate, gated_reward
+from propel.probes.gate import check_gate, default_floor, gated_reward, logit_quantiles
 from propel.probes.heads import ARCHS, feature_stats
 from propel.probes.selection import rvp, select_probe
-from propel.probes.splits import BALANCES, downsample, make_split, positive_weight
+from propel.probes.splits import BALANCES, downsample, make_split, outer_split, positive_weight
 from propel.probes.training import LoopSettings, fit_in_memory
 
 BASELINE_ARCH = "logreg_sklearn"
 CELL = ["layer", "pooling", "arch", "balance"]
+RUN_COLUMNS = [
+    "key",
+    *CELL,
+    "seed",
+    "fold",
+    "epochs",
+    "n_train",
+    *(f"{split}_{name}" for split in ("val", "test") for name in (*METRIC_NAMES, "loss", "ece_calibrated")),
+    "calibration_scale",
+    "calibration_bias",
+    "rvp_overall",
+    "rvp_within",
+    "seconds",
+]
+"""The fixed header of ``runs.csv``: every run (baseline rows too) is written against it, NaN where it has no value."""
+RUNS_META = "runs_meta.json"
+SELECTION_ONLY = ("archs", "balances", "seeds", "logistic_baseline", "num_threads", "max_ece", "tie_tolerance")
+"""Config fields that add runs or change selection but never change a finished run's numbers."""
 
 
 @dataclass
@@ -38,10 +64,13 @@ class SweepConfig:
     seeds: Sequence[int] = (0, 1, 2)
     """Training seeds per cell (init, shuffling, downsampling); cell metrics are their mean."""
     split: str = "random"
-    """``random`` 80/10/10, ``stratified_kfold`` (small pools: every row is held out once) or ``group_kfold``; in
-    the k-fold modes every fold is run and a cell's metrics are the mean over folds and seeds."""
+    """``random`` 80/10/10, ``stratified_kfold`` (small pools) or ``group_kfold``. In the k-fold modes fold
+    ``test_fold`` is the test set of every run and is never used for selection; validation rotates over the other
+    ``n_folds - 1`` folds, and a cell's metrics are the mean over those runs and seeds."""
     n_folds: int = 5
-    """Folds for ``stratified_kfold`` / ``group_kfold``."""
+    """Folds for ``stratified_kfold`` / ``group_kfold`` (>= 3: train, validation and the outer test fold)."""
+    test_fold: int = 0
+    """k-fold modes: the outer fold held out of every run and of selection (the held-out numbers' rows)."""
     split_seed: int = 0
     """Seed of the random / stratified split (fixed across training seeds)."""
     loop: LoopSettings = field(default_factory=LoopSettings)
@@ -57,7 +86,10 @@ class SweepConfig:
     num_threads: int | None = 1
     """torch intra-op threads while training (tiny heads run fastest on one thread; None leaves it as is)."""
     max_ece: float = 0.1
-    """Calibration limit for selection (validation ECE)."""
+    """Calibration limit for selection (validation ECE after post-hoc calibration, ``val_ece_calibrated``)."""
+    calibration: str = "platt"
+    """Post-hoc calibration fit on the validation fold: ``platt`` (scale and bias) or ``temperature`` (scale only);
+    the table reports ECE before (``*_ece``) and after (``*_ece_calibrated``)."""
     tie_tolerance: float = 0.01
     """Balanced-accuracy gap within which RVP breaks the tie."""
 
@@ -65,6 +97,8 @@ class SweepConfig:
         bad = [a for a in self.archs if a not in ARCHS] + [b for b in self.balances if b not in BALANCES]
         if bad:
             raise ValueError(f"sweep: unknown arch/balance {bad}; archs from {ARCHS}, balances from {BALANCES}")
+        if self.calibration not in CALIBRATIONS:
+            raise ValueError(f"sweep: calibration must be one of {CALIBRATIONS}, got {self.calibration!r}")
 
 
 @dataclass
@@ -81,8 +115,9 @@ class RVPSample:
     """``[num_contexts * G]`` validity of each generation."""
     group_size: int
     """G, samples per context."""
-    invalid_penalty: float = -1.0
-    """Reward of invalid generations (gated modes)."""
+    invalid_penalty: float | None = None
+    """Reward of invalid generations (gated modes); None: each candidate's default floor
+    (``propel.probes.gate.default_floor`` of its logits on the training pool), as ``ProbeReward`` sets it."""
     mode: str = "hard_gate"
     """``hard_gate``, ``soft_gate`` or ``probe_only`` (``propel.probes.gate.PROBE_MODES``)."""
     soft_clip: tuple[float, float] = (0.0, 1.0)
@@ -91,15 +126,24 @@ class RVPSample:
     def __post_init__(self):
         self.soft_clip = check_gate(self.mode, self.soft_clip)
 
-    def rewards(self, key: str, module) -> Tensor:
-        """The RL reward of every generation under ``module``'s logits on feature block ``key``."""
+    def rewards(self, key: str, module, pool: Tensor | None = None) -> Tensor:
+        """The RL reward of every generation under ``module``'s logits on feature block ``key``.
+
+        ``pool``: the training pool's features, whose logits set the default floor when ``invalid_penalty`` is None.
+        """
         with torch.no_grad():
             logits = module(self.features[key])
-        return gated_reward(logits, self.valid, self.mode, self.invalid_penalty, self.soft_clip)
+            if self.mode == "soft_gate" and getattr(module, "calibration", None) is not None:
+                logits = module.calibration.logits(logits)  # the soft gate reads calibrated probabilities
+            floor = self.invalid_penalty
+            if floor is None:
+                quantiles = None if pool is None else logit_quantiles(module(pool))
+                floor = default_floor([quantiles], self.mode, self.soft_clip, ["sweep candidate"])
+        return gated_reward(logits, self.valid, self.mode, floor, self.soft_clip)
 
-    def score(self, key: str, module) -> tuple[float, float]:
+    def score(self, key: str, module, pool: Tensor | None = None) -> tuple[float, float]:
         """``(overall, within)`` RVP of ``module`` on feature block ``key``."""
-        return rvp(self.rewards(key, module).reshape(-1, self.group_size))
+        return rvp(self.rewards(key, module, pool).reshape(-1, self.group_size))
 
 
 @dataclass
@@ -115,13 +159,74 @@ def parse_key(key: str) -> tuple[int, str]:
 
 
 def _splits(rows: LabeledRows, config: SweepConfig):
-    """Every ``(train, val, test)`` split of the sweep: one for ``random``, one per fold in the k-fold modes."""
+    """Every ``(train, val, test)`` split of the sweep: one for ``random``; in the k-fold modes one per inner
+    validation fold, all sharing the outer test fold ``config.test_fold`` (nested: selection never sees it)."""
     y = rows.labels.numpy().astype(int)
-    folds = range(1) if config.split == "random" else range(config.n_folds)
-    return [
-        make_split(y, rows.groups, split=config.split, seed=config.split_seed, n_folds=config.n_folds, fold=k)
-        for k in folds
-    ]
+    if config.split == "random":
+        return [make_split(y, rows.groups, split="random", seed=config.split_seed)]
+    kw = {"split": config.split, "seed": config.split_seed, "n_folds": config.n_folds, "test_fold": config.test_fold}
+    return [outer_split(y, rows.groups, **kw, inner=k) for k in range(config.n_folds - 1)]
+
+
+def _hash(*parts) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, Tensor):
+            part = part.detach().cpu().contiguous()
+            digest.update(str((tuple(part.shape), str(part.dtype))).encode())
+            digest.update(part.view(torch.uint8).numpy().tobytes() if part.numel() else b"")
+        elif isinstance(part, np.ndarray):
+            digest.update(np.ascontiguousarray(part).tobytes() if part.dtype != object else str(list(part)).encode())
+        else:
+            digest.update(json.dumps(part, sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:16]
+
+
+def resume_fingerprint(
+    features: Mapping[str, Tensor],
+    rows: LabeledRows,
+    config: SweepConfig,
+    rvp_sample: RVPSample | None = None,
+    cache_key: str | None = None,
+) -> dict[str, str]:
+    """What a finished run's numbers depend on, as ``{part: hash}``: features (the activation cache key when given,
+    else the tensors), labels (ids, labels, solve counts, groups), the training recipe and the RVP sample."""
+    recipe = {k: v for k, v in asdict(config).items() if k not in SELECTION_ONLY}
+    feats = cache_key if cache_key is not None else _hash(*(x for k in sorted(features) for x in (k, features[k])))
+    groups = None if rows.groups is None else [str(g) for g in rows.groups]
+    rvp_part = "none"
+    if rvp_sample is not None:
+        s = rvp_sample
+        blocks = [x for k in sorted(s.features) for x in (k, s.features[k])]
+        rvp_part = _hash(s.mode, s.invalid_penalty, list(s.soft_clip), s.group_size, s.valid.float(), *blocks)
+    return {
+        "features": feats,
+        "labels": _hash(rows.ids, rows.rows.astype(np.int64), rows.labels, rows.solve_counts, groups),
+        "recipe": _hash(recipe),
+        "rvp": rvp_part,
+    }
+
+
+def _resume_records(runs_path: Path, fingerprint: dict[str, str]) -> list[dict]:
+    """Finished runs of ``runs_path`` when they match ``fingerprint`` and the fixed header; else set them aside."""
+    import pandas as pd
+
+    meta_path = runs_path.parent / RUNS_META
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    old = meta.get("fingerprint", {})
+    changed = [part for part in fingerprint if old.get(part) != fingerprint[part]]
+    columns = list(pd.read_csv(runs_path, nrows=0).columns)
+    if columns != RUN_COLUMNS:
+        changed.append("runs.csv header")
+    if not changed:
+        return pd.read_csv(runs_path).to_dict("records")
+    warnings.warn(
+        f"probe sweep: {runs_path} was made with other {', '.join(changed)}; starting over "
+        f"(old runs kept as {runs_path.with_suffix('.stale.csv').name})",
+        stacklevel=3,
+    )
+    runs_path.replace(runs_path.with_suffix(".stale.csv"))
+    return []
 
 
 def make_module(config: SweepConfig, arch: str, input_dim: int, pos_weight: float | None) -> ProbeClassifier:
@@ -154,9 +259,13 @@ def train_run(
     epochs = fit_in_memory(module, x[t_train], y[t_train], x[t_val], y[t_val], seed=seed, settings=config.loop)
     out: dict = {"epochs": epochs, "n_train": len(train)}
     with torch.no_grad():
+        module.calibration = fit_logit_scaling(module(x[t_val]), y[t_val], config.calibration)
         for name, t in (("val", t_val), ("test", t_test)):
-            metrics = module.metrics(module(x[t]), y[t], _solve(rows, t))
+            logits = module(x[t])
+            metrics = module.metrics(logits, y[t], _solve(rows, t))
             out.update({f"{name}_{k}": v for k, v in metrics.items()})
+            out[f"{name}_ece_calibrated"] = expected_calibration_error(module.calibration.probs(logits), y[t])
+    out["calibration_scale"], out["calibration_bias"] = module.calibration.scale, module.calibration.bias
     return module, out
 
 
@@ -188,10 +297,14 @@ def _one_run(x, key, rows, split, config, arch, balance, seed, fold, rvp_sample)
     else:
         module, rec = train_run(x, rows, split, config, arch, balance, seed)
         if rvp_sample is not None:
-            rec["rvp_overall"], rec["rvp_within"] = rvp_sample.score(key, module)
+            rec["rvp_overall"], rec["rvp_within"] = rvp_sample.score(key, module, pool=x)
     layer, pooling = parse_key(key)
     cell = {"key": key, "layer": layer, "pooling": pooling, "arch": arch, "balance": balance}
-    return {**cell, "seed": seed, "fold": fold, **rec, "seconds": time.perf_counter() - start}
+    rec = {**cell, "seed": seed, "fold": fold, **rec, "seconds": time.perf_counter() - start}
+    extra = sorted(set(rec) - set(RUN_COLUMNS))
+    if extra:
+        raise ValueError(f"probe sweep: run columns {extra} are not in RUN_COLUMNS (runs.csv has a fixed header)")
+    return {c: rec.get(c, float("nan")) for c in RUN_COLUMNS}
 
 
 def run_sweep(
@@ -203,6 +316,7 @@ def run_sweep(
     out_dir: str | Path | None = None,
     logger=None,
     progress: bool = True,
+    cache_key: str | None = None,
 ) -> SweepResult:
     """Train every cell of the grid over ``features`` (``feature_key -> [N_features, D]``) and select a probe.
 
@@ -214,6 +328,8 @@ def run_sweep(
         out_dir: where ``runs.csv`` (incremental, resumable), ``sweep.csv`` and ``sweep_heatmap.png`` go.
         logger: a Lightning logger; the table is logged with ``log_table`` when it has one.
         progress: show a rich progress bar.
+        cache_key: the activation cache's key (folder name), used for ``features`` in the resume fingerprint
+            instead of hashing the tensors.
     """
     import pandas as pd
     from rich.progress import Progress
@@ -224,11 +340,13 @@ def run_sweep(
     runs_path = out / "runs.csv" if out is not None else None
     records: list[dict] = []
     done: set[tuple] = set()
-    if runs_path is not None and runs_path.exists():
-        records = pd.read_csv(runs_path).to_dict("records")
-        done = {(r["key"], r["arch"], r["balance"], int(r["seed"]), int(r["fold"])) for r in records}
     if out is not None:
+        fingerprint = resume_fingerprint(features, rows, config, rvp_sample, cache_key)
+        if runs_path.exists():
+            records = _resume_records(runs_path, fingerprint)
+            done = {(r["key"], r["arch"], r["balance"], int(r["seed"]), int(r["fold"])) for r in records}
         out.mkdir(parents=True, exist_ok=True)
+        (out / RUNS_META).write_text(json.dumps({"fingerprint": fingerprint, "columns": RUN_COLUMNS}, indent=1))
     archs = list(config.archs) + ([BASELINE_ARCH] if config.logistic_baseline else [])
     jobs = [
         (fold, key, balance, arch, seed)
@@ -253,11 +371,12 @@ def run_sweep(
                     rec = _one_run(x, key, rows, splits[fold], config, arch, balance, seed, fold, rvp_sample)
                     records.append(rec)
                     if runs_path is not None:
-                        pd.DataFrame([rec]).to_csv(runs_path, mode="a", header=not runs_path.exists(), index=False)
+                        frame = pd.DataFrame([rec], columns=RUN_COLUMNS)
+                        frame.to_csv(runs_path, mode="a", header=not runs_path.exists(), index=False)
                 bar.advance(task)
     finally:
         torch.set_num_threads(threads)
-    runs = pd.DataFrame(records)
+    runs = pd.DataFrame(records, columns=RUN_COLUMNS)
     table = summarize(runs)
     candidates = table[table["arch"] != BASELINE_ARCH]
     selected = select_probe(candidates, max_ece=config.max_ece, tie_tolerance=config.tie_tolerance)
@@ -283,21 +402,21 @@ def summarize(runs):
 
 
 def refit_selected(features: Mapping[str, Tensor], rows: LabeledRows, result: SweepResult, config: SweepConfig):
-    """Retrain the selected cell with its best run's seed and fold (training is deterministic per seed).
+    """Retrain the selected cell with its first seed on its first split (training is deterministic per seed).
 
-    Returns ``(module, metrics)`` (``metrics["fold"]``: the fold whose test rows the module never saw); export it
-    with ``module.to_artifact(...)``.
+    The run is fixed before any result is seen, not the cell's best-validation run: picking the luckiest seed or
+    fold would bias the refit's numbers upward. Its test rows are the random split's test set, or in the k-fold
+    modes the outer fold that no run trained, validated or was selected on. Returns ``(module, metrics)``
+    (``metrics["fold"]``, ``metrics["seed"]``: the run reproduced); export it with ``module.to_artifact(...)``.
     """
     sel = result.selected
-    runs = result.runs
-    cell = runs[(runs["key"] == sel["key"]) & (runs["arch"] == sel["arch"]) & (runs["balance"] == sel["balance"])]
-    best = cell.loc[cell["val_balanced_accuracy"].idxmax()]
+    seed, fold = int(config.seeds[0]), 0
     x = features[sel["key"]][torch.as_tensor(rows.rows, dtype=torch.long)].float()
-    split = _splits(rows, config)[int(best["fold"])]
-    module, metrics = train_run(x, rows, split, config, sel["arch"], sel["balance"], int(best["seed"]))
-    return module, {**metrics, "fold": int(best["fold"])}
+    split = _splits(rows, config)[fold]
+    module, metrics = train_run(x, rows, split, config, sel["arch"], sel["balance"], seed)
+    return module, {**metrics, "fold": fold, "seed": seed}
 
 
 def split_indices(rows: LabeledRows, config: SweepConfig, fold: int = 0) -> tuple[np.ndarray, ...]:
-    """The (train, val, test) indices the sweep used for ``fold``."""
+    """The (train, val, test) indices the sweep used for ``fold`` (an inner fold in the k-fold modes)."""
     return _splits(rows, config)[fold]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -17,6 +17,8 @@ class RewardBreakdown:
 
     total: torch.Tensor
     components: dict[str, torch.Tensor]
+    extras: dict[str, float] = field(default_factory=dict)
+    """Per-step figures components report with ``step_stats()`` (``<name>/<key>``), e.g. a solver-trial count."""
 
     def stats(self, prefix: str = "reward") -> dict[str, float]:
         """Mean and std of the total and of every component, for ``log_dict``."""
@@ -24,6 +26,7 @@ class RewardBreakdown:
         for name, value in self.components.items():
             out[f"{prefix}/{name}/mean"] = float(value.mean())
             out[f"{prefix}/{name}/std"] = float(value.std(unbiased=False))
+        out.update({f"{prefix}/{key}": float(v) for key, v in self.extras.items()})
         return out
 
 
@@ -51,6 +54,7 @@ class CombinedReward:
 
     def __call__(self, samples: Sequence[Sample]) -> RewardBreakdown:
         parts: dict[str, torch.Tensor] = {}
+        extras: dict[str, float] = {}
         total = torch.zeros(len(samples), dtype=torch.float32)
         for c in self.components:
             value = torch.as_tensor(c(samples), dtype=torch.float32).reshape(-1).cpu()
@@ -58,4 +62,6 @@ class CombinedReward:
                 raise ValueError(f"reward {c.name!r} returned {value.numel()} values for {len(samples)} samples")
             parts[c.name] = value
             total = total + c.weight * value
-        return RewardBreakdown(total=total, components=parts)
+            if hasattr(c, "step_stats"):
+                extras.update({f"{c.name}/{k}": v for k, v in c.step_stats().items()})
+        return RewardBreakdown(total=total, components=parts, extras=extras)

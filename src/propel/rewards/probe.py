@@ -1,6 +1,8 @@
 """PROPEL's probe rewards: a frozen activation probe's logit, gated by task validity (seed 004, §3 and ablations).
 
 The gate itself is ``propel.probes.gate.gated_reward``, the one definition the sweep's RVP selects probes with.
+Unless ``invalid_penalty`` is given, the floor of invalid tasks is ``propel.probes.gate.default_floor``: below every
+probe's recorded minimum logit (ensemble members and the constraint included), so being invalid never pays.
 
 The probe is injected (any object with ``.logits(texts) -> Tensor``, e.g. ``propel.probes.ProbeScorer``, or a
 plain callable ``texts -> Tensor`` of logits), or named by its artifact folder (``artifact: runs/probe/artifact`` in
@@ -16,7 +18,7 @@ from typing import Protocol
 
 import torch
 
-from propel.probes.gate import PROBE_MODES, check_gate, gated_reward, needs_logit
+from propel.probes.gate import PROBE_MODES, check_gate, default_floor, gated_reward, needs_logit
 from propel.rewards.base import Reward, RewardContext
 from propel.rollouts.record import Sample
 
@@ -29,9 +31,16 @@ class ProbeLike(Protocol):
     def logits(self, texts: list[str]) -> torch.Tensor: ...
 
 
-def _logits(probe: ProbeLike | Callable[[list[str]], torch.Tensor], texts: list[str]) -> torch.Tensor:
-    fn = getattr(probe, "logits", probe)
+def _logits(
+    probe: ProbeLike | Callable[[list[str]], torch.Tensor], texts: list[str], calibrated: bool = False
+) -> torch.Tensor:
+    """Raw logits, or calibrated ones (``calibrated_logits``, when the probe has a calibration) for probabilities."""
+    fn = (calibrated and getattr(probe, "calibrated_logits", None)) or getattr(probe, "logits", probe)
     return torch.as_tensor(fn(texts), dtype=torch.float32).reshape(-1).cpu()
+
+
+def _members(probe) -> list:
+    return list(probe.probes) if isinstance(probe, MinProbe) else [probe]
 
 
 class MinProbe:
@@ -48,6 +57,10 @@ class MinProbe:
 
     def logits(self, texts: list[str]) -> torch.Tensor:
         return torch.stack([_logits(p, texts) for p in self.probes]).min(dim=0).values
+
+    def calibrated_logits(self, texts: list[str]) -> torch.Tensor:
+        """The minimum over members of each member's calibrated logit (the pessimistic calibrated probability)."""
+        return torch.stack([_logits(p, texts, calibrated=True) for p in self.probes]).min(dim=0).values
 
 
 def worst_case(probes: Sequence) -> MinProbe:
@@ -71,9 +84,12 @@ class ProbeReward(Reward):
             ``propel.callbacks.adversarial``): the score becomes ``min(main, auxiliary)``.
         reference_model: the reference model for ``artifact``; None uses the one recorded in the artifact.
         mode: ``hard_gate`` (default; invalid -> ``invalid_penalty``, valid -> logit), ``soft_gate`` (valid ->
-            ``clip(sigmoid(logit), *soft_clip)``, invalid -> ``invalid_penalty``; set it to 0 for no penalty)
+            ``clip(p, *soft_clip)`` with ``p`` the probe's calibrated probability, invalid -> ``invalid_penalty``)
             or ``probe_only`` (logit for every sample, validity ignored).
-        invalid_penalty: reward of invalid samples in the gated modes.
+        invalid_penalty: reward of invalid samples in the gated modes; None (default) sets it below every probe's
+            recorded pool minimum logit (``propel.probes.gate.default_floor``: the minimum minus one interquartile
+            range, at least 1; ``soft_gate``: ``soft_clip[0] - 1``); probes without recorded quantiles fall back to
+            -1 with a warning. An explicit value wins (set 0 with ``soft_gate`` for no penalty).
         soft_clip: (low, high) bounds of the soft-gate probability.
         text: which text the probe reads: ``"task"`` (default: the domain's rendering of the parsed task, what
             labeling pools hold and the probe was trained on; falls back to the completion), ``"completion"`` or
@@ -89,7 +105,7 @@ class ProbeReward(Reward):
         self,
         probe: ProbeLike | Callable[[list[str]], torch.Tensor] | None = None,
         mode: str = "hard_gate",
-        invalid_penalty: float = -1.0,
+        invalid_penalty: float | None = None,
         soft_clip: tuple[float, float] = (0.0, 1.0),
         text: str = "task",
         name: str = "probe",
@@ -108,6 +124,7 @@ class ProbeReward(Reward):
         if artifact is not None and not isinstance(artifact, str) and not artifact:
             raise ValueError("artifact: an empty list; give one probe folder or several (WCO)")
         self.probe, self.mode, self.invalid_penalty = probe, mode, invalid_penalty
+        self._given = probe
         self.constraint = constraint
         self._built = probe is not None and constraint is None
         self.soft_clip, self.text, self.name, self.weight = soft_clip, text, name, weight
@@ -118,7 +135,10 @@ class ProbeReward(Reward):
             batch_size,
         )
         self._context: RewardContext | None = None
+        self._floor: float | None = None
         self._references: dict[str, tuple] = {}
+        self.last_logits: torch.Tensor | None = None
+        """The logits the gate read in the latest call (NaN where none was scored): what probe mining compares."""
 
     def setup(self, context: RewardContext) -> None:
         """Take the trainer's policy (``context.model_name`` = its base) as the frozen reference of an artifact."""
@@ -137,6 +157,33 @@ class ProbeReward(Reward):
             parts.append(self._scorer(self.constraint))
         self.probe = parts[0] if len(parts) == 1 else MinProbe(parts)
         self._built = True
+
+    @property
+    def floor(self) -> float | None:
+        """The reward of invalid samples (None in ``probe_only``): ``invalid_penalty``, or the default rule's value."""
+        if self.mode == "probe_only":
+            return None
+        if self.invalid_penalty is not None:
+            return float(self.invalid_penalty)
+        if self._floor is None:
+            names, quantiles = self._quantiles()
+            self._floor = default_floor(quantiles, self.mode, self.soft_clip, names)
+        return self._floor
+
+    def _quantiles(self) -> tuple[list[str], list[dict | None]]:
+        """Every scored probe's recorded pool quantiles (None where it has none), with a name for warnings."""
+        from propel.probes.artifact import ProbeArtifact
+
+        names: list[str] = []
+        found: list[dict | None] = []
+        for member in _members(self._given) if self._given is not None else []:
+            names.append(type(member).__name__)
+            found.append(getattr(member, "logit_quantiles", None))
+        folders = [] if self.artifact is None else [self.artifact] if isinstance(self.artifact, str) else self.artifact
+        for folder in [*folders, *([self.constraint] if self.constraint is not None else [])]:
+            names.append(f"probe artifact {folder}")
+            found.append(ProbeArtifact.load(folder).logit_quantiles)
+        return names, found
 
     def _shares(self, ctx: RewardContext | None, reference: str) -> bool:
         """Whether the policy offered at setup is ``reference`` (read it with adapters disabled, load nothing)."""
@@ -168,13 +215,15 @@ class ProbeReward(Reward):
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
         """``gated_reward`` of the probe's logits; the probe scores only the texts the gate reads."""
         valid = torch.tensor([bool(s.valid) for s in samples], dtype=torch.bool)
+        floor = self.floor
         scored = needs_logit(valid, self.mode).nonzero().flatten().tolist()
         logits = torch.full((len(samples),), float("nan"))
         if scored:
             if not self._built:
                 self._build()
-            got = _logits(self.probe, [self._text(samples[i]) for i in scored])
+            got = _logits(self.probe, [self._text(samples[i]) for i in scored], calibrated=self.mode == "soft_gate")
             if got.numel() != len(scored):
                 raise ValueError(f"probe returned {got.numel()} logits for {len(scored)} texts")
             logits[scored] = got
-        return gated_reward(logits, valid, self.mode, self.invalid_penalty, self.soft_clip)
+        self.last_logits = logits
+        return gated_reward(logits, valid, self.mode, 0.0 if floor is None else floor, self.soft_clip)

@@ -139,16 +139,21 @@ class SuiteRunner:
     @staticmethod
     def _unpack(result, token: str, n: int) -> list[SuiteRun] | None:
         """The batch's runs from the job's framed stdout, or None when the job gave no frame (it died)."""
-        parts = result.stdout.split(token)
-        if len(parts) != 3:
-            return None
-        try:
-            raw = json.loads(parts[1])
-        except json.JSONDecodeError:
-            return None
-        if not isinstance(raw, list) or len(raw) != n:
-            return None
-        return [_suite_run(r) for r in raw]
+        raw = framed_records(result.stdout, token, n)
+        return None if raw is None else [_suite_run(r) for r in raw]
+
+
+def framed_records(stdout: str, token: str, n: int) -> list[dict] | None:
+    """The ``n`` JSON records an in-sandbox runner printed between two ``token`` lines (the frame keeps the
+    submission's own prints out), or None when there is no whole frame (the runner died)."""
+    parts = stdout.split(token)
+    if len(parts) != 3:
+        return None
+    try:
+        raw = json.loads(parts[1])
+    except json.JSONDecodeError:
+        return None
+    return raw if isinstance(raw, list) and len(raw) == n else None
 
 
 def _runner_failed(result: Result) -> SuiteRun:

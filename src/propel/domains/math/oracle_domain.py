@@ -1,8 +1,13 @@
 """Competition-style math problems whose reference answer comes from oracle agreement.
 
 The generator sees two example problems and writes a new one. A task is valid iff ``oracle_attempts`` oracle answers
-(an engine set with ``set_oracle``; the paper used two models x two attempts) are all present and symbolically
-equivalent; that answer becomes the reference. Solver answers are graded by symbolic equivalence.
+(the paper used two models x two attempts) are all present and symbolically equivalent; that answer becomes the
+reference. Solver answers are graded by symbolic equivalence.
+
+The oracle is always explicit: ``oracle_model`` (built on first use, so GRPO and evaluation need nothing else) or an
+engine given with ``set_oracle`` (labeling passes its ``oracle`` model's engine). There is no silent fallback to the
+solver or the policy: an oracle that is also the solver keeps only the tasks it agrees with itself on, which biases
+the labels toward "solvable".
 """
 
 from __future__ import annotations
@@ -13,12 +18,14 @@ import re
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
 from propel.domains.math.answers import extract_answer
 from propel.domains.math.symbolic import equivalent
 from propel.domains.math.topic import math_topic
 from propel.engines.base import Engine, Prompt, SamplingSpec
+from propel.engines.factory import check_kind
 from propel.errors import ConfigError
 from propel.sandbox.base import Sandbox
 
@@ -40,6 +47,10 @@ class OracleMathDomain(Domain):
         oracle_temperature: sampling temperature of the oracle.
         oracle_max_new_tokens: token budget of each oracle attempt.
         max_problem_chars: longer problems are invalid.
+        oracle_model: the oracle (bundled alias, folder or hub id), built with ``oracle_engine`` on first use unless
+            an engine is given with ``set_oracle``.
+        oracle_engine: engine kind for ``oracle_model`` (``hf``, ``vllm``, ``vllm_server``).
+        oracle_engine_kwargs: its arguments (``dtype``, ``device``, ``base_url``, ...).
     """
 
     name = "math"
@@ -53,17 +64,37 @@ class OracleMathDomain(Domain):
         oracle_temperature: float = 0.7,
         oracle_max_new_tokens: int = 512,
         max_problem_chars: int = 1500,
+        oracle_model: str | None = None,
+        oracle_engine: str = "hf",
+        oracle_engine_kwargs: dict[str, Any] | None = None,
     ):
         if oracle_attempts < 1:
             raise ValueError(f"OracleMathDomain oracle_attempts must be >= 1, got {oracle_attempts}")
         self.few_shot, self.oracle_attempts = few_shot, oracle_attempts
         self.oracle_temperature, self.oracle_max_new_tokens = oracle_temperature, oracle_max_new_tokens
         self.max_problem_chars = max_problem_chars
+        self.oracle_model, self.oracle_kind = oracle_model, check_kind(oracle_engine)
+        self.oracle_engine_kwargs = dict(oracle_engine_kwargs or {})
         self.oracle: Engine | None = None
 
     def set_oracle(self, engine: Engine) -> None:
         """The engine whose agreeing answers become references."""
         self.oracle = engine
+
+    def oracle_engine(self) -> Engine:
+        """The oracle engine: the one set with ``set_oracle``, else ``oracle_model``'s (built now); a one-line
+        ``ConfigError`` when neither is given."""
+        if self.oracle is None and self.oracle_model is not None:
+            from propel.engines.factory import make_engine
+
+            self.oracle = make_engine(self.oracle_kind, self.oracle_model, **self.oracle_engine_kwargs)
+        if self.oracle is None:
+            raise ConfigError(
+                "OracleMathDomain needs an explicit oracle for its reference answers: set the domain's oracle_model "
+                "(or the labeling module's `oracle`), or call set_oracle(engine); the solver is not used as its own "
+                "oracle"
+            )
+        return self.oracle
 
     def contexts(self, n: int, seed: int = 0) -> list[Context]:
         examples = example_problems()
@@ -91,12 +122,11 @@ class OracleMathDomain(Domain):
         return Task(domain=self.name, data={"problem": text})
 
     def validity(self, tasks: Sequence[Task], sandbox: Sandbox | None = None) -> list[Verdict]:
-        if self.oracle is None:
-            raise ConfigError("OracleMathDomain needs an oracle engine for references: call set_oracle(engine) first")
+        oracle = self.oracle_engine()
         spec = SamplingSpec(
             n=self.oracle_attempts, temperature=self.oracle_temperature, max_new_tokens=self.oracle_max_new_tokens
         )
-        attempts = self.oracle.generate([self.solver_prompt(t) for t in tasks], spec) if tasks else []
+        attempts = oracle.generate([self.solver_prompt(t) for t in tasks], spec) if tasks else []
         verdicts = []
         for task, completions in zip(tasks, attempts, strict=False):
             answers = [extract_answer(c.text) for c in completions]

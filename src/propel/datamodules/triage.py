@@ -1,0 +1,63 @@
+"""Single-turn GRPO on IT-triage tickets: the policy answers one ``submit_resolution`` JSON per ticket.
+
+``TriageEnv`` parses each answer (``valid`` when exactly one submission with four valid fields), sets the topic to
+the ticket's category and records the parse verdict in ``sample.info["triage"]["reason"]``; the six triage rewards
+(``propel.rewards.triage``) grade against the ticket's gold data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from propel.datamodules.stream import ContextStreamDataModule
+from propel.domains.base import Task
+from propel.domains.triage.parse import parse_submission
+from propel.engines.base import Engine, SamplingSpec
+from propel.rollouts.environment import Environment
+from propel.rollouts.record import Sample
+from propel.rollouts.single_turn import scored_rollout
+from propel.rollouts.steps import ContextBatch, Rollout
+
+
+class TriageEnv(Environment):
+    """Completion -> parsed submission (``sample.task``, domain ``triage``); nothing runs, so no sandbox."""
+
+    needs_sandbox = False
+
+    def score(self, samples: Sequence[Sample]) -> None:
+        for s in samples:
+            data = s.context.data if s.context is not None else {}
+            if "gold_resolution" not in data:
+                raise ValueError("TriageEnv needs contexts from propel.domains.triage.TriageTickets (gold data)")
+            answer = parse_submission(s.completion)
+            s.task = Task("triage", dict(answer.raw)) if answer.found else None
+            s.topic = data.get("category")
+            s.valid = answer.reason == "ok"
+            s.info["reason"] = answer.reason
+            s.info.setdefault("triage", {})["reason"] = answer.reason
+
+
+class TriageDataModule(ContextStreamDataModule):
+    """Ticket contexts for single-turn GRPO (``tasks``: ``propel.domains.triage.TriageTickets``).
+
+    Args:
+        tasks: the ticket source; ``contexts(n, seed)`` deterministic in the seed, each context's ``data`` holding
+            the ticket's gold answer.
+        contexts_per_step: tickets per step (each gets ``group_size`` answers).
+        seed: stream seed.
+    """
+
+    def __init__(self, tasks, contexts_per_step: int = 2, seed: int = 0) -> None:
+        super().__init__(tasks, contexts_per_step, seed)
+        self._environment = TriageEnv()
+
+    @property
+    def environment(self) -> Environment:
+        return self._environment
+
+    @property
+    def stop(self) -> tuple[str, ...]:
+        return ()
+
+    def rollout(self, engine: Engine, batch: ContextBatch, sampling: SamplingSpec) -> Rollout:
+        return scored_rollout(self._environment, engine, batch.contexts, sampling)

@@ -1,0 +1,40 @@
+"""The SWE domain (seed 004 §4.2, App. 13): bugs injected into real Python repositories, judged strictly.
+
+``repos`` (registry of small pure-Python libraries, sdists pinned by hash) -> ``checkout`` (clean git checkouts,
+cached) -> ``prepare`` (preflight: passing tests, flaky ones dropped) -> ``validity`` (``BugValidator``: applies,
+tests untouched, suite runs, at least one passing test fails; repairs graded by the full suite) with ``suite``
+(the repo's pytest run in a sandbox) and ``diffs`` (``git apply`` on a copy). ``mutations``/``baseline`` are the
+procedural bug generator; ``episodes``/``prompts`` turn generator and solver tasks into ``ToolEnv`` episodes.
+"""
+
+import importlib
+
+from propel.domains.swe.repos import REPOS, RepoProfile, get_repo
+
+_LAZY = {  # imported on first use: ``python -m propel.domains.swe.prepare`` must not find prepare imported already
+    "Manifest": "prepare",
+    "load_manifest": "prepare",
+    "REASONS": "validity",
+    "BugValidator": "validity",
+    "BugVerdict": "validity",
+    "RepairVerdict": "validity",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"propel.domains.swe.{_LAZY[name]}"), name)
+    raise AttributeError(name)
+
+
+__all__ = [
+    "REASONS",
+    "REPOS",
+    "BugValidator",
+    "BugVerdict",
+    "Manifest",
+    "RepairVerdict",
+    "RepoProfile",
+    "get_repo",
+    "load_manifest",
+]

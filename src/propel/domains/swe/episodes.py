@@ -1,0 +1,113 @@
+"""SWE tasks as ``ToolEnv`` episodes: a generator episode injects a bug, a solver episode repairs it.
+
+A context carries the checkout's files (the clean one for the generator, the buggy one for a solver) as the
+workspace's starting files and asks the environment to collect the code under test when the episode ends; the
+episode's diff is then rebuilt in the trainer by comparing those files with what the workspace started from. No git
+is needed inside the sandbox, so the same episodes run under bubblewrap and in the bare ``propel-sandbox:py3``
+image. The diff goes to ``BugValidator.check`` (generator) or ``BugValidator.grade_repair`` (solver).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from propel.domains.base import Context
+from propel.domains.swe.checkout import repo_files
+from propel.domains.swe.diffs import unified_diff
+from propel.domains.swe.prompts import GENERATOR_PROMPT, SOLVER_PROMPT
+from propel.domains.swe.repos import RepoProfile
+from propel.engines.base import Prompt
+from propel.testsuite.vendor import ZIP_NAME, testlib_zip
+
+MAX_FAILING_SHOWN = 10
+"""Failing test ids listed in a solver's prompt (the rest are summarised)."""
+
+
+def suite_command(profile: RepoProfile) -> str:
+    """The shell command an agent runs to see the suite (pytest comes from the vendored zip in the workspace)."""
+    path = ":".join([ZIP_NAME, *profile.python_path])
+    return f"PYTHONPATH={path} python3 -m pytest -q -p no:cacheprovider {' '.join(profile.test_paths)}"
+
+
+def _workspace(profile: RepoProfile, root: str | os.PathLike, variant: Mapping[str, bytes | None] | None) -> dict:
+    files: dict = {**repo_files(root), ZIP_NAME: testlib_zip()}
+    for name, data in (variant or {}).items():
+        if data is None:
+            files.pop(name, None)
+        else:
+            files[name] = data
+    return files
+
+
+def _collect(profile: RepoProfile, files: Mapping[str, bytes]) -> list[str]:
+    return sorted({*(p for p in files if profile.is_source_path(p)), *profile.source_globs})
+
+
+def generator_context(profile: RepoProfile, root: str | os.PathLike, index: int = 0) -> Context:
+    """A bug-injection episode on the clean checkout (``index`` tells contexts of the same repo apart)."""
+    files = _workspace(profile, root, None)
+    text = GENERATOR_PROMPT.format(
+        repo=profile.name,
+        version=profile.version,
+        sources=", ".join(profile.source_globs),
+        tests=", ".join(profile.test_paths),
+        command=suite_command(profile),
+    )
+    return Context(
+        id=f"swe-gen-{profile.key}-{index}",
+        prompt=Prompt(messages=[{"role": "user", "content": text}]),
+        group=profile.name,
+        data={"repo": profile.name, "files": files, "collect": _collect(profile, files)},
+    )
+
+
+def solver_context(
+    profile: RepoProfile,
+    root: str | os.PathLike,
+    bug_files: Mapping[str, bytes | None],
+    failing: list[str] | tuple[str, ...],
+    index: int = 0,
+) -> Context:
+    """A repair episode on the buggy checkout (``bug_files``: the bug's variant, e.g. ``BugVerdict.files``)."""
+    files = _workspace(profile, root, bug_files)
+    shown = [f"- {name}" for name in list(failing)[:MAX_FAILING_SHOWN]]
+    if len(failing) > MAX_FAILING_SHOWN:
+        shown.append(f"- ... and {len(failing) - MAX_FAILING_SHOWN} more")
+    text = SOLVER_PROMPT.format(
+        repo=profile.name,
+        version=profile.version,
+        failing="\n".join(shown),
+        tests=", ".join(profile.test_paths),
+        command=suite_command(profile),
+    )
+    return Context(
+        id=f"swe-fix-{profile.key}-{index}",
+        prompt=Prompt(messages=[{"role": "user", "content": text}]),
+        group=profile.name,
+        data={"repo": profile.name, "files": files, "collect": _collect(profile, files)},
+    )
+
+
+def episode_diff(context: Context, collected: Mapping[str, str | None]) -> str:
+    """The diff of what the episode changed in the collected files, against the files it started with.
+
+    A collected path that is missing or unreadable at the end (``None``) is left out: deleting the code under test
+    is not a bug a suite could still run with, and an unreadable file says nothing.
+    """
+    start: Mapping[str, bytes] = context.data["files"]
+    parts = []
+    for path in sorted(collected):
+        after = collected[path]
+        if after is None:
+            continue
+        before = start.get(path)
+        before_text = before.decode("utf-8", "replace") if isinstance(before, bytes) else (before or "")
+        parts.append(unified_diff(path, before_text, after, new_file=before is None))
+    return "".join(parts)
+
+
+def checkout_text(root: str | os.PathLike, path: str) -> str:
+    """A clean file's text (for scripted agents and tests)."""
+    return (Path(root) / path).read_text(encoding="utf-8")

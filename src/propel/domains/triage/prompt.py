@@ -1,0 +1,33 @@
+"""The triage prompt: the ticket, the retrieved articles with their ids, and the one answer format asked for."""
+
+from __future__ import annotations
+
+from propel.domains.triage.schema import Ticket
+from propel.engines.base import Prompt
+
+INSTRUCTION = (
+    "You are an IT support engineer. Resolve the ticket below using the retrieved knowledge-base articles; some of "
+    "them are relevant, others are not."
+)
+ANSWER_FORMAT = (
+    "Answer with exactly one submit_resolution call, a JSON object with four fields:\n"
+    '- "resolution": the steps that fix the ticket, in a few sentences;\n'
+    '- "citations": the ids of the articles you used, each once;\n'
+    '- "confidence": your probability (0 to 1) that the resolution is right;\n'
+    '- "escalate": true if the ticket must go to the on-call team, otherwise false.\n'
+    'Format: submit_resolution {"resolution": "...", "citations": ["KB-..."], "confidence": 0.5, '
+    '"escalate": false}'
+)
+
+
+def render_ticket(ticket: Ticket) -> str:
+    """The user message: instruction, ticket, ``[id] title`` + body per article, answer format."""
+    articles = "\n\n".join(f"[{a.id}] {a.title}\n{a.body}" for a in ticket.articles)
+    return (
+        f"{INSTRUCTION}\n\nTicket {ticket.ticket_id} ({ticket.category})\nSubject: {ticket.subject}\n{ticket.body}\n\n"
+        f"Retrieved articles:\n\n{articles}\n\n{ANSWER_FORMAT}"
+    )
+
+
+def triage_prompt(ticket: Ticket) -> Prompt:
+    return Prompt(messages=[{"role": "user", "content": render_ticket(ticket)}])

@@ -1,0 +1,129 @@
+"""GRPO with a turn-targeted KL term: the verifiable reward's policy gradient and, on the turns a hint source names,
+the pull toward the policy-with-a-hint, in one optimizer step (seed 002's orchestrator: reward -> targeted
+alignment -> clipped policy update).
+
+Each step's episodes are scored and turned into GRPO's clipped loss as ``GRPOModule`` does; the same episodes are
+handed to the hint source, and its targets add ``kl_coefficient`` times the mean turn-t divergence
+(``TurnKLTerm``) to the loss. The micro-batches run over GRPO's rows first and the targets after, so the gradients
+of both terms are summed before the one clipped update. Every term is logged on its own (``train/clipped_ratio``,
+``train/kl`` ... for GRPO, ``train/distill/loss``, ``train/distill/divergence``, ``train/distill/control_divergence``
+for the turn term). The turn's tokens are the rollout's own samples, so the term is on-policy by construction; with
+an engine that is not the policy (vLLM) each token is weighted by the truncated importance ratio policy/engine.
+A step where GRPO takes no update (every group filtered for zero variance) still takes the turn term's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import torch
+
+from propel.lit_modules.grpo import GRPOModule
+from propel.lit_modules.turn_kl import TurnKLTerm, check_turn_kl_settings
+from propel.losses.distillation import DivergenceSpec
+from propel.rollouts.hints import HintSource, TurnTarget
+from propel.rollouts.steps import ContextBatch, Rollout
+
+
+class GRPOTurnKLModule(TurnKLTerm, GRPOModule):
+    """GRPO on the datamodule's reward plus the turn-targeted KL term on the turns ``hints`` names.
+
+    Args:
+        hints: which turns to target and with what (``propel.rollouts.hints.ErrorHints``, ``StaticHints``, ...).
+        divergence: ``forward_kl`` / ``reverse_kl`` / ``jsd`` (beta), full vocabulary or teacher top-k, clipping.
+        teacher: ``live`` (the policy under no-grad), ``base`` (adapters disabled), ``ema`` (an exponential moving
+            average of the adapter weights) or ``external`` (``teacher_model``, sharing the tokenizer).
+        teacher_model: the external teacher (bundled alias, folder or hub id).
+        kl_coefficient: the turn term's scale in the summed loss (the divergence is logged unscaled).
+        temperature_schedule: softmax temperatures of both distributions, stepped evenly over ``max_steps``.
+        max_target_turns_per_rollout: at most this many targeted turns per episode (the first ones named).
+        hint_role: the hint message's role (``system`` or ``user``).
+        hint_template: the hint message text (``{hint}`` is the hint).
+        control_hint: an unrelated hint whose divergence is logged as the control (None: no control).
+        importance_cap: truncation of the importance ratio of the turn term (engines other than the policy) and of
+            GRPO's correction.
+        ema_decay: with ``teacher: ema``, the old average's weight in each update after an optimizer step.
+        **kwargs: GRPO's settings (``GRPOModule``: rewards, loss, group_size, ...; and the policy's).
+    """
+
+    def __init__(
+        self,
+        hints: HintSource,
+        divergence: DivergenceSpec | None = None,
+        teacher: str = "live",
+        teacher_model: str | None = None,
+        kl_coefficient: float = 0.05,
+        temperature_schedule: Sequence[float] = (1.0, 0.8, 0.6),
+        max_target_turns_per_rollout: int = 3,
+        hint_role: str = "system",
+        hint_template: str = "Hint: {hint}",
+        control_hint: str | None = "Take a deep breath and read the task again.",
+        importance_cap: float = 3.0,
+        ema_decay: float = 0.99,
+        **kwargs,
+    ) -> None:
+        check_turn_kl_settings(
+            teacher, teacher_model, kl_coefficient, temperature_schedule, max_target_turns_per_rollout, ema_decay
+        )
+        super().__init__(importance_cap=importance_cap, **kwargs)
+        self.hints = hints
+        self.divergence = divergence or DivergenceSpec()
+        self._turn_targets: list[TurnTarget] = []
+        self._turn_stats: dict[str, float] = {}
+
+    def setup_policy(self) -> None:
+        super().setup_policy()
+        self.setup_turn_kl()
+
+    def collect_rollout(self, batch: ContextBatch) -> Rollout:
+        """GRPO's rollouts, and this step's turn targets named on them (the rollout's own tokens)."""
+        rollout = super().collect_rollout(batch)
+        targets = [t for t in self.targets(rollout.samples) if t.length > 0]
+        if not self.engine_is_policy():  # the engine's logprobs of the turn, for the importance ratio
+            targets = [replace(t, engine_logprobs=self._turn_logprobs(rollout.samples[t.episode], t)) for t in targets]
+        self._turn_targets = targets
+        self._turn_stats = {
+            "distill/targets": float(len(targets)),
+            "distill/target_tokens": float(sum(t.length for t in targets)),
+            "distill/temperature": self.temperature(),
+        }
+        return rollout
+
+    @staticmethod
+    def _turn_logprobs(sample, target: TurnTarget) -> list[float] | None:
+        turns = [t for seg in [*sample.segments, sample] for t in seg.turns if t.trainable]
+        logprobs = turns[target.turn].logprobs
+        return None if logprobs is None or len(logprobs) != target.length else list(logprobs)
+
+    def optimization_step(self, n_rows: int, micro_loss):
+        """GRPO's rows ``0..n_rows`` and then the turn targets, in one optimizer step (gradients summed)."""
+        targets = self._turn_targets
+        if not targets:
+            return super().optimization_step(n_rows, micro_loss)
+        n_tok = float(sum(t.length for t in targets))
+
+        def combined(rows: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+            ours, theirs = rows[rows < n_rows], rows[rows >= n_rows] - n_rows
+            loss, stats = torch.zeros((), device=self.device), {}
+            if len(theirs):  # first: the EMA teacher swaps weights in place, before any graph of this micro-batch
+                loss, stats = self.turn_kl_loss([targets[i] for i in theirs.tolist()], n_tok)
+                stats["distill/loss"] = float(loss.detach())
+            if len(ours):
+                grpo_loss, grpo_stats = micro_loss(ours)
+                loss = loss + grpo_loss
+                stats.update(grpo_stats)
+            return loss, stats
+
+        totals = super().optimization_step(n_rows + len(targets), combined)
+        self.update_ema()
+        return totals
+
+    def training_step(self, batch: ContextBatch, batch_idx: int) -> None:
+        step = self.global_step
+        super().training_step(batch, batch_idx)
+        if self.global_step == step and self._turn_targets:  # GRPO took no update: the turn term still does
+            stats = self.optimization_step(0, lambda rows: (torch.zeros((), device=self.device), {}))
+            self.log("train/loss", stats.pop("loss"), on_step=True, prog_bar=True, batch_size=len(self._turn_targets))
+            self._turn_stats.update(stats)
+        self.log_dict({f"train/{k}": v for k, v in self._turn_stats.items()}, on_step=True, batch_size=1)

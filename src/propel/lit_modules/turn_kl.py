@@ -1,0 +1,211 @@
+"""The turn-targeted KL term, shared by the distillation trainer and GRPO with a turn-KL term.
+
+A ``HintSource`` names turns of finished episodes to correct; for each, the student's exact context up to turn t
+and the teacher's (the same ids with the hint spliced in as a message before turn t) are scored on turn t's own
+tokens only, and the loss is ``kl_coefficient`` times the mean per-token divergence (``propel.losses.distillation``).
+The teacher never gets a gradient: it is the live policy under no-grad, the policy with its adapters disabled
+(``base``), an exponential moving average of the adapter weights (``ema``, swapped into the adapter for the
+teacher's forward pass; no second copy of the base model) or another model sharing the tokenizer (``external``).
+Both forwards run with dropout off. A wrong-hint control (the same divergence with an unrelated hint) is logged next
+to the real one.
+
+The class is a mixin for ``LoRAPolicyModule`` subclasses: it reads its settings from ``self.hparams`` (the trainer's
+``__init__`` declares them, so they are config keys with ``--help`` text there) and its ``hints`` and ``divergence``
+from attributes the trainer sets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+import torch
+
+from propel.errors import ConfigError
+from propel.losses.distillation import masked_mean, token_divergence
+from propel.losses.logprobs import token_logprobs
+from propel.losses.policy import truncated_importance_weights
+from propel.models.reference import reference_forward
+from propel.models.span_logits import span_logits
+from propel.rollouts.hints import HintSplicer, TurnTarget
+
+TEACHERS = ("live", "base", "ema", "external")
+EMA_KEY = "turn_kl_ema"
+"""Checkpoint entry holding the EMA teacher's adapter weights (a resumed run continues the same average)."""
+
+
+def check_turn_kl_settings(
+    teacher: str,
+    teacher_model: str | None,
+    kl_coefficient: float,
+    temperature_schedule: Sequence[float],
+    max_target_turns_per_rollout: int,
+    ema_decay: float,
+) -> None:
+    """Refuse settings the term cannot run with, in one line each (before any model is loaded)."""
+    if teacher not in TEACHERS:
+        raise ConfigError(f"teacher must be one of {TEACHERS}, got {teacher!r}")
+    if (teacher == "external") != (teacher_model is not None):
+        raise ConfigError("teacher_model is needed with teacher='external', and only then")
+    if not temperature_schedule or any(not t > 0 for t in temperature_schedule):
+        raise ConfigError(f"temperature_schedule needs positive temperatures, got {list(temperature_schedule)}")
+    if max_target_turns_per_rollout < 1:
+        raise ConfigError(f"max_target_turns_per_rollout must be >= 1, got {max_target_turns_per_rollout}")
+    if not kl_coefficient > 0:
+        raise ConfigError(f"kl_coefficient must be > 0, got {kl_coefficient}")
+    if not 0.0 <= ema_decay < 1.0:
+        raise ConfigError(f"ema_decay must be in [0, 1), got {ema_decay}")
+
+
+class TurnKLTerm:
+    """Mixin: targets, teacher/student logits on turn t, the micro-batch loss, and the EMA teacher's weights."""
+
+    hints: Any
+    divergence: Any
+    teacher_model: torch.nn.Module  # set by setup_turn_kl with teacher='external' (no class default: nn.Module
+    # keeps submodules in _modules, and a class attribute would shadow it)
+    _ema: dict[str, torch.Tensor] | None = None
+
+    def setup_turn_kl(self) -> None:
+        """After the policy exists: the hint splicer, the external teacher, the EMA's starting weights."""
+        self.splicer = HintSplicer(self.tokenizer, self.hparams.hint_role, self.hparams.hint_template)
+        if self.hparams.teacher == "external":
+            from propel.models import load_model
+
+            model, tokenizer = load_model(self.hparams.teacher_model, dtype=self.hparams.dtype)
+            if tokenizer.get_vocab() != self.tokenizer.get_vocab():
+                raise ConfigError(f"teacher_model {self.hparams.teacher_model!r} does not share the policy's tokenizer")
+            self.teacher_model = model.to(self.device).eval().requires_grad_(False)
+        if self.hparams.teacher == "ema" and self._ema is None:
+            self._ema = {k: v.detach().clone() for k, v in self._adapter_params().items()}
+
+    # ------------------------------------------------------------------------------------------- schedule
+    def _progress(self) -> float | None:
+        """``global_step / max_steps`` in [0, 1), or None without a step budget."""
+        total = getattr(self.trainer, "max_steps", -1) if self._trainer is not None else -1
+        return None if total is None or total < 1 else min(self.global_step / total, 1.0)
+
+    def temperature(self) -> float:
+        """The schedule's temperature at this step (evenly spaced stages over ``max_steps``)."""
+        schedule, progress = list(self.hparams.temperature_schedule), self._progress()
+        return schedule[0] if progress is None else schedule[min(len(schedule) - 1, int(progress * len(schedule)))]
+
+    # -------------------------------------------------------------------------------------------- targets
+    def targets(self, samples) -> list[TurnTarget]:
+        """At most ``max_target_turns_per_rollout`` targets per episode, from the hint source; an empty hint leaves
+        the teacher's context the student's (nothing to learn), so it makes no target at all."""
+        out = []
+        for i, sample in enumerate(samples):
+            if sample.infra_error is not None:
+                continue
+            named = self.hints.hints(sample)[: self.hparams.max_target_turns_per_rollout]
+            out += [self.splicer.target(sample, i, hint) for hint in named if hint.text]
+        return out
+
+    # --------------------------------------------------------------------------------------------- logits
+    def _adapter_params(self) -> dict[str, torch.nn.Parameter]:
+        return {k: v for k, v in self.policy.named_parameters() if v.requires_grad}
+
+    @contextmanager
+    def _ema_weights(self):
+        """The EMA's weights in the adapter for the duration (the teacher's forward pass), then the live ones back."""
+        params = self._adapter_params()
+        live = {k: v.detach().clone() for k, v in params.items()}
+        with torch.no_grad():
+            for k, v in params.items():
+                v.copy_(self._ema[k])
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for k, v in params.items():
+                    v.copy_(live[k])
+
+    def update_ema(self) -> None:
+        """After an optimizer step: ``ema = decay * ema + (1 - decay) * live`` (``decay`` weighs the old average,
+        so 0 makes the EMA the live policy and values near 1 move it slowly)."""
+        if self._ema is None:
+            return
+        decay = self.hparams.ema_decay
+        with torch.no_grad():
+            for k, v in self._adapter_params().items():
+                self._ema[k].mul_(decay).add_(v.detach(), alpha=1.0 - decay)
+
+    def _turn_logits(self, rows: list[list[int]], lengths: list[int], which: str) -> torch.Tensor:
+        """``(B, T, V)`` logits predicting each row's last ``lengths[b]`` tokens (left-aligned in T), from the
+        student (the policy) or the teacher."""
+        pad = self.tokenizer.pad_token_id or 0
+        width = max(map(len, rows))
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        attn = torch.zeros_like(ids)
+        for b, r in enumerate(rows):
+            ids[b, : len(r)], attn[b, : len(r)] = torch.tensor(r), 1
+        starts = torch.tensor([len(r) - n for r, n in zip(rows, lengths, strict=True)])
+        model, ctx, teacher = self.policy, nullcontext(), self.hparams.teacher
+        if which == "teacher" and teacher == "external":
+            model = self.teacher_model
+        elif which == "teacher" and teacher == "base":
+            ctx = reference_forward(self.policy)
+        elif which == "teacher" and teacher == "ema":
+            ctx = self._ema_weights()
+        with ctx:
+            return span_logits(model, ids.to(self.device), attn.to(self.device), starts, max(lengths))
+
+    def _mask(self, lengths: list[int]) -> torch.Tensor:
+        t = max(lengths)
+        return (torch.arange(t)[None, :] < torch.tensor(lengths)[:, None]).float().to(self.device)
+
+    def _importance(self, group: list[TurnTarget], student: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
+        """Per-token ``min(exp(policy_logp - engine_logp), cap)`` for tokens an engine other than the policy
+        sampled (vLLM); None when no correction applies (the HF engine, or tokens without engine logprobs)."""
+        if self.engine_is_policy() or any(t.engine_logprobs is None for t in group):
+            return None
+        t_max = student.shape[1]
+        tokens = torch.tensor(
+            [t.student_ids[-t.length :] + [0] * (t_max - t.length) for t in group], device=self.device
+        )
+        engine = torch.tensor([list(t.engine_logprobs) + [0.0] * (t_max - t.length) for t in group], device=self.device)
+        logp, _ = token_logprobs(student.detach(), tokens, temperature=self.sampling.temperature or 1.0,
+                                 top_k=self.sampling.top_k, top_p=self.sampling.top_p)  # fmt: skip
+        return truncated_importance_weights(logp, engine, cap=self.hparams.importance_cap, mask=mask)
+
+    # ----------------------------------------------------------------------------------------------- loss
+    def turn_kl_loss(self, group: list[TurnTarget], n_tok: float) -> tuple[torch.Tensor, dict[str, float]]:
+        """A micro-batch's share of ``kl_coefficient * mean divergence`` over all ``n_tok`` target tokens of the
+        step, and its share of the logged (unscaled) divergence and control divergence."""
+        spec, temp, control = self.divergence, self.temperature(), self.hparams.control_hint
+        lengths = [t.length for t in group]
+        mask = self._mask(lengths)
+        with self.eval_mode():
+            with torch.no_grad():
+                teacher = self._turn_logits([t.teacher_ids for t in group], lengths, "teacher")
+                if control:
+                    wrong = [self.splicer.splice(t.student_ids[: -t.length], control) + t.student_ids[-t.length :]
+                             for t in group]  # fmt: skip
+                    ctrl = self._turn_logits(wrong, lengths, "teacher")
+            student = self._turn_logits([t.student_ids for t in group], lengths, "student")
+        div = token_divergence(student, teacher, spec, temp)
+        weights = self._importance(group, student, mask)
+        if weights is not None:
+            div = div * weights
+        loss = self.hparams.kl_coefficient * masked_mean(div, mask, n_tok)
+        out = {"distill/divergence": float(masked_mean(div.detach(), mask, n_tok))}
+        if control:
+            out["distill/control_divergence"] = float(
+                masked_mean(token_divergence(student.detach(), ctrl, spec, temp), mask, n_tok)
+            )
+        return loss, out
+
+    # ----------------------------------------------------------------------------------------- checkpoints
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_save_checkpoint(checkpoint)
+        if self._ema is not None:
+            checkpoint[EMA_KEY] = {k: v.detach().cpu().clone() for k, v in self._ema.items()}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_load_checkpoint(checkpoint)
+        if self.hparams.teacher == "ema":
+            if EMA_KEY not in checkpoint:
+                raise ValueError("teacher='ema' but the checkpoint holds no EMA weights (written with another teacher)")
+            self._ema = {k: v.to(self.device) for k, v in checkpoint[EMA_KEY].items()}

@@ -1,0 +1,74 @@
+"""What the six triage rewards share: the parsed answer, the ticket's gold data, ROUGE-L, and a per-sample record.
+
+Every component reads ``sample.completion`` (parsed once per text by ``submission``) and the context's gold
+``data`` (``propel.domains.triage.Ticket.grading_data``), and writes its value and details into
+``sample.info["triage"]`` so the sample table can show why a sample scored what it did.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from propel.domains.triage.parse import Submission, parse_submission
+from propel.rewards.base import Reward
+from propel.rollouts.record import Sample
+
+INFO_KEY = "triage"
+GOLD_KEYS = ("gold_resolution", "gold_ids", "article_ids", "escalate", "ticket")
+_WORDS = re.compile(r"[a-z0-9]+")
+
+
+@functools.lru_cache(maxsize=4096)
+def submission(text: str) -> Submission:
+    """The parsed answer of a completion (cached: six components read the same text; treat it as read-only)."""
+    return parse_submission(text)
+
+
+def words(text: str) -> list[str]:
+    """Lower-case alphanumeric words (what the n-gram and copy checks compare)."""
+    return _WORDS.findall(text.lower())
+
+
+@functools.lru_cache(maxsize=1)
+def _scorer():
+    try:
+        from rouge_score import rouge_scorer
+    except ModuleNotFoundError as e:  # a dependency of propel: only a broken install lands here
+        raise ModuleNotFoundError("the triage resolution reward needs rouge-score: pip install rouge-score") from e
+    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+
+
+def rouge_l(prediction: str, reference: str) -> float:
+    """ROUGE-L F-measure (``rouge-score``, Porter stemming) of ``prediction`` against ``reference``, in [0, 1]."""
+    if not prediction.strip() or not reference.strip():
+        return 0.0
+    return float(_scorer().score(reference, prediction)["rougeL"].fmeasure)
+
+
+class TriageReward(Reward):
+    """A triage component: ``score(submission, completion, gold) -> (value, details)`` per sample."""
+
+    name = "triage"
+
+    def score(self, answer: Submission, completion: str, gold: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        raise NotImplementedError
+
+    def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
+        values = []
+        for i, s in enumerate(samples):
+            gold = s.context.data if s.context is not None else {}
+            missing = [k for k in GOLD_KEYS if k not in gold]
+            if missing:
+                raise ValueError(
+                    f"{type(self).__name__} grades against the ticket's gold data; sample {i} lacks {missing} (use "
+                    "propel.domains.triage.TriageTickets contexts)"
+                )
+            value, details = self.score(submission(s.completion), s.completion, gold)
+            s.info.setdefault(INFO_KEY, {}).update({self.name: value, **details})
+            values.append(value)
+        return torch.tensor(values, dtype=torch.float32)

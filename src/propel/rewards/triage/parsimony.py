@@ -1,0 +1,44 @@
+"""Parsimony: full credit within a length budget tied to the ticket, less for every word beyond it; never more."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from propel.domains.triage.parse import Submission
+from propel.errors import ConfigError
+from propel.rewards.triage.base import TriageReward
+
+
+def parsimony(length: int, budget: float, tail: float) -> float:
+    """1 up to ``budget`` words, then falling linearly to 0 at ``budget * (1 + tail)``: monotone non-increasing in
+    ``length`` and bounded in [0, 1] (no second lobe for long answers: the seed's U-shaped bug is impossible)."""
+    if length <= budget:
+        return 1.0
+    return max(0.0, 1.0 - (length - budget) / (tail * budget))
+
+
+class Parsimony(TriageReward):
+    """Range [0, 1]: ``parsimony(words in the whole completion, budget, tail)`` with ``budget = max(min_words,
+    ratio * words in the ticket)``. The whole completion counts (filler before the JSON is still filler). A
+    function of length only: it never pays for short stubs either way (format and resolution do not pay them).
+
+    Args:
+        ratio: budget per word of the ticket (subject and body).
+        min_words: the smallest budget (room for the JSON fields on very short tickets).
+        tail: how far past the budget (as a fraction of it) the reward reaches 0.
+    """
+
+    def __init__(
+        self, name: str = "parsimony", weight: float = 1.0, ratio: float = 2.0, min_words: int = 40, tail: float = 1.0
+    ) -> None:
+        if ratio <= 0 or min_words < 1 or tail <= 0:
+            raise ConfigError(f"parsimony needs ratio > 0, min_words >= 1, tail > 0; got {ratio}, {min_words}, {tail}")
+        self.name, self.weight = name, weight
+        self.ratio, self.min_words, self.tail = ratio, min_words, tail
+
+    def budget(self, ticket: str) -> float:
+        return max(float(self.min_words), self.ratio * len(ticket.split()))
+
+    def score(self, answer: Submission, completion: str, gold: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        length, budget = len(completion.split()), self.budget(gold["ticket"])
+        return parsimony(length, budget, self.tail), {"words": length, "budget": budget}

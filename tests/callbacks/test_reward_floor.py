@@ -1,0 +1,104 @@
+"""RewardFloorCheck and RVPSelection's fit-start check: valid samples must out-score the invalid floor."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from lightning.pytorch import LightningModule, Trainer
+
+from propel.callbacks.reward_floor import RewardFloorCheck
+from propel.callbacks.rvp import RVPSelection
+from propel.errors import ConfigError
+from propel.lit_modules.state import RolloutState
+from propel.probes.gate import logit_quantiles
+from propel.rewards.combine import CombinedReward
+from propel.rewards.probe import ProbeReward
+from propel.rollouts.record import Sample
+
+
+class LowProbe:
+    """A probe whose logits on valid tasks all lie in [-4, -2): below the old fixed floor of -1."""
+
+    logit_quantiles = logit_quantiles(torch.linspace(-4.0, -2.0, 50))
+
+    def logits(self, texts):
+        return torch.tensor([-4.0 + (len(t) % 7) / 4 for t in texts])
+
+
+class Publisher(LightningModule):
+    """The smallest trainer that publishes scored rollouts: one step = 8 samples (2 invalid) + a tiny SGD step."""
+
+    def __init__(self, reward: ProbeReward):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+        self.reward = CombinedReward([reward])
+        self.rollout_state = None
+
+    def training_step(self, batch, batch_idx):
+        samples = [Sample("p", f"task {batch_idx} {'x' * i}", valid=i < 6) for i in range(8)]
+        self.rollout_state = RolloutState(step=self.global_step, samples=samples, rewards=self.reward(samples))
+        return (self.w**2).sum() + batch.sum() * 0
+
+    def train_dataloader(self):
+        return torch.utils.data.DataLoader(torch.zeros(16, 1), batch_size=1)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _fit(module, callbacks, max_steps=5) -> Trainer:
+    trainer = Trainer(
+        max_steps=max_steps,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=callbacks,
+    )
+    trainer.fit(module)
+    return trainer
+
+
+def test_check_fires_for_a_floor_set_too_high_and_not_for_the_default():
+    check = RewardFloorCheck(every_n_steps=2)
+    with pytest.warns(UserWarning, match="valid samples score below the invalid floor"):
+        _fit(Publisher(ProbeReward(LowProbe(), invalid_penalty=-1.0)), [check])
+    assert [step for step, _, _ in check.checks] == [0, 2, 4]  # the first step, then every 2
+    step, name, result = check.checks[0]
+    assert name == "probe" and not result.ok and result.floor == -1.0 and result.n_valid == 6
+    assert result.mean_valid < -1.0 and result.below == 1.0
+
+    default = RewardFloorCheck(every_n_steps=1)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*invalid floor.*")
+        _fit(Publisher(ProbeReward(LowProbe())), [default])
+    assert len(default.checks) == 5 and all(c.ok for _, _, c in default.checks)
+    assert default.checks[0][2].floor < -4.0
+
+
+def test_stop_ends_training_at_the_first_failed_check():
+    trainer = _fit(Publisher(ProbeReward(LowProbe(), invalid_penalty=-1.0)), [RewardFloorCheck(action="stop")])
+    assert trainer.global_step == 1
+
+
+def test_rvp_sample_is_checked_at_fit_start():
+    gens = [[f"ctx{c} task {'y' * g}" for g in range(4)] for c in range(3)]
+    valid = [[g < 3 for g in range(4)] for _ in range(3)]
+    high = RVPSelection(gens, reward_fn=ProbeReward(LowProbe(), invalid_penalty=-1.0), valid=valid)
+    with pytest.warns(UserWarning, match="RVP sample at fit start: valid samples score below"):
+        _fit(Publisher(ProbeReward(LowProbe())), [high], max_steps=1)
+    assert not high.floor_check.ok and high.floor_check.n_valid == 9
+    ok = RVPSelection(gens, reward_fn=ProbeReward(LowProbe()), valid=valid, floor_action="stop")
+    trainer = _fit(Publisher(ProbeReward(LowProbe())), [ok], max_steps=2)
+    assert ok.floor_check.ok and trainer.global_step == 2
+
+
+def test_bad_settings():
+    with pytest.raises(ConfigError, match="action"):
+        RewardFloorCheck(action="explode")
+    with pytest.raises(ConfigError, match="every_n_steps"):
+        RewardFloorCheck(every_n_steps=0)
+    with pytest.raises(ConfigError, match="no reward component named"):
+        _fit(Publisher(ProbeReward(LowProbe())), [RewardFloorCheck(components=["nope"])], max_steps=1)

@@ -1,0 +1,105 @@
+"""GRPO on IT triage (issue 17) end to end through the real ``propel`` CLI: ``configs/triage/grpo.yaml`` with its six
+rewards, run for two steps (a tiny random model; the bundled model under ``real_model``), leaves six reward series
+in the W&B log, a sample table with one column per component and the parse verdict, and the window table."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from propel.pipeline.lightning_cli import resolve_lightning
+from propel.wandb_offline import find_run_file, read_history
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "configs/triage/grpo.yaml"
+COMPONENTS = ("format", "resolution", "grounding", "calibration", "parsimony", "repetition")
+
+
+def test_triage_config_resolves_with_six_weighted_rewards():
+    cfg = resolve_lightning("fit", yaml.safe_load(CONFIG.read_text()))
+    rewards = cfg["model"]["init_args"]["rewards"]
+    assert [r["class_path"].rsplit(".", 1)[1] for r in rewards] == [
+        "TriageFormat",
+        "TriageResolution",
+        "CitationGrounding",
+        "TriageCalibration",
+        "Parsimony",
+        "RepetitionPenalty",
+    ]
+    assert all(r["init_args"]["weight"] == 1.0 for r in rewards)
+    assert cfg["model"]["init_args"]["model"] == "smollm2-135m-instruct"
+    assert cfg["data"]["init_args"]["tasks"]["class_path"] == "propel.domains.triage.TriageTickets"
+
+
+@pytest.fixture
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _run(tmp_path: Path, model: str, max_new_tokens: int) -> list[dict]:
+    import wandb
+
+    from propel.cli import main
+
+    cfg = yaml.safe_load(CONFIG.read_text())
+    trainer = cfg["trainer"]
+    trainer.update(max_steps=2, accelerator="cpu", enable_progress_bar=False, enable_model_summary=False)
+    trainer["logger"] = {
+        "class_path": "propel.loggers.PropelWandbLogger",
+        "init_args": {"save_dir": str(tmp_path / "runs"), "offline": True, "id": "triage-test"},
+    }
+    callbacks = [c for c in trainer["callbacks"] if "ModelCheckpoint" not in c["class_path"]]
+    for c in callbacks:
+        if c["class_path"].endswith("SampleTable"):
+            c["init_args"]["every_n_steps"] = 1
+        if c["class_path"].endswith("RewardCurves"):
+            c["init_args"]["dirpath"] = str(tmp_path / "curves")
+    trainer["callbacks"] = callbacks
+    trainer["enable_checkpointing"] = False
+    init = cfg["model"]["init_args"]
+    init.update(model=model, group_size=2, max_new_tokens=max_new_tokens, micro_batch_size=2)
+    init["lora"] = {"r": 4, "alpha": 8}
+    cfg["data"]["init_args"]["contexts_per_step"] = 1
+    path = tmp_path / "triage.yaml"
+    path.write_text(json.dumps(cfg))
+    main(["fit", "-c", str(path)])
+    wandb.finish()
+    deadline = time.monotonic() + 60  # the W&B service writes the run file asynchronously, even after finish
+    while True:
+        history = read_history(find_run_file(tmp_path / "runs").parent)
+        if sum("train/reward/repetition/mean" in row for row in history) >= 2 or time.monotonic() > deadline:
+            return history
+        time.sleep(0.5)
+
+
+def _check(tmp_path: Path, history: list[dict]) -> None:
+    for name in COMPONENTS:
+        series = [row[f"train/reward/{name}/mean"] for row in history if f"train/reward/{name}/mean" in row]
+        assert len(series) == 2 and all(0.0 <= v <= 1.0 for v in series), (name, series)
+    table_files = list((tmp_path / "runs").glob("**/media/table/samples_*.table.json"))
+    assert table_files
+    table = json.loads(table_files[0].read_text())
+    assert table["columns"][6:12] == list(COMPONENTS) and "triage.reason" in table["columns"]
+    reasons = [row[table["columns"].index("triage.reason")] for row in table["data"]]
+    assert all(r in ("ok", "no_submission", "multiple_submissions") or r.startswith("invalid") for r in reasons)
+    windows = json.loads((tmp_path / "curves" / "reward_windows.json").read_text())
+    assert {r["component"] for r in windows["rows"]} == {"total", *COMPONENTS}
+    assert (tmp_path / "curves" / "reward_windows.md").read_text().startswith("| component |")
+    assert (tmp_path / "curves" / "reward_components.png").stat().st_size > 1000
+
+
+def test_triage_config_runs_two_steps_with_a_tiny_model(tmp_path, tiny_model_dir, one_thread):
+    _check(tmp_path, _run(tmp_path, str(tiny_model_dir), max_new_tokens=16))
+
+
+@pytest.mark.real_model
+def test_triage_config_runs_two_steps_with_the_bundled_model(tmp_path, bundled_dir, one_thread):
+    _check(tmp_path, _run(tmp_path, str(bundled_dir), max_new_tokens=64))
