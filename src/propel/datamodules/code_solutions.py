@@ -9,13 +9,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
-from propel.datamodules.stream import ContextStreamDataModule
+from propel.datamodules.contexts import SingleTurnDataModule
 from propel.domains.humaneval.solution import solution_source
-from propel.engines.base import Engine, SamplingSpec
 from propel.rollouts.environment import Environment
 from propel.rollouts.record import Sample
-from propel.rollouts.single_turn import scored_rollout
-from propel.rollouts.steps import ContextBatch, Rollout
 
 
 class CodeSolutionEnv(Environment):
@@ -38,7 +35,7 @@ class CodeSolutionEnv(Environment):
                 s.valid, s.info["reason"] = False, f"syntax error: {e}"
 
 
-class CodeSolutionDataModule(ContextStreamDataModule):
+class CodeSolutionDataModule(SingleTurnDataModule):
     """Coding-task contexts for single-turn GRPO (``tasks``: e.g. ``propel.domains.humaneval.HumanEvalTasks``).
 
     Args:
@@ -49,16 +46,4 @@ class CodeSolutionDataModule(ContextStreamDataModule):
     """
 
     def __init__(self, tasks, contexts_per_step: int = 2, seed: int = 0) -> None:
-        super().__init__(tasks, contexts_per_step, seed)
-        self._environment = CodeSolutionEnv()
-
-    @property
-    def environment(self) -> Environment:
-        return self._environment
-
-    @property
-    def stop(self) -> tuple[str, ...]:
-        return ()
-
-    def rollout(self, engine: Engine, batch: ContextBatch, sampling: SamplingSpec) -> Rollout:
-        return scored_rollout(self._environment, engine, batch.contexts, sampling)
+        super().__init__(tasks, CodeSolutionEnv(), contexts_per_step, seed)

@@ -1,7 +1,8 @@
 """Single-turn RL data: generator contexts from a domain, one completion per sample, scored in one batch.
 
-The stream (resumable, seeded per batch) is ``ContextStreamDataModule``'s; this adds the ``GeneratorEnv`` that
-scores the completions and the single-turn rollout.
+The stream (resumable, seeded per batch) is ``ContextStreamDataModule``'s; ``SingleTurnDataModule`` adds the
+single-turn rollout scored by one environment (shared by the generator contexts here, coding tasks and triage
+tickets), and ``ContextDataModule`` the ``GeneratorEnv`` over a domain.
 """
 
 from __future__ import annotations
@@ -15,7 +16,35 @@ from propel.rollouts.steps import ContextBatch, Rollout
 from propel.sandbox.base import Sandbox
 
 
-class ContextDataModule(ContextStreamDataModule):
+class SingleTurnDataModule(ContextStreamDataModule):
+    """A context stream whose rollout is ``sampling.n`` completions per context, scored by one environment in one
+    batch; a subclass names the environment.
+
+    Args:
+        tasks: the context source (``contexts(n, seed)``, deterministic in the seed).
+        environment: what scores the completions (its ``stop`` strings end each completion).
+        contexts_per_step: contexts per step (each gets ``group_size`` completions).
+        seed: stream seed.
+    """
+
+    def __init__(self, tasks, environment: Environment, contexts_per_step: int = 4, seed: int = 0) -> None:
+        super().__init__(tasks, contexts_per_step, seed)
+        self._environment = environment
+
+    @property
+    def environment(self) -> Environment:
+        return self._environment
+
+    @property
+    def stop(self) -> tuple[str, ...]:
+        return tuple(self._environment.stop)
+
+    def rollout(self, engine: Engine, batch: ContextBatch, sampling: SamplingSpec) -> Rollout:
+        """``sampling.n`` completions per context, then the environment's verdict on all of them in one batch."""
+        return scored_rollout(self._environment, engine, batch.contexts, sampling)
+
+
+class ContextDataModule(SingleTurnDataModule):
     """Generator contexts for GRPO, one batch per optimizer step, scored by a ``GeneratorEnv`` over the domain.
 
     A ``propel.rollouts.RolloutSource``. The environment's sandbox is started when fitting starts and stopped when
@@ -36,17 +65,8 @@ class ContextDataModule(ContextStreamDataModule):
     ) -> None:
         if not isinstance(domain, Domain):
             raise TypeError(f"data.domain must be a propel.domains.base.Domain, got {type(domain).__name__}")
-        super().__init__(domain, contexts_per_step, seed)
+        super().__init__(domain, GeneratorEnv(domain, sandbox), contexts_per_step, seed)
         self.domain = domain
-        self._environment = GeneratorEnv(domain, sandbox)
-
-    @property
-    def environment(self) -> Environment:
-        return self._environment
-
-    @property
-    def stop(self) -> tuple[str, ...]:
-        return tuple(self._environment.stop)
 
     def setup(self, stage: str) -> None:
         if stage == "fit":
@@ -60,7 +80,3 @@ class ContextDataModule(ContextStreamDataModule):
     def teardown(self, stage: str) -> None:
         if stage == "fit":
             self._environment.close()
-
-    def rollout(self, engine: Engine, batch: ContextBatch, sampling: SamplingSpec) -> Rollout:
-        """``sampling.n`` completions per context, then the environment's verdict on all of them in one batch."""
-        return scored_rollout(self._environment, engine, batch.contexts, sampling)

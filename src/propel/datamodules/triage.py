@@ -9,14 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from propel.datamodules.stream import ContextStreamDataModule
+from propel.datamodules.contexts import SingleTurnDataModule
 from propel.domains.base import Task
 from propel.domains.triage.parse import parse_submission
-from propel.engines.base import Engine, SamplingSpec
 from propel.rollouts.environment import Environment
 from propel.rollouts.record import Sample
-from propel.rollouts.single_turn import scored_rollout
-from propel.rollouts.steps import ContextBatch, Rollout
 
 
 class TriageEnv(Environment):
@@ -37,7 +34,7 @@ class TriageEnv(Environment):
             s.info.setdefault("triage", {})["reason"] = answer.reason
 
 
-class TriageDataModule(ContextStreamDataModule):
+class TriageDataModule(SingleTurnDataModule):
     """Ticket contexts for single-turn GRPO (``tasks``: ``propel.domains.triage.TriageTickets``).
 
     Args:
@@ -48,16 +45,4 @@ class TriageDataModule(ContextStreamDataModule):
     """
 
     def __init__(self, tasks, contexts_per_step: int = 2, seed: int = 0) -> None:
-        super().__init__(tasks, contexts_per_step, seed)
-        self._environment = TriageEnv()
-
-    @property
-    def environment(self) -> Environment:
-        return self._environment
-
-    @property
-    def stop(self) -> tuple[str, ...]:
-        return ()
-
-    def rollout(self, engine: Engine, batch: ContextBatch, sampling: SamplingSpec) -> Rollout:
-        return scored_rollout(self._environment, engine, batch.contexts, sampling)
+        super().__init__(tasks, TriageEnv(), contexts_per_step, seed)

@@ -176,21 +176,16 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
 
     # ------------------------------------------------------------------------------------------------ drift
     def _drift_rows(self, samples, targets: list[TurnTarget]) -> list[Row]:
-        """The turns this step's drift is measured on (``drift_set``)."""
+        """The turns this step's drift is measured on (``drift_set``): the targeted episodes' turns that were not
+        targeted, or the held-out set, fixed at the first step from the episodes that got no target."""
         if self.hparams.drift_set == "held_out" and not self._held_out:
             hit = {t.episode for t in targets}
-            rows = []
-            for episode, sample in enumerate(samples):
-                if episode in hit or sample.infra_error is not None:
-                    continue
-                for k in range(sum(t.trainable for t in sample.all_turns)):
-                    prefix, ids = turn_context(sample, k, episode)
-                    if ids and len(rows) < self.hparams.drift_rows:
-                        rows.append((prefix + ids, len(ids)))
-            self._held_out = rows
+            untargeted = [i for i, s in enumerate(samples) if i not in hit and s.infra_error is None]
+            self._held_out = self._turn_rows(samples, untargeted)
         if self.hparams.drift_set == "held_out" and self._held_out:
             return self._held_out
-        return self._non_target_rows(samples, targets)
+        targeted = sorted({t.episode for t in targets})
+        return self._turn_rows(samples, targeted, skip={(t.episode, t.turn) for t in targets})
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         super().on_save_checkpoint(checkpoint)
@@ -200,14 +195,13 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         super().on_load_checkpoint(checkpoint)
         self._held_out = [(list(ids), int(n)) for ids, n in checkpoint.get("distill_held_out", [])]
 
-    def _non_target_rows(self, samples, targets: list[TurnTarget]) -> list[Row]:
-        """Up to ``drift_rows`` assistant turns of the targeted episodes that are not themselves targeted, as
+    def _turn_rows(self, samples, episodes: list[int], skip: frozenset | set = frozenset()) -> list[Row]:
+        """Up to ``drift_rows`` assistant turns of ``episodes`` (``(episode, turn)`` pairs in ``skip`` left out), as
         (ids ending with the turn, the turn's length)."""
-        hit = {(t.episode, t.turn) for t in targets}
         rows = []
-        for episode in sorted({t.episode for t in targets}):
+        for episode in episodes:
             for k in range(sum(t.trainable for t in samples[episode].all_turns)):
-                if (episode, k) in hit or len(rows) == self.hparams.drift_rows:
+                if (episode, k) in skip or len(rows) == self.hparams.drift_rows:
                     continue
                 prefix, ids = turn_context(samples[episode], k, episode)
                 if ids:

@@ -92,8 +92,7 @@ class GRPOTurnKLModule(TurnKLTerm, GRPOModule):
 
     @staticmethod
     def _turn_logprobs(sample, target: TurnTarget) -> list[float] | None:
-        turns = [t for seg in [*sample.segments, sample] for t in seg.turns if t.trainable]
-        logprobs = turns[target.turn].logprobs
+        logprobs = [t for t in sample.all_turns if t.trainable][target.turn].logprobs
         return None if logprobs is None or len(logprobs) != target.length else list(logprobs)
 
     def optimization_step(self, n_rows: int, micro_loss):

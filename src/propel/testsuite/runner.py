@@ -168,26 +168,33 @@ def _signal_name(code: int | None) -> str:
         return f"status {code}"
 
 
-def _suite_run(r: dict) -> SuiteRun:
+def runner_verdict(r: dict) -> tuple[str | None, str, dict, str]:
+    """Read one suite's record from an in-sandbox runner: ``(status, reason, common, report)``. ``status`` is
+    None when the suite ran to a JUnit report (``report``, for the caller to parse), else why it did not
+    (``timeout``, ``killed``, ``pytest_exit``, ``no_report``); ``common`` holds exit code, output tail and wall time."""
     code, tail, wall = r.get("exit_code"), r.get("output_tail") or "", float(r.get("wall_s") or 0.0)
     common = {"exit_code": code, "output_tail": tail, "wall_s": wall}
     if r.get("timed_out"):
-        return SuiteRun("timeout", "the test run exceeded its time limit", **common)
+        return "timeout", "the test run exceeded its time limit", common, ""
     if code is None or code < 0:
-        return SuiteRun(
-            "killed", f"the test process was killed by {_signal_name(code)} (memory, CPU, output)", **common
-        )
+        return "killed", f"the test process was killed by {_signal_name(code)} (memory, CPU, output)", common, ""
     if code not in (0, 1):
         meaning = EXIT_MEANING.get(code, "the process exited early (not pytest's own exit code)")
-        return SuiteRun("pytest_exit", f"exit code {code}: {meaning}", **common)
+        return "pytest_exit", f"exit code {code}: {meaning}", common, ""
     try:
         report = base64.b64decode(r.get("report_b64") or "", validate=True).decode("utf-8", "replace")
     except (ValueError, TypeError):
         report = ""
     if not report:
-        return SuiteRun(
-            "no_report", f"exit code {code} but no JUnit report: the suite did not run to its end", **common
-        )
+        return "no_report", f"exit code {code} but no JUnit report: the suite did not run to its end", common, ""
+    return None, "", common, report
+
+
+def _suite_run(r: dict) -> SuiteRun:
+    status, reason, common, report = runner_verdict(r)
+    if status is not None:
+        return SuiteRun(status, reason, **common)
+    code = common["exit_code"]
     try:
         tests = parse_junit(report)
     except ReportError as e:

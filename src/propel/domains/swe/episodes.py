@@ -45,6 +45,16 @@ def _collect(profile: RepoProfile, files: Mapping[str, bytes]) -> list[str]:
     return sorted({*(p for p in files if profile.is_source_path(p)), *profile.source_globs})
 
 
+def _context(context_id: str, profile: RepoProfile, text: str, files: Mapping[str, bytes]) -> Context:
+    """An episode's context: the prompt as one user message, the workspace files, and what to collect at the end."""
+    return Context(
+        id=context_id,
+        prompt=Prompt(messages=[{"role": "user", "content": text}]),
+        group=profile.name,
+        data={"repo": profile.name, "files": files, "collect": _collect(profile, files)},
+    )
+
+
 def generator_context(profile: RepoProfile, root: str | os.PathLike, index: int = 0) -> Context:
     """A bug-injection episode on the clean checkout (``index`` tells contexts of the same repo apart)."""
     files = _workspace(profile, root, None)
@@ -55,12 +65,7 @@ def generator_context(profile: RepoProfile, root: str | os.PathLike, index: int 
         tests=", ".join(profile.test_paths),
         command=suite_command(profile),
     )
-    return Context(
-        id=f"swe-gen-{profile.key}-{index}",
-        prompt=Prompt(messages=[{"role": "user", "content": text}]),
-        group=profile.name,
-        data={"repo": profile.name, "files": files, "collect": _collect(profile, files)},
-    )
+    return _context(f"swe-gen-{profile.key}-{index}", profile, text, files)
 
 
 def solver_context(
@@ -82,12 +87,7 @@ def solver_context(
         tests=", ".join(profile.test_paths),
         command=suite_command(profile),
     )
-    return Context(
-        id=f"swe-fix-{profile.key}-{index}",
-        prompt=Prompt(messages=[{"role": "user", "content": text}]),
-        group=profile.name,
-        data={"repo": profile.name, "files": files, "collect": _collect(profile, files)},
-    )
+    return _context(f"swe-fix-{profile.key}-{index}", profile, text, files)
 
 
 def episode_diff(context: Context, collected: Mapping[str, str | None]) -> str:

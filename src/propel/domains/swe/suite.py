@@ -21,7 +21,7 @@ from propel.domains.swe.checkout import repo_files
 from propel.domains.swe.repos import RepoProfile
 from propel.sandbox.base import Job, Limits, Sandbox
 from propel.testsuite.junit import ReportError, parse_junit
-from propel.testsuite.runner import EXIT_MEANING, framed_records
+from propel.testsuite.runner import EXIT_MEANING, framed_records, runner_verdict
 from propel.testsuite.vendor import ZIP_NAME, testlib_zip
 
 Variant = Mapping[str, "bytes | str | None"]
@@ -155,23 +155,11 @@ def _unpack(stdout: str, token: str, n: int) -> list[SuiteResult] | None:
 
 
 def _result(r: dict) -> SuiteResult:
-    code, tail, wall = r.get("exit_code"), r.get("output_tail") or "", float(r.get("wall_s") or 0.0)
-    common = {"exit_code": code, "output_tail": tail, "wall_s": wall}
-    if r.get("timed_out"):
-        return SuiteResult("timeout", "the suite exceeded its time limit", **common)
-    if code is None or code < 0:
-        return SuiteResult("killed", f"the test process was killed (status {code}: memory, CPU, output)", **common)
-    if code not in (0, 1):
-        meaning = EXIT_MEANING.get(code, "the process exited early (not pytest's own exit code)")
-        return SuiteResult("pytest_exit", f"exit code {code}: {meaning}", **common)
-    try:
-        report = base64.b64decode(r.get("report_b64") or "", validate=True).decode("utf-8", "replace")
-    except (ValueError, TypeError):
-        report = ""
-    if not report:
-        return SuiteResult("no_report", f"exit code {code} but no JUnit report", **common)
+    status, reason, common, report = runner_verdict(r)
+    if status is not None:
+        return SuiteResult(status, reason, **common)
     try:
         tests = junit_ids(report)
     except ReportError as e:
         return SuiteResult("bad_report", str(e), **common)
-    return SuiteResult("ran", EXIT_MEANING[code], tests=tests, **common)
+    return SuiteResult("ran", EXIT_MEANING[common["exit_code"]], tests=tests, **common)
