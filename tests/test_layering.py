@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "propel"
 # ``__init__`` is the root package module: metadata only, importable from anywhere, importing nothing of propel.
 # docs/architecture.md draws the same table.
 FLOORS: list[set[str]] = [
-    {"__init__", "errors", "paths"},
+    {"__init__", "errors", "paths", "fleet", "durable"},  # fleet: routing and cool-down over servers or hosts
     {"losses", "metrics", "sandbox", "models", "wandb_offline", "loggers"},
     {"engines", "testsuite"},  # testsuite: pytest suites run in the sandbox, hack detectors
     {"domains"},

@@ -10,7 +10,6 @@ what was written is kept, and rerunning the same command resumes.
 from __future__ import annotations
 
 import difflib
-import os
 import signal
 import sys
 import threading
@@ -66,11 +65,13 @@ def _on_sigterm(signum, frame) -> None:
         raise Terminated()
 
 
-def _check_config_files(argv: list[str]) -> None:
+def _check_config_files(argv: list[str]) -> list[dict]:
     """Every ``-c``/``--config`` file exists and is a YAML mapping (a one-line ``ConfigError`` otherwise), before
-    any heavy import. Inline YAML strings (text with a newline or ``: ``) are left to the parser."""
+    any heavy import; their contents in order. Inline YAML strings (text with a newline or ``: ``) are left to the
+    parser."""
     import yaml
 
+    loaded = []
     for i, arg in enumerate(argv):
         if arg in ("-c", "--config") and i + 1 < len(argv):
             value = argv[i + 1]
@@ -91,34 +92,27 @@ def _check_config_files(argv: list[str]) -> None:
             raise ConfigError(f"config file {value}: not valid YAML{where}: {getattr(err, 'problem', err)}") from None
         if data is not None and not isinstance(data, dict):
             raise ConfigError(f"config file {value}: expected a mapping of keys, got {type(data).__name__}")
+        loaded.append(data or {})
+    return loaded
 
 
-def quiet_dependencies() -> None:
-    """Silence what a user cannot act on: dependencies' deprecation warnings, Lightning's "Tip" adverts and
-    hardware banners, per-load progress bars of transformers and the hub. propel's own warnings, progress bars and
-    the ``wandb sync`` hint stay."""
-    import logging
-    import warnings
+def _check_keys(argv: list[str], files: list[dict]) -> None:
+    """Refuse a misspelled trainer key or init argument under ``model``/``data`` from the classes' source, before
+    the heavy imports (``propel.pipeline.static_keys``); what the source does not settle is left to the full
+    parser."""
+    from propel.pipeline.static_keys import check_keys, merged_config
 
-    for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
-        warnings.filterwarnings("ignore", category=category)
-        warnings.filterwarnings("default", category=category, module=r"propel(\.|$)")
-    warnings.filterwarnings("ignore", message=r".*LightningCLI's args parameter is intended")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("WANDB_SILENT", "true")
-
-    class _NoAdverts(logging.Filter):
-        def filter(self, record: logging.LogRecord) -> bool:
-            text = record.getMessage()
-            return not ("Tip:" in text or "available:" in text and ("GPU" in text or "TPU" in text or "HPU" in text))
-
-    for name in ("lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero"):
-        logging.getLogger(name).addFilter(_NoAdverts())
+    overrides = []
+    for i, arg in enumerate(argv):
+        if arg.startswith(("--model.", "--data.", "--trainer.")):
+            key, eq, value = arg[2:].partition("=")
+            overrides.append((key, value if eq else (argv[i + 1] if i + 1 < len(argv) else "")))
+    check_keys(merged_config(files, overrides))
 
 
 def _run(argv: list[str]) -> None:
+    from propel.pipeline.quiet import quiet_dependencies
+
     command = argv[0]
     quiet_dependencies()
     if command == "pipeline":
@@ -127,7 +121,9 @@ def _run(argv: list[str]) -> None:
         pipeline_main(argv[1:])
         return
     if "-h" not in argv and "--help" not in argv:
-        _check_config_files(argv[1:])
+        files = _check_config_files(argv[1:])
+        if command != "probe":
+            _check_keys(argv[1:], files)
     if command == "probe":
         from propel.pipeline.probe_job import main as probe_main
 

@@ -178,7 +178,12 @@ def test_adversarial_pool_joins_positives_and_false_positives(tmp_path):
     mined = [_row("mined-1-0", 0, probe_logit=2.0, step=1), _row("mined-1-1", 1, probe_logit=1.0, step=1)]
     write_part(tmp_path / "mined", mined, MINED_SCHEMA)
     counts = adversarial_pool(tmp_path / "orig", tmp_path / "mined", tmp_path / "aux")
-    assert counts == {"positives": 2, "false_positives": 1, "rows": 3}
+    assert {k: counts[k] for k in ("positives", "false_positives", "topic_negatives", "rows")} == {
+        "positives": 2,
+        "false_positives": 1,
+        "topic_negatives": 0,
+        "rows": 3,
+    }
     pool = read_pool(tmp_path / "aux")
     assert dict(zip(pool["id"], pool["label"], strict=True)) == {"p1": 1, "p2": 1, "mined-1-0": 0}
     with pytest.raises(FileExistsError):

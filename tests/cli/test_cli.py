@@ -162,7 +162,7 @@ def test_quiet_dependencies_drops_adverts_and_dependency_deprecations_only():
     import logging
     import warnings
 
-    from propel.cli import quiet_dependencies
+    from propel.pipeline.quiet import quiet_dependencies
 
     with warnings.catch_warnings(record=True) as seen:
         quiet_dependencies()
@@ -174,3 +174,19 @@ def test_quiet_dependencies_drops_adverts_and_dependency_deprecations_only():
     assert not logger.filter(record("💡 Tip: For seamless cloud uploads, try installing litmodels"))
     assert not logger.filter(record("GPU available: False, used: False"))
     assert logger.filter(record("W&B ran offline; to upload this run: wandb sync runs/wandb/offline-run-1"))
+    quiet_dependencies()
+    assert sum(type(f).__name__ == "_NoAdverts" for f in logger.filters) == 1  # idempotent
+
+
+def test_building_propel_cli_directly_silences_adverts():
+    """Benchmarks and notebooks build ``PropelCLI`` without the ``propel`` command: the adverts stay silent."""
+    code = (
+        "import logging\nfrom propel.pipeline.lightning_cli import PropelCLI\n"
+        "PropelCLI(args=['-c', 'configs/grpo/base.yaml', '-c', 'configs/math/grpo.yaml'], run=False)\n"
+        "logger = logging.getLogger('lightning.pytorch.utilities.rank_zero')\n"
+        "rec = logging.LogRecord(logger.name, logging.INFO, '', 0, '💡 Tip: try litmodels', None, None)\n"
+        "assert not logger.filter(rec)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Tip" not in out.stdout + out.stderr

@@ -162,7 +162,15 @@ def test_fit_writes_checkpoints_metrics_tables_and_adapters(cli_run):
     data = json.loads(table_files[0].read_text())
     assert data["columns"][:6] == ["step", "prompt_tail", "completion", "valid", "topic", "reward"]
     assert data["columns"][6] == "probe" and len(data["data"]) == 4
-    assert (tmp / "adapters" / "step-2" / "adapter_config.json").exists()
+    # the step-2 adapter folder holds the checkpoint's LoRA weights, under peft's config with the run's rank
+    from safetensors.torch import load_file
+
+    adapter = tmp / "adapters" / "step-2"
+    assert json.loads((adapter / "adapter_config.json").read_text())["r"] == 4
+    saved = load_file(adapter / "adapter_model.safetensors")
+    ckpt_sums = sorted(float(v.double().sum()) for v in ckpt["state_dict"].values())
+    assert len(saved) == len(ckpt_sums) > 0
+    assert sorted(float(v.double().sum()) for v in saved.values()) == pytest.approx(ckpt_sums)
 
 
 def test_resume_from_last_through_the_cli(cli_run, tiny_model_dir):
@@ -221,7 +229,13 @@ def test_propel_test_base_vs_trained(cli_run, tiny_model_dir):
     trained = json.loads((tmp / "eval_trained" / "summary.json").read_text())
     assert base["tasks"] == trained["tasks"] == 2 and base["adapter"] is None and trained["adapter"]
     table = compare_dirs(tmp / "eval_base", tmp / "eval_trained", tmp / "compare")
-    assert table.startswith("| metric | base | trained |") and (tmp / "compare" / "solve_counts.png").exists()
+    assert table.startswith("| metric | base | trained |")
+    hist = f"| solve_count_hist | {base['solve_count_hist']} | {trained['solve_count_hist']} |"
+    assert hist in table and (tmp / "compare" / "compare.md").read_text() == table
+    from PIL import Image
+
+    with Image.open(tmp / "compare" / "solve_counts.png") as image:  # a rendered figure, not an empty file
+        assert image.format == "PNG" and min(image.size) > 200 and len(set(image.convert("L").getdata())) > 2
 
 
 def test_resume_names_config_values_the_checkpoint_replaces(cli_run, tiny_model_dir):

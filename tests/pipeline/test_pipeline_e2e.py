@@ -1,8 +1,8 @@
 """End to end: ``propel pipeline`` at toy scale (tiny model) writes every stage's files and the report.
 
-The tiny random model writes no valid task, so the pool is seeded with hand-written labeled tasks under the
-context ids the label stage would use: the label stage then resumes with nothing left to do, exactly as after a
-finished or killed real run, and every later stage runs for real on the tiny model.
+The tiny random model writes no valid task, so the pool is seeded with hand-written labeled tasks (both classes,
+for the probe) under 24 of the 28 context ids the label stage uses: the label stage resumes as after a killed run
+and generates, checks and writes the 4 missing tasks for real; every later stage runs for real on the tiny model.
 """
 
 from __future__ import annotations
@@ -25,9 +25,13 @@ PROBLEMS = [
 ]
 
 
+SEEDED, N_TASKS = 24, 28
+"""Context ids seeded with labeled tasks; the label stage generates the rest of its ``N_TASKS``."""
+
+
 def _seed_pool(pool_dir, domain: MathExpressionDomain, n_tasks: int, seed: int) -> None:
     rows = []
-    for i, ctx in enumerate(domain.contexts(n_tasks, seed)):
+    for i, ctx in enumerate(domain.contexts(n_tasks, seed)[:SEEDED]):
         problem, expression = PROBLEMS[i % 2]
         completion = f" {problem.format(a=i + 2, b=3)}\nExpression: {expression.format(a=i + 2, b=3)}"
         task = domain.parse(completion)
@@ -63,7 +67,7 @@ def toy_config(tmp_path, tiny_model_dir, monkeypatch):
     overrides = [
         f"workdir={workdir}",
         f"model={tiny_model_dir}",
-        "label.data.init_args.n_tasks=24",
+        f"label.data.init_args.n_tasks={N_TASKS}",
         "label.model.init_args.solver.n_trials=4",
         "label.model.init_args.solver.band=[1,2]",
         "label.model.init_args.solver.max_new_tokens=8",
@@ -87,7 +91,7 @@ def toy_config(tmp_path, tiny_model_dir, monkeypatch):
     ]
     cfg = load_pipeline_config(None, overrides)
     domain = MathExpressionDomain(**cfg.domain.get("init_args", {}))
-    _seed_pool(workdir / "label" / "pool", domain, 24, cfg.seed)
+    _seed_pool(workdir / "label" / "pool", domain, N_TASKS, cfg.seed)
     return cfg
 
 
@@ -98,8 +102,15 @@ def test_pipeline_runs_every_stage_and_writes_the_report(toy_config):
     assert set(summaries) == {"label", "probe", "grpo", "evaluate"}
     for stage in ("label", "probe", "grpo", "evaluate"):
         assert (root / stage / "summary.json").exists()
-    # label: the seeded pool was complete, so nothing new was generated and the summary reflects it
-    assert summaries["label"]["tasks"] == 24 and summaries["label"]["positives"] == 12
+    # label: the seeded rows were kept and the missing contexts were generated and checked by the stage itself
+    from propel.pools.io import read_pool
+
+    pool = read_pool(root / "label" / "pool")
+    assert summaries["label"]["tasks"] == N_TASKS == len(pool) == pool["id"].nunique()
+    seeded = pd.read_parquet(root / "label" / "pool" / "part-0-r0-seed.parquet")["id"]
+    generated = pool[~pool["id"].isin(seeded)]
+    assert len(generated) == N_TASKS - SEEDED and summaries["label"]["positives"] >= SEEDED // 2
+    assert all(reason for reason in generated["reason"]) and not generated["valid"].any()  # the tiny model's junk
     # probe: cache, sweep table, heatmap, reliability diagram, loadable artifact
     from propel.probes import ProbeArtifact
 
@@ -129,6 +140,11 @@ def test_pipeline_runs_every_stage_and_writes_the_report(toy_config):
     assert "sweep/sweep_heatmap.png" not in report  # alt texts describe the image, not a path
     assert "| valid_rate |" in report and "| base | trained |" in report
     assert (root / "report" / "solve_counts.png").exists() and (root / "report" / "grpo_curves.png").exists()
+    # the signal cost of the trained policy: labeling's trials offline (n_trials per valid task), none online
+    cost = summaries["grpo"]["signal_cost"]
+    assert cost["solver_trials_offline"] == 4 * summaries["label"]["valid"] and cost["solver_trials_online"] == 0
+    assert cost["signal_seconds_per_task"] > 0
+    assert f"| trained | {cost['signal_seconds_per_task']:.3g} | 0 | {cost['solver_trials_offline']} |" in report
 
 
 def test_rerun_skips_finished_stages(toy_config, capsys):

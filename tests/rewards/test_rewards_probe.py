@@ -127,6 +127,9 @@ def test_combined_reward_weights_and_logs_each_component(probes):
         "reward/probe/std",
         "reward/short/mean",
         "reward/short/std",
+        "reward/probe/seconds",
+        "reward/short/seconds",
+        "reward/seconds_per_sample",
     }
     assert stats["reward/short/mean"] == pytest.approx(-sum(len(s.completion) for s in SAMPLES) / 40)
 

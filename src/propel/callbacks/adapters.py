@@ -11,9 +11,9 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 
+from propel.durable import fsync
 from propel.errors import ConfigError
 from propel.lit_modules.policy import LoRAPolicyModule
-from propel.pools.io import fsync
 
 
 def save_adapter(policy, tokenizer, directory: str | Path) -> Path:
@@ -39,7 +39,8 @@ class AdapterSaver(pl.Callback):
     The interval continues across a resume (the last step seen is in the checkpoint, and ``global_step`` at the start
     of fit is taken as seen), so a resumed run saves on the next multiple, not at its first step.
 
-    Reads a ``LoRAPolicyModule``'s ``policy`` (a peft model) and ``tokenizer``.
+    Reads a ``LoRAPolicyModule``'s ``policy`` (a peft model) and ``tokenizer``. Under DDP rank 0 alone writes (every
+    rank holds the same all-reduced adapter); a sharded strategy (FSDP) would need every rank to gather it first.
 
     Args:
         dirpath: parent folder of the ``step-<N>`` adapter folders.

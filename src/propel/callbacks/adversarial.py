@@ -6,9 +6,10 @@ probe's logit whatever the reward's gate: under ``soft_gate`` the reward holds a
 outside the utility band. During GRPO the policy drifts toward whatever the fixed probe over-rewards; every
 ``every_n_steps`` steps this callback sends the latest step's top-scored valid tasks to the solver (``n_trials``
 attempts each), writes them to a Parquet pool in the labeling schema (plus ``probe_logit`` and ``step``), and logs the
-false-positive rate. ``adversarial_pool`` then builds an auxiliary probe's training pool (the original positives + the
-mined false positives as negatives); train it with the probe stage and pass it as ``ProbeReward(constraint=...)``: the
-reward on valid tasks becomes ``min(main, auxiliary)``.
+false-positive rate. ``adversarial_pool`` (``propel.pools.auxiliary``) then builds an auxiliary probe's training pool
+(the original positives; the mined false positives and the collapsed topic's valid tasks as negatives); train it with
+the probe stage and pass it as ``ProbeReward(constraint=...)``: the reward on valid tasks becomes
+``min(main, auxiliary)``. ``propel.pipeline.coevolution`` runs the whole loop as pipeline stages.
 """
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ from lightning.pytorch.callbacks import Callback
 from propel.domains.trials import SolverSpec, solver_trials
 from propel.errors import ConfigError
 from propel.lit_modules.grpo import GRPOModule
-from propel.pools.io import read_pool, write_part
-from propel.pools.rows import from_record, pool_row
+from propel.pools.auxiliary import adversarial_pool
+from propel.pools.io import write_part
+from propel.pools.rows import pool_row
 from propel.pools.schema import MINED_SCHEMA
 from propel.rewards.probe import ProbeReward
 from propel.rollouts.environment import GeneratorEnv
+
+__all__ = ["AdversarialProbeMining", "adversarial_pool", "cuda_devices"]
 
 
 class AdversarialProbeMining(Callback):
@@ -224,25 +228,3 @@ def cuda_devices(device: torch.device) -> list[int]:
     if device.type != "cuda":
         return []
     return [device.index if device.index is not None else torch.cuda.current_device()]
-
-
-def adversarial_pool(
-    original: str | Path, mined: str | Path, output_dir: str | Path, keep_negatives: bool = False
-) -> dict[str, int]:
-    """Write the auxiliary probe's training pool: the original pool's valid positives (label 1) and the mined false
-    positives (label 0), plus the original valid negatives with ``keep_negatives``. Returns the class counts."""
-    orig, found = read_pool(original), read_pool(mined)
-    valid = orig[orig["valid"].astype(bool) & orig["label"].notna()]
-    positives = valid[valid["label"] == 1]
-    false_pos = found[found["label"] == 0] if len(found) else found
-    if not len(positives):
-        raise ValueError(f"{original}: no valid positive rows; the auxiliary probe needs the original positives")
-    if not len(false_pos):
-        raise ValueError(f"{mined}: no mined false positives; nothing for the auxiliary probe to learn")
-    parts = [positives, false_pos] + ([valid[valid["label"] == 0]] if keep_negatives else [])
-    rows = [from_record(r) for part in parts for r in part.to_dict("records")]
-    out = Path(output_dir)
-    if any(out.glob("part-*.parquet")):
-        raise FileExistsError(f"{out} already holds a pool; pick an empty folder")
-    write_part(out, rows)
-    return {"positives": len(positives), "false_positives": len(false_pos), "rows": len(rows)}

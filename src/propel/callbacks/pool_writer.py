@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 
 from propel.lit_modules.labeling import LabelingModule
@@ -35,12 +36,17 @@ class PoolWriter(BasePredictionWriter):
         self.rows_written += len(prediction)
 
     def on_predict_end(self, trainer, pl_module) -> None:
+        # every rank's parts are on disk before rank 0 reads the pool; the row count is all ranks'
+        trainer.strategy.barrier("PoolWriter.on_predict_end")
+        rows_written = int(
+            trainer.strategy.reduce(torch.tensor(float(self.rows_written), device=pl_module.device), reduce_op="sum")
+        )
         if trainer.global_rank != 0:
             return
         if not isinstance(pl_module, LabelingModule):
             raise TypeError(f"PoolWriter writes LabelingModule rows, got {type(pl_module).__name__}")
         summary = pool_summary(read_pool(self.output_dir), pl_module.n_trials)
-        summary.update({"rows_written_this_run": self.rows_written, **pl_module.throughput()})
+        summary.update({"rows_written_this_run": rows_written, **pl_module.throughput()})
         self.output_dir.mkdir(parents=True, exist_ok=True)
         (self.output_dir / "summary.json").write_text(json.dumps(summary, indent=1))
         print_summary_table(summary, f"labeling summary ({self.output_dir})")

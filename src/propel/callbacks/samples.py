@@ -15,7 +15,9 @@ class SampleTable(pl.Callback):
 
     The interval continues across a resume (no table right after it unless a multiple is crossed). Reads the
     module's ``rollout_state`` (a ``RolloutPublisher``, e.g. any ``LoRAPolicyModule``): its samples and
-    their ``RewardBreakdown``. One column per reward component follows ``reward``.
+    their ``RewardBreakdown``. One column per reward component follows ``reward``. Under a data-parallel strategy
+    the table holds rank 0's share of the batch (each rank keeps its own rollouts; the reward statistics on the
+    curves are the whole batch's).
 
     Args:
         every_n_steps: logging interval in optimizer steps.

@@ -11,6 +11,12 @@ their worker processes (or the server), which no checkpoint holds, and batch the
 a resumed vLLM run continues from the right batch index with the right adapter weights, but draws different
 completions than the uninterrupted run would have (same distribution, other samples). GPU kernels may also be
 nondeterministic unless ``torch.use_deterministic_algorithms`` is on.
+
+Data-parallel runs (``trainer.strategy: ddp``): ``contexts_per_step`` is the global batch. Every rank draws the same
+global batch from the same seed and rolls out its own contiguous slice (rank ``r`` of ``W`` takes contexts
+``r*k .. (r+1)*k - 1``, ``k = contexts_per_step / W``), so groups never straddle ranks and the split depends only on
+the batch index: a resumed run continues every rank's share exactly. Each rank samples with its own RNG; the
+checkpoint holds every rank's RNG states (gathered when it is written) and each rank restores its own.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+import torch.distributed as dist
 
 from propel.errors import ConfigError
 from propel.rollouts.steps import ContextBatch
@@ -42,7 +49,8 @@ class ContextStreamDataModule(pl.LightningDataModule):
 
     Args:
         tasks: the task source; its ``contexts(n, seed)`` must be deterministic in the seed (no global RNG).
-        contexts_per_step: contexts per step (each gets ``group_size`` rollouts).
+        contexts_per_step: contexts per step over all ranks (each gets ``group_size`` rollouts); under a
+            data-parallel strategy it must be a multiple of the world size, and each rank rolls out its share.
         seed: stream seed; batch ``i`` uses ``seed * 1_000_003 + i``.
     """
 
@@ -57,13 +65,30 @@ class ContextStreamDataModule(pl.LightningDataModule):
         self._pending_rng: torch.Tensor | None = None
         self._pending_cuda_rng: list[torch.Tensor] | None = None
 
+    def rank_share(self) -> tuple[int, int]:
+        """(this process's rank, ranks in all) under the attached trainer's strategy; (0, 1) without a trainer."""
+        trainer = self.trainer
+        if trainer is None:
+            return 0, 1
+        rank, world = trainer.global_rank, trainer.world_size
+        if self.contexts_per_step % world:
+            raise ConfigError(
+                f"data.init_args.contexts_per_step ({self.contexts_per_step}) must be a multiple of the number of "
+                f"processes ({world}: devices x nodes) so that every rank rolls out whole groups of the same count"
+            )
+        return rank, world
+
     def batch_at(self, index: int) -> ContextBatch:
+        """Batch ``index`` of the stream: this rank's contiguous share of the global ``contexts_per_step``."""
         contexts = self.tasks.contexts(self.contexts_per_step, self.seed * 1_000_003 + index)
         if len(contexts) != self.contexts_per_step:
             raise ValueError(f"contexts() returned {len(contexts)} contexts, expected {self.contexts_per_step}")
-        return ContextBatch(index=index, contexts=contexts)
+        rank, world = self.rank_share()
+        share = self.contexts_per_step // world
+        return ContextBatch(index=index, contexts=contexts[rank * share : (rank + 1) * share])
 
     def train_dataloader(self) -> _ContextStream:
+        self.rank_share()  # a batch that does not split over the ranks fails before the first rollout
         return _ContextStream(self)
 
     def on_before_rollout(self, batch: ContextBatch) -> None:
@@ -80,12 +105,30 @@ class ContextStreamDataModule(pl.LightningDataModule):
             self._pending_cuda_rng = None
 
     def state_dict(self) -> dict[str, Any]:
-        return {"next_index": self.next_index, "torch_rng": torch.get_rng_state(), "cuda_rng": get_cuda_rng()}
+        """The cursor and the RNG states: this rank's as ``torch_rng``/``cuda_rng``, and under a data-parallel
+        strategy every rank's as ``rank_rngs`` (gathered: Lightning builds the checkpoint on every rank and writes
+        rank 0's)."""
+        own = {"torch_rng": torch.get_rng_state(), "cuda_rng": get_cuda_rng()}
+        state = {"next_index": self.next_index, **own}
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            gathered: list[Any] = [None] * dist.get_world_size()
+            dist.all_gather_object(gathered, own)
+            state["rank_rngs"] = gathered
+        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.next_index = int(state_dict["next_index"])
-        self._pending_rng = state_dict.get("torch_rng")
-        self._pending_cuda_rng = state_dict.get("cuda_rng")
+        by_rank = state_dict.get("rank_rngs") or [state_dict]
+        rank, world = self.rank_share()
+        own = by_rank[rank] if len(by_rank) == world else by_rank[0]
+        if len(by_rank) != world:
+            warnings.warn(
+                f"the checkpoint was written by {len(by_rank)} process(es), this run has {world}: the stream continues "
+                "at the right batch, but the resumed run will not sample exactly what the uninterrupted one would have",
+                stacklevel=2,
+            )
+        self._pending_rng = own.get("torch_rng")
+        self._pending_cuda_rng = own.get("cuda_rng")
 
 
 def get_cuda_rng() -> list[torch.Tensor] | None:

@@ -3,6 +3,12 @@
 It skips context ids already in the pool folder, so a killed labeling or evaluation run resumes and redoes nothing,
 and before that checks the folder's settings manifest (``propel.pools.manifest``): a rerun with another model,
 adapter, solver, domain or seed stops with one line instead of mixing its rows with the old ones.
+
+Several processes (``trainer.strategy: ddp``, ``devices: N``): the full context list is cut into batches of
+``batch_size`` and batch ``b`` goes to rank ``b % N``; each rank then drops the ids already in the pool. The split
+depends on the context list alone, not on what the pool holds when a rank reads it (another rank may already be
+writing), so every id is labeled by exactly one rank, and each batch holds the contexts (and so the sampling seed) it
+would hold in one process: N ranks write the same rows as one.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from pathlib import Path
 from lightning.pytorch import LightningDataModule
 from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.utilities import rank_zero_info
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset
 
 from propel.domains.base import Context, Domain
 from propel.errors import ConfigError
@@ -22,6 +28,19 @@ from propel.pools.manifest import check_manifest, run_settings
 
 def _list_collate(batch: list[Context]) -> list[Context]:
     return batch
+
+
+class _Batches(IterableDataset):
+    """Ready-made batches of contexts (an iterable dataset, so Lightning adds no distributed sampler of its own)."""
+
+    def __init__(self, batches: list[list[Context]]):
+        self.batches = batches
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
 
 
 class TaskPoolDataModule(LightningDataModule):
@@ -36,7 +55,8 @@ class TaskPoolDataModule(LightningDataModule):
             output folder would otherwise resume from (and skip the ids of) the old one.
         n_tasks: contexts in total (ids ``<domain>-<seed>-<i>``, i < n_tasks).
         seed: context seed (few-shot example choice); keep evaluation's apart from labeling's.
-        batch_size: contexts per step (one Parquet part per step).
+        batch_size: contexts per step (one Parquet part per step); under several processes, whole batches are
+            dealt to the ranks in turn.
     """
 
     def __init__(
@@ -88,20 +108,28 @@ class TaskPoolDataModule(LightningDataModule):
         return None if out is None else Path(out)
 
     def pending(self) -> list[Context]:
-        """Contexts not yet in the pool."""
+        """This rank's contexts not yet in the pool, in batch order."""
+        return [c for batch in self.pending_batches() for c in batch]
+
+    def pending_batches(self) -> list[list[Context]]:
+        """This rank's batches (every ``world``-th batch of the full list, from its rank on), minus the contexts
+        already in the pool; batches left empty are dropped."""
         contexts = self.domain.contexts(self.n_tasks, self.seed)
         done = set(read_pool(self.pool_dir)["id"])
-        todo = [c for c in contexts if c.id not in done]
-        self.skipped = len(contexts) - len(todo)
+        rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer is not None else (0, 1)
+        size = self.batch_size
+        batches = [contexts[i : i + size] for i in range(rank * size, len(contexts), world * size)]
+        self.skipped = sum(c.id in done for c in contexts)
         if self.skipped:
             rank_zero_info(
                 f"resuming: {self.skipped} of {len(contexts)} tasks already in {self.pool_dir}, "
-                f"labeling the other {len(todo)}"
+                f"labeling the other {len(contexts) - self.skipped}"
             )
-        return todo
+        todo = [[c for c in batch if c.id not in done] for batch in batches]
+        return [batch for batch in todo if batch]
 
     def _loader(self) -> DataLoader:
-        return DataLoader(self.pending(), batch_size=self.batch_size, shuffle=False, collate_fn=_list_collate)
+        return DataLoader(_Batches(self.pending_batches()), batch_size=None, collate_fn=_list_collate)
 
     def predict_dataloader(self) -> DataLoader:
         return self._loader()

@@ -16,7 +16,8 @@ def make_engine(kind: EngineKind, model_name: str, *, model=None, tokenizer=None
 
     Args:
         kind: ``hf`` (HF ``generate`` on the live policy), ``vllm`` (in-process vLLM) or ``vllm_server``
-            (an OpenAI-compatible vLLM server; pass ``base_url=...`` or ``launch=True``).
+            (OpenAI-compatible vLLM servers; pass ``base_url=...``, a list of them for a fleet, or ``launch=True``
+            with ``replicas=N``; ``routing`` and ``cooldown_s`` choose how the fleet spreads and retries requests).
         model_name: bundled alias, local folder or hub id of the base model.
         model: ``hf`` only: the live (possibly peft) policy to generate with; loaded from ``model_name`` if omitted
             (``dtype`` and ``device`` kwargs then apply to the load).

@@ -47,6 +47,8 @@ class VLLMServer:
         dtype, max_model_len, enforce_eager: as for :class:`~propel.engines.vllm.VLLMEngine`.
         startup_timeout_s: how long to wait for ``/health``.
         extra_args: more ``vllm serve`` flags.
+        env: environment variables for this server only (``CUDA_VISIBLE_DEVICES`` to give each replica its own GPU,
+            ``VLLM_CPU_OMP_THREADS_BIND`` its own CPU cores).
     """
 
     def __init__(
@@ -62,6 +64,7 @@ class VLLMServer:
         enforce_eager: bool = True,
         startup_timeout_s: float = 600.0,
         extra_args: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         from propel.models import resolve_model_dir
 
@@ -72,6 +75,7 @@ class VLLMServer:
         self.dtype, self.max_model_len, self.enforce_eager = default_dtype(dtype), max_model_len, enforce_eager
         self.startup_timeout_s = startup_timeout_s
         self.extra_args = list(extra_args or [])
+        self.env = {k: str(v) for k, v in (env or {}).items()}
         self.proc: subprocess.Popen | None = None
         self.log_path = Path(tempfile.mkstemp(prefix="propel-vllm-serve-", suffix=".log")[1])
 
@@ -103,7 +107,7 @@ class VLLMServer:
             raise PropelError(
                 "no `vllm` executable found: run `bash scripts/setup_vllm.sh` and use `.venv-vllm/bin/python`"
             )
-        env = dict(os.environ, VLLM_ALLOW_RUNTIME_LORA_UPDATING="True")
+        env = dict(os.environ, VLLM_ALLOW_RUNTIME_LORA_UPDATING="True", **self.env)
         cpu_defaults(env)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(

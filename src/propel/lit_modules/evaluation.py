@@ -75,6 +75,7 @@ class EvaluationModule(LabelingModule):
 
     def on_test_end(self) -> None:
         self.stop()
+        self.trainer.strategy.barrier("EvaluationModule.on_test_end")  # every rank's parts are written before the read
         if self.trainer.global_rank != 0:
             return
         frame = read_pool(self.output_dir)

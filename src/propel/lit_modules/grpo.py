@@ -5,6 +5,13 @@ One training step = one batch of contexts = rollouts + ``ppo_epochs`` optimizer 
 logprobs, LoRA-only checkpoints) is ``LoRAPolicyModule``'s; this file holds what is GRPO: group advantages, the
 clipped policy loss with its KL anchor to the adapter-free reference, and the importance correction for engines
 that are not the live policy.
+
+Data-parallel (``trainer.strategy: ddp``): each rank rolls out its share of the step's contexts (whole groups, see
+``ContextStreamDataModule``) and computes their advantages; the loss is normalised by the sequence and token counts
+of the global batch and multiplied by the world size, so that DDP's gradient average is the gradient one process
+would compute on the whole batch. Whether the step updates at all is decided on the global kept count, and a rank
+whose groups were all filtered out still takes part in the gradient all-reduce (with a zero-weighted loss). Reward
+statistics are computed on the gathered global batch, the rest are reduced as global means (``sync_dist``).
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from propel.lit_modules.state import RolloutState
 from propel.losses.advantages import SCALES, group_advantages, zero_variance_mask
 from propel.losses.policy import LossSpec, policy_loss, truncated_importance_weights
 from propel.rewards.base import RewardComponent, RewardContext
-from propel.rewards.combine import CombinedReward
+from propel.rewards.combine import CombinedReward, RewardBreakdown
 from propel.rollouts.episode_stats import episode_stats
 from propel.rollouts.packing import PackedBatch, pack
 from propel.rollouts.steps import ContextBatch
@@ -106,6 +113,11 @@ class GRPOModule(LoRAPolicyModule):
         with self.eval_mode():  # a probe reading the policy as its reference must see no dropout
             breakdown = self.reward(samples)
         self.rollout_state = RolloutState(step=self.global_step, samples=samples, rewards=breakdown)
+        everywhere = RewardBreakdown(  # the global batch's rewards (this rank's alone in one process)
+            total=self.gather_over_ranks(breakdown.total),
+            components={k: self.gather_over_ranks(v) for k, v in breakdown.components.items()},
+            extras=breakdown.extras,
+        )
         rewards = breakdown.total
         # Infrastructure failures are not the policy's doing: out of the group statistics and the loss, not 0.
         advantages = group_advantages(rewards, g, scale=self.scale_rewards, mask=~failed)
@@ -114,7 +126,7 @@ class GRPOModule(LoRAPolicyModule):
             keep &= ~zero_variance_mask(rewards, g, tol=hp.zero_variance_tol, mask=~failed)
         lengths = torch.tensor([s.assistant_length for s in samples], dtype=torch.float32)
         stats = {
-            **breakdown.stats("reward"),
+            **everywhere.stats("reward"),
             "valid_rate": sum(s.valid for s in samples) / len(samples),
             "completion_length": float(lengths.mean()),
             "tokens_per_s": float(lengths.sum()) / max(rollout.timings.get("generation_s", 0.0), 1e-9),
@@ -122,22 +134,28 @@ class GRPOModule(LoRAPolicyModule):
             **episode_stats(samples),
             **{f"time/{k}": v for k, v in rollout.timings.items()},
         }
-        if not keep.any():  # nothing to learn from this batch: no optimizer step (counted by the base)
+        log = {"on_step": True, "batch_size": len(samples), "sync_dist": self.world_size > 1}
+        if not self.sum_over_ranks(keep.sum()):  # nothing to learn from this batch: no optimizer step (counted)
             self.no_update(
                 "every group's rewards were equal (filter_zero_variance)",
                 "the task is too easy or too hard for the policy, or the reward is constant",
             )
-            self.log_dict({f"train/{k}": v for k, v in stats.items()}, on_step=True, batch_size=len(samples))
+            self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
             return
-        rows = torch.nonzero(keep).squeeze(-1)
+        # A rank with nothing kept while others have rows still joins the all-reduce: one row, weighted zero.
+        share = float(self.world_size) if keep.any() else 0.0
+        rows = torch.nonzero(keep).squeeze(-1) if keep.any() else torch.tensor([0])
         packed = pack([samples[i] for i in rows.tolist()], advantages[rows], self.tokenizer.pad_token_id)
         start = time.perf_counter()
-        stats.update(self._optimize(packed))
+        stats.update(self._optimize(packed, share))
         stats["time/training_s"] = time.perf_counter() - start
-        self.log("train/loss", stats.pop("loss"), on_step=True, prog_bar=True, batch_size=len(samples))
-        self.log_dict({f"train/{k}": v for k, v in stats.items()}, on_step=True, batch_size=len(samples))
+        self.log("train/loss", stats.pop("loss"), prog_bar=True, **log)
+        self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
 
-    def _optimize(self, batch: PackedBatch) -> dict[str, float]:
+    def _optimize(self, batch: PackedBatch, share: float = 1.0) -> dict[str, float]:
+        """PPO steps over ``batch``; loss and statistics are multiplied by ``share`` (the world size, so that DDP's
+        gradient mean is the global batch's; 0 on a rank that only joins the all-reduce) and normalised by the
+        global sequence and token counts. Returns each statistic's global value on every rank after a rank mean."""
         hp, spec = self.hparams, self.loss_spec
         if spec.max_completion_length is None:
             spec = LossSpec(**{**spec.__dict__, "max_completion_length": hp.max_new_tokens})
@@ -151,7 +169,9 @@ class GRPOModule(LoRAPolicyModule):
             is_w = truncated_importance_weights(
                 old_logp, batch.engine_logp, cap=hp.importance_cap, mask=batch.loss_mask
             )
-        n_seq, n_tok = batch.input_ids.shape[0], float(batch.loss_mask.sum().clamp(min=1))
+        n_rows = batch.input_ids.shape[0]
+        n_seq = int(self.sum_over_ranks(n_rows if share else 0))
+        n_tok = max(self.sum_over_ranks(float(batch.loss_mask.sum()) if share else 0.0), 1.0)
 
         def micro_loss(rows: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
             sub = batch.select(rows)
@@ -168,14 +188,14 @@ class GRPOModule(LoRAPolicyModule):
                 num_sequences=n_seq,
                 num_tokens=n_tok,
             )
-            weight = float(mask.sum()) / n_tok  # token-weighted average of micro-batch statistics
+            weight = share * float(mask.sum()) / n_tok  # token-weighted average of micro-batch statistics
             stats = {name: weight * value for name, value in out.stats.items()}
-            stats["entropy"] = float((entropy * mask).sum()) / n_tok
-            return out.loss, stats
+            stats["entropy"] = share * float((entropy * mask).sum()) / n_tok
+            return share * out.loss, stats
 
         totals: dict[str, float] = {}
         for _ in range(hp.ppo_epochs):
-            totals = self.optimization_step(n_seq, micro_loss)
+            totals = self.optimization_step(n_rows, micro_loss)
         if not all(math.isfinite(v) for v in totals.values()):
             raise FloatingPointError(f"non-finite GRPO statistics: {totals}")
         return totals

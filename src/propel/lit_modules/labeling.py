@@ -24,7 +24,7 @@ from propel.pools.rows import pool_row
 from propel.rollouts.agent_trials import AgentSolver
 from propel.rollouts.environment import GeneratorEnv
 from propel.rollouts.record import Sample
-from propel.rollouts.single_turn import generate_tasks
+from propel.rollouts.single_turn import sample_single_turn
 from propel.sandbox.base import Sandbox
 
 
@@ -159,7 +159,12 @@ class LabelingModule(LightningModule):
             top_p=hp.top_p,
             stop=list(self.env.stop),
         )
-        samples = [group[0] for group in generate_tasks(self.env, self.generator_engine, batch, spec)]
+        # contexts that carry their task's text (``data["completion"]``: SWE's procedural bugs and recorded generator
+        # episodes) skip the generator engine; the rest are sampled; all are scored together
+        sampled = [c for c in batch if _given(c) is None]
+        fresh = iter(g[0] for g in sample_single_turn(self.generator_engine, sampled, spec)) if sampled else iter(())
+        samples = [next(fresh) if _given(c) is None else Sample("", _given(c), context=c) for c in batch]
+        self.env.score(samples)
         valid = [s for s in samples if s.valid]
         trials = dict(zip(map(id, valid), self.run_trials(valid), strict=True))
         rows = []
@@ -180,3 +185,8 @@ class LabelingModule(LightningModule):
         ids = [f"{s.context.id}-solver" for s in samples]
         trials, _ = self.solver_agent.trials(self.domain, self.solver_engine, tasks, self.solver, self.sandbox, ids)
         return trials
+
+
+def _given(context: Context) -> str | None:
+    """The task text a context brings along (written before the run), or None when the generator must sample it."""
+    return context.data.get("completion")

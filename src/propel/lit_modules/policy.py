@@ -281,6 +281,27 @@ class LoRAPolicyModule(pl.LightningModule):
                     out.append(self.sequence_logprobs(sub)[0])
         return torch.cat(out).cpu()
 
+    # ------------------------------------------------------------------------------------------ data parallel
+    @property
+    def world_size(self) -> int:
+        """Processes training together under the trainer's strategy (1 without a trainer)."""
+        return self._trainer.world_size if self._trainer is not None else 1
+
+    def sum_over_ranks(self, value: float) -> float:
+        """``value`` summed over the data-parallel ranks (itself in one process); every rank must call it."""
+        if self.world_size == 1:
+            return float(value)
+        total = self.trainer.strategy.reduce(torch.tensor(float(value), device=self.device), reduce_op="sum")
+        return float(total)
+
+    def gather_over_ranks(self, values: torch.Tensor) -> torch.Tensor:
+        """Every rank's ``values`` (same shape on each) concatenated in rank order along dim 0; every rank must
+        call it. Reward statistics logged from it are the global batch's, as one process would log them."""
+        if self.world_size == 1:
+            return values
+        gathered = self.all_gather(values.to(self.device))
+        return gathered.reshape(-1, *values.shape[1:]).cpu()
+
     # ---------------------------------------------------------------------------------------- optimization
     def micro_batches(self, n: int) -> list[torch.Tensor]:
         size = self.hparams.micro_batch_size

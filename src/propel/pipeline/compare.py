@@ -17,6 +17,7 @@ from pathlib import Path
 from propel.lit_modules.evaluation import SCORES, SUMMARY
 from propel.metrics.intervals import Interval, bootstrap_difference, describe_change, newcombe
 from propel.pipeline.report import markdown_table, plot_histograms
+from propel.pipeline.signal_cost import COLUMNS as COST_COLUMNS
 from propel.pools.summary import MEANS, RATES
 
 COMPARED = (
@@ -96,10 +97,13 @@ def compare(
     names: tuple[str, str] = ("base", "trained"),
     base_scores: Mapping | None = None,
     trained_scores: Mapping | None = None,
+    costs: Mapping[str, Mapping | None] | None = None,
 ) -> str:
     """Markdown table of two evaluation summaries side by side (values with their intervals) and the change with
-    its interval, then the headline changes in words; with ``output_dir`` also writes ``compare.md``,
-    ``lift.json`` and ``solve_counts.png`` (the two solve-count histograms) there."""
+    its interval, then the headline changes in words, then what each policy's training signal cost (``costs``: per
+    policy name, ``propel.pipeline.signal_cost.signal_cost``; a policy without an entry was not trained); with
+    ``output_dir`` also writes ``compare.md``, ``lift.json`` and ``solve_counts.png`` (the two solve-count
+    histograms) there."""
     changes = lift(base, trained, base_scores, trained_scores)
     pct = round(100 * float(base.get("confidence") or 0.95))
     rows = []
@@ -112,6 +116,8 @@ def compare(
     table = markdown_table(rows, ["metric", *names, f"change [{pct}% interval]"])
     words = [changes[k]["words"] for k in (*HEADLINE, *[k for k in changes if k not in HEADLINE]) if k in changes]
     text = table + "\n" + "".join(f"- {w}\n" for w in words)
+    if costs:
+        text += "\n" + cost_table(costs, names)
     if output_dir is not None:
         out = Path(output_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -122,12 +128,31 @@ def compare(
     return text
 
 
+def cost_table(costs: Mapping[str, Mapping | None], names: tuple[str, ...]) -> str:
+    """One row per policy: its signal cost per task and solver trials online/offline ("-" for a policy that was
+    not trained, "n/a" for a figure its run did not log)."""
+
+    def cell(cost: Mapping | None, key: str) -> str:
+        if cost is None:
+            return "-"
+        value = cost.get(key)
+        return "n/a" if value is None else (f"{value:.3g}" if isinstance(value, float) else str(value))
+
+    rows = [{"policy": n, **{label: cell(costs.get(n), k) for k, label in COST_COLUMNS.items()}} for n in names]
+    return markdown_table(rows, ["policy", *COST_COLUMNS.values()])
+
+
 def _read(folder: Path, name: str) -> dict | None:
     path = folder / name
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def compare_dirs(base_dir: str | Path, trained_dir: str | Path, output_dir: str | Path) -> str:
+def compare_dirs(
+    base_dir: str | Path,
+    trained_dir: str | Path,
+    output_dir: str | Path,
+    costs: Mapping[str, Mapping | None] | None = None,
+) -> str:
     """``compare`` of the ``summary.json`` (and ``scores.json``) files two ``propel test`` runs wrote."""
     base_dir, trained_dir = Path(base_dir), Path(trained_dir)
     base, trained = _read(base_dir, SUMMARY), _read(trained_dir, SUMMARY)
@@ -135,8 +160,58 @@ def compare_dirs(base_dir: str | Path, trained_dir: str | Path, output_dir: str 
         missing = base_dir if base is None else trained_dir
         raise FileNotFoundError(f"{missing / SUMMARY} does not exist: run `propel test` into {missing} first")
     return compare(
-        base, trained, output_dir, base_scores=_read(base_dir, SCORES), trained_scores=_read(trained_dir, SCORES)
+        base,
+        trained,
+        output_dir,
+        base_scores=_read(base_dir, SCORES),
+        trained_scores=_read(trained_dir, SCORES),
+        costs=costs,
     )
+
+
+# ------------------------------------------------------------------------------ several arms (co-evolution)
+ARM_COLUMNS = ("utility", "valid_rate", "self_bleu_3", "distinct_3", "top_topic_rate")
+"""The paper's columns for an arms table (seed 004 Table 8): utility, validity, Self-BLEU-3, Distinct-3, top-topic."""
+ARM_PAIRS = (("single", "base"), ("constrained", "base"), ("constrained", "single"), ("auxiliary", "base"))
+"""The changes an arms table states: each trained arm against the base, and the constraint against one probe."""
+
+
+def arms_table(summaries: Mapping[str, Mapping], topics: Mapping[str, str | None] | None = None) -> str:
+    """Markdown table: one row per arm (evaluation summary), the paper's columns with their intervals, the number of
+    tasks and, with ``topics``, the arm's most common topic by name."""
+    pct = round(100 * float(next(iter(summaries.values()), {}).get("confidence") or 0.95)) if summaries else 95
+    rows = []
+    for arm, summary in summaries.items():
+        row = {"arm": arm, "tasks": summary.get("tasks")}
+        row.update({key: _with_interval(summary, key) for key in ARM_COLUMNS})
+        if topics is not None:
+            row["top topic"] = topics.get(arm)
+        rows.append(row)
+    columns = ["arm", "tasks", *ARM_COLUMNS, *(["top topic"] if topics is not None else [])]
+    return f"Values with {pct}% intervals.\n\n" + markdown_table(rows, columns)
+
+
+def arms_lift(arms: Mapping[str, tuple[Mapping, Mapping | None]]) -> dict[str, dict[str, dict]]:
+    """``lift`` for every pair of ``ARM_PAIRS`` whose arms are both present, keyed ``"new - old"``; ``arms`` maps an
+    arm to its evaluation summary and per-generation scores (``scores.json``, or None)."""
+    out = {}
+    for new, old in ARM_PAIRS:
+        if new in arms and old in arms:
+            (n_sum, n_scores), (o_sum, o_scores) = arms[new], arms[old]
+            out[f"{new} - {old}"] = lift(o_sum, n_sum, o_scores, n_scores)
+    return out
+
+
+def arms_lift_table(lifts: Mapping[str, Mapping[str, dict]]) -> str:
+    """Markdown table of ``arms_lift``: one row per pair, each column the change with its interval."""
+    rows = []
+    for pair, changes in lifts.items():
+        row = {"change": pair}
+        for key in ARM_COLUMNS:
+            c = changes.get(key) or {}
+            row[key] = f"{c['estimate']:+.3g} [{c['low']:+.3g}, {c['high']:+.3g}]" if "estimate" in c else None
+        rows.append(row)
+    return markdown_table(rows, ["change", *ARM_COLUMNS])
 
 
 if __name__ == "__main__":

@@ -23,6 +23,12 @@ from typing import Any
 from propel.errors import ConfigError
 
 STAGES = ("label", "probe", "grpo", "evaluate")
+"""The default run: PROPEL end to end."""
+COEVOLUTION_STAGES = ("aux_pool", "aux_probe", "constrained", "auxiliary", "arms")
+"""Adversarial probe co-evolution after it (``propel.pipeline.coevolution``): the auxiliary pool from the GRPO stage's
+mined false positives and collapsed topic, the auxiliary probe, GRPO under ``min(main, auxiliary)``, optionally GRPO
+under the auxiliary probe alone, and every arm evaluated in one table (``configs/coevolution.yaml``)."""
+ALL_STAGES = STAGES + COEVOLUTION_STAGES
 TEMPLATES: dict[str, list[str]] = {
     "label": ["configs/math/label.yaml"],
     "probe": ["configs/probe/sweep.yaml"],
@@ -31,7 +37,7 @@ TEMPLATES: dict[str, list[str]] = {
 }
 """The templates a stage composes when its section names none (paths relative to the working directory, then to
 the source checkout)."""
-SUBCOMMANDS = {"label": "predict", "grpo": "fit", "evaluate": "test"}
+SUBCOMMANDS = {"label": "predict", "grpo": "fit", "evaluate": "test", "constrained": "fit", "auxiliary": "fit"}
 """The ``propel`` subcommand that runs each Lightning stage (the probe stage runs ``propel probe``)."""
 
 
@@ -56,6 +62,16 @@ class PipelineConfig:
     probe: dict[str, Any] = field(default_factory=dict)
     grpo: dict[str, Any] = field(default_factory=dict)
     evaluate: dict[str, Any] = field(default_factory=dict)
+    aux_pool: dict[str, Any] = field(default_factory=dict)
+    """``AuxPoolSpec`` keys: the collapsed-topic rule and which pools give negatives."""
+    aux_probe: dict[str, Any] = field(default_factory=dict)
+    """Keys set over the probe stage's (the auxiliary probe runs the same sweep and selection)."""
+    constrained: dict[str, Any] = field(default_factory=dict)
+    """Keys set over the GRPO stage's for the constrained run (``config`` names other templates)."""
+    auxiliary: dict[str, Any] = field(default_factory=dict)
+    """Keys set over the GRPO stage's for the auxiliary-only run."""
+    arms: dict[str, Any] = field(default_factory=dict)
+    """``ArmsSpec`` keys: which policies the arms table evaluates."""
     configs: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -76,9 +92,10 @@ class PipelineConfig:
         """The label stage's solver settings (``SolverSpec`` fields)."""
         return self.configs["label"]["model"]["init_args"]["solver"]
 
-    def evaluate_config(self, name: str, adapter: str | None) -> dict:
-        """The evaluate stage's config for the base (``adapter=None``) or a trained policy, writing to ``name``."""
-        out = str(self.root / "evaluate" / name)
+    def evaluate_config(self, name: str, adapter: str | None, stage: str = "evaluate") -> dict:
+        """The evaluate stage's config for the base (``adapter=None``) or a trained policy, writing to
+        ``stage/name``."""
+        out = str(self.root / stage / name)
         config = copy.deepcopy(self.configs["evaluate"])
         config["trainer"]["default_root_dir"] = out
         config["model"]["init_args"].update(output_dir=out, adapter=adapter)
@@ -115,9 +132,9 @@ def load_pipeline_config(path: str | Path | None = None, overrides: list[str] | 
         raise ConfigError(f"pipeline config key {key!r}: {str(err).splitlines()[0]}") from None
     if cfg.engine not in ("auto", "hf", "vllm", "vllm_server"):
         raise ConfigError(f"pipeline config key 'engine': choose auto, hf, vllm or vllm_server, got {cfg.engine!r}")
-    unknown = [s for s in cfg.stages if s not in STAGES]
+    unknown = [s for s in cfg.stages if s not in ALL_STAGES]
     if unknown:
-        raise ConfigError(f"pipeline config key 'stages': unknown stage(s) {unknown}; choose from {list(STAGES)}")
+        raise ConfigError(f"pipeline config key 'stages': unknown stage(s) {unknown}; choose from {list(ALL_STAGES)}")
     from propel.pipeline.stage_configs import compose_stages
 
     cfg.configs = compose_stages(cfg)

@@ -20,6 +20,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 
 from propel.errors import ConfigError
 from propel.pipeline.cli_errors import explain, init_error
+from propel.pipeline.quiet import quiet_dependencies
 
 DEFAULT_LOGGER = {
     "class_path": "propel.loggers.PropelWandbLogger",
@@ -31,6 +32,7 @@ class PropelCLI(LightningCLI):
     """LightningCLI with propel's defaults: class paths for model and data, W&B logger, omegaconf interpolation."""
 
     def __init__(self, args=None, run: bool = True):
+        quiet_dependencies()
         super().__init__(
             LightningModule,
             LightningDataModule,

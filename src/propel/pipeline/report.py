@@ -70,6 +70,28 @@ def plot_curves(curves: Mapping[str, Sequence[float]], path: Path, xlabel: str =
     return path
 
 
+def plot_series(panels: Mapping[str, Mapping[str, Sequence[Sequence[float]]]], path: Path, xlabel: str = "x") -> Path:
+    """One panel per metric, one line per series of ``[x, y]`` points (e.g. top-topic share per step, per arm)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(4.5 * max(len(panels), 1), 3.2), squeeze=False)
+    for ax, (title, series) in zip(axes[0], panels.items(), strict=False):
+        for label, points in series.items():
+            if points:
+                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, label=label)
+        ax.set_title(title)
+        ax.set_xlabel(xlabel)
+        if any(series.values()):
+            ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def write_report(path: Path, title: str, sections: Sequence[tuple[str, str]], notes: Sequence[str] = ()) -> Path:
     """Write ``report.md``: a title, free-text notes, then each (heading, markdown body) section."""
     parts = [f"# {title}\n"]

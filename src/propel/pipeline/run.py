@@ -13,6 +13,7 @@ from propel.pipeline.config import PipelineConfig, load_pipeline_config
 def run_pipeline(cfg: PipelineConfig, console: Console | None = None) -> dict[str, dict]:
     """Run every configured stage whose ``summary.json`` is missing; returns each stage's summary."""
     from propel.pipeline import stages as stage_fns
+    from propel.pipeline.coevolution import RUNNERS as COEVOLUTION
     from propel.pipeline.summary_report import build_report
 
     runners = {
@@ -20,6 +21,7 @@ def run_pipeline(cfg: PipelineConfig, console: Console | None = None) -> dict[st
         "probe": stage_fns.run_probe,
         "grpo": stage_fns.run_grpo,
         "evaluate": stage_fns.run_evaluate,
+        **COEVOLUTION,
     }
 
     console = console or Console(stderr=True)
@@ -59,7 +61,9 @@ def main(args: list[str]) -> None:
     parser = argparse.ArgumentParser(
         prog="propel pipeline",
         description="Run every PROPEL stage in order (label, probe, grpo, evaluate), skipping finished ones and "
-        "resuming one cut short, then write the report. The demo: `propel pipeline -c configs/demo.yaml`.",
+        "resuming one cut short, then write the report. The demo: `propel pipeline -c configs/demo.yaml`; "
+        "adversarial probe co-evolution (aux_pool, aux_probe, constrained, auxiliary, arms) after them: "
+        "`propel pipeline -c configs/coevolution.yaml`.",
     )
     parser.add_argument(
         "-c",

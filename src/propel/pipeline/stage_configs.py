@@ -1,4 +1,4 @@
-"""Compose the four stage configs from their templates, the pipeline section's keys and the run-level values.
+"""Compose the stage configs from their templates, the pipeline section's keys and the run-level values.
 
 Order: a stage's templates, then its section's keys, then what the pipeline keeps the same across stages (see
 ``propel.pipeline.config``). Each Lightning stage is then completed with every default exactly as
@@ -9,6 +9,7 @@ the stage and the key.
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from propel.errors import ConfigError
 from propel.pipeline import compose
 from propel.pipeline.cli_errors import explain, init_error
-from propel.pipeline.config import SUBCOMMANDS, TEMPLATES, template_path
+from propel.pipeline.config import COEVOLUTION_STAGES, SUBCOMMANDS, TEMPLATES, template_path
 
 if TYPE_CHECKING:
     from propel.pipeline.config import PipelineConfig
@@ -26,17 +27,22 @@ PROBE_REWARD = "ProbeReward"
 LOGGERS = ("propel.loggers.PropelWandbLogger", "lightning.pytorch.loggers.CSVLogger")
 
 
-def _template(cfg: PipelineConfig, stage: str) -> DictConfig:
-    """The stage's templates with its section's keys (and ``callbacks`` init_args) set."""
-    section = dict(getattr(cfg, stage))
-    paths = section.pop("config", None) or TEMPLATES[stage]
+def _template(cfg: PipelineConfig, stage: str, inherit: str | None = None) -> DictConfig:
+    """The stage's templates with its section's keys (and ``callbacks`` init_args) set. ``inherit`` names a stage
+    whose section applies first (templates, keys, callbacks; a callback its templates lack is skipped): the
+    constrained GRPO run starts from the GRPO stage's settings, the auxiliary probe from the probe stage's."""
+    own = dict(getattr(cfg, stage))
+    base = dict(getattr(cfg, inherit)) if inherit else {}
+    paths = own.pop("config", None) or base.pop("config", None) or TEMPLATES[inherit or stage]
+    base.pop("config", None)
     paths = [paths] if isinstance(paths, str) else list(paths)
-    callbacks = section.pop("callbacks", None) or {}
     node = compose.load([template_path(p) for p in paths], f"{stage}.config")
-    compose.set_keys(node, section, stage)
-    for name, values in callbacks.items():
-        if not compose.set_init_args(node, "trainer.callbacks", name, **dict(values or {})):
-            raise ConfigError(f"pipeline config key '{stage}.callbacks.{name}': the {stage} templates have no {name}")
+    for section, name, strict in ((base, inherit, False), (own, stage, True)):
+        callbacks = section.pop("callbacks", None) or {}
+        compose.set_keys(node, section, name)
+        for cls, values in callbacks.items():
+            if not compose.set_init_args(node, "trainer.callbacks", cls, **dict(values or {})) and strict:
+                raise ConfigError(f"pipeline config key '{name}.callbacks.{cls}': the {name} templates have no {cls}")
     return node
 
 
@@ -108,8 +114,21 @@ def _probe_reward(grpo: dict) -> dict | None:
     return hits[0].get("init_args", {}) if hits else None
 
 
+def _check_static_keys(cfg: PipelineConfig) -> None:
+    """A misspelled key in a Lightning stage's section fails here, from the classes' source, in well under a second
+    (``propel.pipeline.static_keys``), before Lightning is imported to validate the rest."""
+    from propel.pipeline.static_keys import check_keys
+
+    for stage in ("label", "grpo", "evaluate"):
+        try:
+            check_keys(OmegaConf.to_container(_template(cfg, stage), resolve=False))
+        except ConfigError as err:
+            raise ConfigError(_stage_error(stage, str(err))) from None
+
+
 def compose_stages(cfg: PipelineConfig) -> dict[str, dict]:
     """Every stage's complete config; sets ``cfg.model``, ``cfg.domain`` and ``cfg.seed`` to the values used."""
+    _check_static_keys(cfg)
     from propel.domains.trials import SolverSpec
 
     root, engine, engine_kwargs = cfg.root, cfg.engine_kind, dict(cfg.engine_kwargs)
@@ -144,49 +163,10 @@ def compose_stages(cfg: PipelineConfig) -> dict[str, dict]:
     except ConfigError as err:
         raise ConfigError(f"pipeline config key 'label.model.init_args.solver': {err}") from None
 
-    grpo, out = _template(cfg, "grpo"), root / "grpo"
-    for key, value in {
-        "seed_everything": seed,
-        "trainer.default_root_dir": str(out),
-        "trainer.logger": [
-            {
-                "class_path": LOGGERS[0],
-                "init_args": {"project": "propel", "name": "pipeline-grpo", "save_dir": str(out)},
-            },
-            {"class_path": LOGGERS[1], "init_args": {"save_dir": str(out), "name": "csv"}},
-        ],
-        "model.init_args.model": cfg.model,
-        "model.init_args.engine": engine,
-        "model.init_args.engine_kwargs": engine_kwargs,
-        "data.init_args.domain": domain,
-        "data.init_args.seed": seed,
-    }.items():
-        _put(grpo, key, value)
-    _callback(grpo, "grpo", "ModelCheckpoint", True, dirpath=str(out / "checkpoints"))
-    _callback(grpo, "grpo", "AdapterSaver", "evaluate" in cfg.stages, dirpath=str(out / "adapters"))
-    _callback(grpo, "grpo", "AdversarialProbeMining", False, output_dir=str(out / "mined"))
-    if compose.set_init_args(grpo, "model.init_args.rewards", PROBE_REWARD, artifact=str(root / "probe" / "artifact")):
-        pass
-    elif "probe" in cfg.stages:
-        raise ConfigError("pipeline config key 'grpo.config': the GRPO templates have no ProbeReward to train against")
-    configs["grpo"] = _lightning("grpo", grpo)
+    artifact = str(root / "probe" / "artifact")
+    configs["grpo"] = _grpo(cfg, _template(cfg, "grpo"), "grpo", artifact, None, "probe" in cfg.stages)
 
-    probe = _template(cfg, "probe")
-    reward = _probe_reward(configs["grpo"]) or {}
-    for key, value in {
-        "pool": pool,
-        "output_dir": str(root / "probe"),
-        "domain": domain,
-        "reference_model": cfg.model,
-        "seed": seed,
-        "engine": engine,
-        "engine_kwargs": engine_kwargs,
-        "rvp.max_new_tokens": generator["generator_max_new_tokens"],
-        "rvp.temperature": generator["generator_temperature"],
-        **{f"rvp.{k}": reward[k] for k in ("mode", "invalid_penalty", "soft_clip") if k in reward},
-    }.items():
-        _put(probe, key, value)
-    configs["probe"] = _probe(probe)
+    configs["probe"] = _probe_stage(cfg, _template(cfg, "probe"), pool, root / "probe", configs)
 
     evaluate = _template(cfg, "evaluate")
     n_trials = OmegaConf.select(evaluate, "model.init_args.solver.n_trials")
@@ -214,4 +194,77 @@ def compose_stages(cfg: PipelineConfig) -> dict[str, dict]:
     }.items():
         _put(evaluate, key, value)
     configs["evaluate"] = _lightning("evaluate", evaluate)
+    if any(stage in cfg.stages for stage in COEVOLUTION_STAGES):
+        configs.update(_coevolution(cfg, configs))
     return configs
+
+
+def _grpo(cfg: PipelineConfig, node: DictConfig, name: str, artifact: str, constraint: str | None, need: bool) -> dict:
+    """A GRPO run's config: paths under ``workdir/name``, the run-level values, the ProbeReward's artifact (and
+    constraint probe) set; ``need``: the templates must hold a ProbeReward."""
+    out = cfg.root / name
+    for key, value in {
+        "seed_everything": cfg.seed,
+        "trainer.default_root_dir": str(out),
+        "trainer.logger": [
+            {
+                "class_path": LOGGERS[0],
+                "init_args": {"project": "propel", "name": f"pipeline-{name}", "save_dir": str(out)},
+            },
+            {"class_path": LOGGERS[1], "init_args": {"save_dir": str(out), "name": "csv"}},
+        ],
+        "model.init_args.model": cfg.model,
+        "model.init_args.engine": cfg.engine_kind,
+        "model.init_args.engine_kwargs": dict(cfg.engine_kwargs),
+        "data.init_args.domain": cfg.domain,
+        "data.init_args.seed": cfg.seed,
+    }.items():
+        _put(node, key, value)
+    evaluated = "evaluate" in cfg.stages or "arms" in cfg.stages
+    _callback(node, name, "ModelCheckpoint", True, dirpath=str(out / "checkpoints"))
+    _callback(node, name, "AdapterSaver", evaluated, dirpath=str(out / "adapters"))
+    _callback(node, name, "AdversarialProbeMining", False, output_dir=str(out / "mined"))
+    probe = {"artifact": artifact, **({"constraint": constraint} if constraint else {})}
+    if not compose.set_init_args(node, "model.init_args.rewards", PROBE_REWARD, **probe) and need:
+        raise ConfigError(f"pipeline config key '{name}.config': the GRPO templates have no ProbeReward to train with")
+    return _lightning(name, node)
+
+
+def _probe_stage(cfg: PipelineConfig, node: DictConfig, pool: str, out, configs: dict) -> dict:
+    """A probe job's config: ``pool`` in, ``out`` out, the reference, domain and RVP reward kept in step."""
+    generator = configs["label"]["model"]["init_args"]
+    reward = _probe_reward(configs["grpo"]) or {}
+    for key, value in {
+        "pool": pool,
+        "output_dir": str(out),
+        "domain": cfg.domain,
+        "reference_model": cfg.model,
+        "seed": cfg.seed,
+        "engine": cfg.engine_kind,
+        "engine_kwargs": dict(cfg.engine_kwargs),
+        "rvp.max_new_tokens": generator["generator_max_new_tokens"],
+        "rvp.temperature": generator["generator_temperature"],
+        **{f"rvp.{k}": reward[k] for k in ("mode", "invalid_penalty", "soft_clip") if k in reward},
+    }.items():
+        _put(node, key, value)
+    return _probe(node)
+
+
+def _coevolution(cfg: PipelineConfig, configs: dict) -> dict:
+    """The co-evolution stages' configs (``propel.pipeline.coevolution``): the auxiliary pool's rule, the auxiliary
+    probe (the probe stage's sweep on that pool), the constrained and auxiliary-only GRPO runs (the GRPO stage's
+    settings, another reward) and the arms to evaluate."""
+    from propel.pipeline.coevolution import ArmsSpec, AuxPoolSpec, spec_dict
+
+    root = cfg.root
+    main, aux = str(root / "probe" / "artifact"), str(root / "aux_probe" / "artifact")
+    out = {"aux_pool": spec_dict(AuxPoolSpec, cfg.aux_pool, "aux_pool")}
+    out["aux_probe"] = _probe_stage(
+        cfg, _template(cfg, "aux_probe", inherit="probe"), str(root / "aux_pool" / "pool"), root / "aux_probe", configs
+    )
+    out["constrained"] = _grpo(cfg, _template(cfg, "constrained", inherit="grpo"), "constrained", main, aux, True)
+    if "auxiliary" in cfg.stages:
+        out["auxiliary"] = _grpo(cfg, _template(cfg, "auxiliary", inherit="grpo"), "auxiliary", aux, None, True)
+    arms = spec_dict(ArmsSpec, cfg.arms, "arms")
+    out["arms"] = {**arms, "evaluate": copy.deepcopy(configs["evaluate"])}
+    return out

@@ -81,17 +81,29 @@ def _csv_metrics(out: Path) -> dict[str, list[float]]:
         return {}
     frame = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
     frame = frame.groupby("step", sort=True).last()
-    return {c: frame[c].tolist() for c in frame.columns}
+    return {"step": frame.index.tolist(), **{c: frame[c].tolist() for c in frame.columns}}
 
 
-def run_grpo(cfg: PipelineConfig) -> dict:
-    """GRPO on the LoRA policy; resumes from ``checkpoints/last.ckpt`` when a run was cut short."""
+COLLAPSE_CURVES = {"top_topic": "collapse/top_topic", "self_bleu": "collapse/self_bleu"}
+"""The per-step collapse metrics (``CollapseDetector``) a GRPO summary keeps as ``[step, value]`` points."""
+
+
+def _points(frame: dict[str, list], key: str) -> list[list[float]]:
+    """``[step, value]`` of every step that logged ``key`` (a callback logs every N steps: the rest are NaN)."""
+    values = frame.get(key, [])
+    return [[int(s), float(v)] for s, v in zip(frame.get("step", []), values, strict=False) if v == v]
+
+
+def run_grpo(cfg: PipelineConfig, name: str = "grpo") -> dict:
+    """GRPO on the LoRA policy into ``workdir/name`` (the co-evolution runs reuse it); resumes from
+    ``checkpoints/last.ckpt`` when a run was cut short."""
     from propel.pipeline.lightning_cli import run_lightning
+    from propel.pipeline.signal_cost import labeling_trials, signal_cost
 
-    out = cfg.root / "grpo"
+    out = cfg.root / name
     start = time.monotonic()
     last = out / "checkpoints" / "last.ckpt"
-    config = write_config(cfg.configs["grpo"], out / "config.yaml")
+    config = write_config(cfg.configs[name], out / "config.yaml")
     run_lightning(SUBCOMMANDS["grpo"], config, ["--ckpt_path", str(last)] if last.exists() else None)
     metrics = _csv_metrics(out)
     reward = metrics.get("train/reward/mean", [])
@@ -111,7 +123,12 @@ def run_grpo(cfg: PipelineConfig) -> dict:
         "seconds": time.monotonic() - start,
         "adapter": str(adapters[-1]) if adapters else None,
         "curves": {"reward": reward, "valid_rate": valid, "kl": kl},
+        "collapse": {k: _points(metrics, key) for k, key in COLLAPSE_CURVES.items()},
+        "signal_cost": signal_cost(metrics, labeling_trials(read_summary(cfg, "label"), cfg.solver["n_trials"])),
     }
+    mined = out / "mined" / "summary.json"
+    if mined.exists():
+        summary["mining"] = json.loads(mined.read_text())
     write_json(out / "summary.json", summary)
     return summary
 
@@ -137,7 +154,7 @@ def run_evaluate(cfg: PipelineConfig) -> dict:
         results[name] = json.loads((folder / SUMMARY).read_text())
     summary = dict(results)
     if "trained" in results:
-        compare_dirs(out / "base", out / "trained", out)
+        compare_dirs(out / "base", out / "trained", out, costs={"trained": grpo.get("signal_cost")})
         summary["lift"] = json.loads((out / "lift.json").read_text())  # trained - base with intervals, in words
     summary["seconds"] = time.monotonic() - start
     write_json(out / "summary.json", summary)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from propel.pipeline.coevolution_report import coevolution_sections
 from propel.pipeline.compare import COMPARED as EVAL_METRICS
 from propel.pipeline.config import PipelineConfig
 from propel.pipeline.report import key_value_table, markdown_table, plot_curves, plot_histograms, write_report
@@ -70,10 +71,15 @@ def _grpo_section(s: dict, out: Path) -> str:
     return body
 
 
-def _eval_section(s: dict, out: Path) -> str:
+def _eval_section(s: dict, out: Path, compared: Path) -> str:
+    """The side-by-side table with intervals, the change in words and the signal cost (``compare.md``) when both
+    policies were evaluated, else the base policy's numbers."""
     names = [n for n in ("base", "trained") if n in s]
-    rows = [{"metric": m, **{n: s[n].get(m) for n in names}} for m in EVAL_METRICS if any(m in s[n] for n in names)]
-    body = markdown_table(rows)
+    if compared.exists():
+        body = compared.read_text()
+    else:
+        rows = [{"metric": m, **{n: s[n].get(m) for n in names}} for m in EVAL_METRICS if any(m in s[n] for n in names)]
+        body = markdown_table(rows)
     hists = {n: s[n]["solve_count_hist"] for n in names if s[n].get("solve_count_hist")}
     if hists:
         plot_histograms(hists, out / "solve_counts.png")
@@ -94,8 +100,9 @@ def build_report(cfg: PipelineConfig, summaries: dict[str, dict]) -> Path:
     if "grpo" in summaries:
         sections.append(("GRPO against the probe reward", verdict["grpo"] + _grpo_section(summaries["grpo"], out)))
     if "evaluate" in summaries:
-        body = verdict["evaluate"] + _eval_section(summaries["evaluate"], out)
+        body = verdict["evaluate"] + _eval_section(summaries["evaluate"], out, cfg.root / "evaluate" / "compare.md")
         sections.append(("Evaluation: base vs trained (real solver trials)", body))
+    sections += coevolution_sections(summaries, out)
     lo, hi = cfg.solver["band"]
     notes = [
         f"Model (generator = reference = solver): `{cfg.model}`; domain: `{cfg.domain.get('class_path')}`; "

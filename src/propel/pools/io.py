@@ -5,7 +5,6 @@ A kill loses at most the part in flight; readers see only finished parts, and th
 
 from __future__ import annotations
 
-import os
 import time
 import zlib
 from pathlib import Path
@@ -14,6 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from propel.durable import publish
 from propel.pools.schema import COLUMNS, SCHEMA
 
 
@@ -59,16 +59,4 @@ def write_part(output_dir: str | Path, rows: list[dict], schema: pa.Schema = SCH
     final = output_dir / f"part-{time.time_ns()}-r{rank}-{tag:08x}.parquet"
     tmp = final.with_name("." + final.name + ".tmp")
     pq.write_table(table, tmp)
-    fsync(tmp)  # the bytes reach the disk before the name says the part is finished (a power loss keeps no torn part)
-    os.replace(tmp, final)
-    fsync(output_dir)  # and the rename itself
-    return final
-
-
-def fsync(path: Path) -> None:
-    """Flush a file's (or a folder's entries') data to the disk."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    return publish(tmp, final)  # a power loss keeps no torn part

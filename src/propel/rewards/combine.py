@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -18,7 +19,9 @@ class RewardBreakdown:
     total: torch.Tensor
     components: dict[str, torch.Tensor]
     extras: dict[str, float] = field(default_factory=dict)
-    """Per-step figures components report with ``step_stats()`` (``<name>/<key>``), e.g. a solver-trial count."""
+    """Per-step figures: each component's wall time (``<name>/seconds``), the signal cost per sample
+    (``seconds_per_sample``, all components) and what components report with ``step_stats()`` (``<name>/<key>``),
+    e.g. a solver-trial count."""
 
     def stats(self, prefix: str = "reward") -> dict[str, float]:
         """Mean and std of the total and of every component, for ``log_dict``."""
@@ -56,12 +59,18 @@ class CombinedReward:
         parts: dict[str, torch.Tensor] = {}
         extras: dict[str, float] = {}
         total = torch.zeros(len(samples), dtype=torch.float32)
+        spent = 0.0
         for c in self.components:
+            start = time.perf_counter()
             value = torch.as_tensor(c(samples), dtype=torch.float32).reshape(-1).cpu()
+            seconds = time.perf_counter() - start
+            spent += seconds
+            extras[f"{c.name}/seconds"] = seconds
             if value.numel() != len(samples):
                 raise ValueError(f"reward {c.name!r} returned {value.numel()} values for {len(samples)} samples")
             parts[c.name] = value
             total = total + c.weight * value
             if hasattr(c, "step_stats"):
                 extras.update({f"{c.name}/{k}": v for k, v in c.step_stats().items()})
+        extras["seconds_per_sample"] = spent / len(samples) if len(samples) else 0.0
         return RewardBreakdown(total=total, components=parts, extras=extras)

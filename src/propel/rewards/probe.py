@@ -8,6 +8,11 @@ The probe is injected (any object with ``.logits(texts) -> Tensor``, e.g. ``prop
 plain callable ``texts -> Tensor`` of logits), or named by its artifact folder (``artifact: runs/probe/artifact`` in
 YAML): then the scorer is built at ``setup`` (or on first use), reading the GRPO policy with its adapters disabled as
 the frozen reference when the artifact's reference model is the policy's base model (no second copy in memory).
+
+Cold transfer (seed 004 §6): the policy may be another model family, with another tokenizer, than the reference. The
+reward is a function of texts only (``text``: the domain's rendering of the task parsed from the policy's decoded
+completion), and the reference tokenizes them with its own tokenizer (``ProbeScorer``); when the policy's base model
+is not the reference, the reference is loaded on its own, once. ``configs/math/cold_transfer.yaml`` shows it.
 """
 
 from __future__ import annotations

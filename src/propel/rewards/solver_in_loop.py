@@ -11,7 +11,6 @@ means the same in all three; or any injected ``run_trials`` (e.g. ``LabelingModu
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -110,7 +109,6 @@ class SolverInLoopReward(Reward):
             self.engine, self._owns_engine, self.run_trials = None, False, None
 
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
-        start = time.perf_counter()
         rewards = torch.full((len(samples),), self.invalid_penalty, dtype=torch.float32)
         scored = [i for i, s in enumerate(samples) if s.valid and s.task is not None and s.infra_error is None]
         trials: list[Trials] = []
@@ -130,10 +128,10 @@ class SolverInLoopReward(Reward):
             "trials_total": float(self.trials_total),
             "trials_per_task": n / len(scored) if scored else 0.0,
             "solver_tokens": float(sum(t.tokens for t in trials)),
-            "seconds": time.perf_counter() - start,
         }
         return rewards
 
     def step_stats(self) -> dict[str, float]:
-        """The last call's solver cost: trials, trials so far, trials per valid task, solver tokens, seconds."""
+        """The last call's solver cost: trials, trials so far, trials per valid task, solver tokens (its wall time is
+        ``CombinedReward``'s ``sil/seconds``)."""
         return dict(self.last_stats)

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from propel.domains.base import Context
+from propel.durable import publish
 from propel.engines.base import Prompt
 from propel.rollouts.record import Sample, Turn
 
@@ -107,14 +108,13 @@ def _row(s: Sample) -> dict:
 
 
 def write_trajectories(samples: Sequence[Sample], path: str | Path) -> Path:
-    """Write ``samples`` to one Parquet file, atomically (temporary name, then rename)."""
+    """Write ``samples`` to one Parquet file, atomically and durably (``propel.durable.publish``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pylist([_row(s) for s in samples], schema=SCHEMA)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     pq.write_table(table, tmp)
-    os.replace(tmp, path)
-    return path
+    return publish(tmp, path)
 
 
 def read_trajectories(path: str | Path) -> list[Sample]:

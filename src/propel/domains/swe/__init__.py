@@ -4,12 +4,13 @@
 cached) -> ``prepare`` (preflight: passing tests, flaky ones dropped) -> ``validity`` (``BugValidator``: applies,
 tests untouched, suite runs, at least one passing test fails; repairs graded by the full suite) with ``suite``
 (the repo's pytest run in a sandbox) and ``diffs`` (``git apply`` on a copy). ``mutations``/``baseline`` are the
-procedural bug generator; ``episodes``/``prompts`` turn generator and solver tasks into ``ToolEnv`` episodes.
+procedural bug generator; ``episodes``/``prompts`` turn generator and solver tasks into ``ToolEnv`` episodes;
+``domain`` (``SweDomain``) wires bugs into labeling pools, labeled by repair episodes.
 """
 
 import importlib
 
-from propel.domains.swe.repos import REPOS, RepoProfile, get_repo
+from propel.domains.swe.repos import REPOS, SPLITS, RepoProfile, get_repo
 
 _LAZY = {  # imported on first use: ``python -m propel.domains.swe.prepare`` must not find prepare imported already
     "Manifest": "prepare",
@@ -18,6 +19,9 @@ _LAZY = {  # imported on first use: ``python -m propel.domains.swe.prepare`` mus
     "BugValidator": "validity",
     "BugVerdict": "validity",
     "RepairVerdict": "validity",
+    "REPAIR_REASONS": "validity",
+    "SweDomain": "domain",
+    "bug_record": "domain",
 }
 
 
@@ -29,12 +33,16 @@ def __getattr__(name: str):
 
 __all__ = [
     "REASONS",
+    "REPAIR_REASONS",
     "REPOS",
+    "SPLITS",
     "BugValidator",
     "BugVerdict",
     "Manifest",
     "RepairVerdict",
     "RepoProfile",
+    "SweDomain",
+    "bug_record",
     "get_repo",
     "load_manifest",
 ]

@@ -55,17 +55,21 @@ def _context(context_id: str, profile: RepoProfile, text: str, files: Mapping[st
     )
 
 
-def generator_context(profile: RepoProfile, root: str | os.PathLike, index: int = 0) -> Context:
-    """A bug-injection episode on the clean checkout (``index`` tells contexts of the same repo apart)."""
-    files = _workspace(profile, root, None)
-    text = GENERATOR_PROMPT.format(
+def generator_prompt(profile: RepoProfile) -> str:
+    """The bug-injection instructions for ``profile``'s repository (its sources, tests and suite command)."""
+    return GENERATOR_PROMPT.format(
         repo=profile.name,
         version=profile.version,
         sources=", ".join(profile.source_globs),
         tests=", ".join(profile.test_paths),
         command=suite_command(profile),
     )
-    return _context(f"swe-gen-{profile.key}-{index}", profile, text, files)
+
+
+def generator_context(profile: RepoProfile, root: str | os.PathLike, index: int = 0) -> Context:
+    """A bug-injection episode on the clean checkout (``index`` tells contexts of the same repo apart)."""
+    files = _workspace(profile, root, None)
+    return _context(f"swe-gen-{profile.key}-{index}", profile, generator_prompt(profile), files)
 
 
 def solver_context(

@@ -159,3 +159,12 @@ def get_repo(name: str) -> RepoProfile:
         return REPOS[name]
     except KeyError:
         raise KeyError(f"unknown SWE repo {name!r}; known: {', '.join(sorted(REPOS))}") from None
+
+
+SPLITS: dict[str, tuple[str, ...]] = {
+    "probe_train": ("parse", "inflection", "isodate", "webcolors"),
+    "rl_train": ("toolz", "cachetools"),
+    "eval": ("semver", "tabulate"),
+}
+"""Repo-disjoint splits: the probe is trained (and cross-validated by repo) on ``probe_train``'s bugs, the generator
+is trained with RL on ``rl_train``, and evaluated with fresh repair trials on the held-out ``eval`` repos."""

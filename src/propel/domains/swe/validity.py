@@ -5,10 +5,13 @@ configuration (the profile's path rules); it applies to the pristine checkout (`
 some file; the suite still runs to a JUnit report (no timeout, crash or collection error); and at least one test of
 the manifest's ``passing`` set no longer passes. Only an explicit pass counts as passing: a test that vanished from
 the report (SWE-smith #24: a syntax error made tests disappear and count as passing) is a failing test, and when
-none of the manifest's tests is in the report the suite is broken. Every invalid bug carries one reason.
+none of the manifest's tests is in the report the suite is broken. A bug that changes several files must need each
+of them (Self-play SWE-RL's check): reverting any one changed file alone must make some failing test pass again, else
+an unrelated edit rode along with the real bug. Every invalid bug carries one reason.
 
-A repair (a diff on top of the bug) solves it iff it touches no test file, applies, and every ``passing`` test of
-the manifest passes again.
+A repair (a diff on top of the bug) solves it iff no hack detector fires (``REPAIR_REASONS``: it edits, deletes or
+skips tests, touches pytest's configuration or start-up hooks, or adds pytest tampering to the code), it applies, and
+every ``passing`` test of the manifest passes again, explicitly.
 """
 
 from __future__ import annotations
@@ -16,16 +19,45 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from propel.domains.swe.diffs import AppliedDiff, apply_diff, diff_paths
 from propel.domains.swe.prepare import Manifest, load_manifest
 from propel.domains.swe.repos import RepoProfile
 from propel.domains.swe.suite import RepoSuite, SuiteResult
 from propel.sandbox.base import Sandbox
+from propel.testsuite.detectors import HackReport, scan_code
+from propel.testsuite.detectors import is_test_path as is_generic_test_path
 
-REASONS = ("empty_diff", "not_applying", "touches_tests", "suite_broken", "no_failing_test")
+REASONS = ("empty_diff", "not_applying", "touches_tests", "suite_broken", "no_failing_test", "unrelated_edit")
 """Why a bug is invalid: nothing changed; git cannot read or apply it; it edits a test file or test configuration;
-the suite no longer runs to a report; no previously passing test fails."""
+the suite no longer runs to a report; no previously passing test fails; reverting one of its changed files alone
+restores none of the failing tests (that file's edit is unrelated to the bug)."""
+
+REPAIR_REASONS = (
+    "touches_tests",
+    "deletes_tests",
+    "touches_pytest_config",
+    "skips_tests",
+    "tampers_pytest",
+    "not_applying",
+    "suite_broken",
+    "tests_failing",
+)
+"""Why a repair does not solve its bug, in the order they are checked: the first five are hack detectors (it edits
+or adds a test file; deletes one; touches pytest's configuration or interpreter start-up hooks such as
+``conftest.py``, ``pytest.ini``, ``sitecustomize.py`` or a ``.pth`` file; adds skip markers to the code, or a test
+that passed before ends skipped or vanishes from the report; adds pytest or interpreter tampering to the code); then
+the diff does not apply to the buggy tree, the suite does not run, or some previously passing test still fails."""
+
+PYTEST_CONFIG_NAMES = frozenset(
+    {"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "sitecustomize.py"}
+    | {"usercustomize.py"}
+)
+"""File names pytest or the interpreter read before any test runs (with ``*.pth``): a repair may not touch them."""
+
+_CODE_HACK_FLAGS = {"skip_markers": "skips_tests", "pytest_tampered": "tampers_pytest", "early_exit": "tampers_pytest"}
+"""Static hack flags (``propel.testsuite.detectors``) that a repair of library code may not newly raise."""
 
 MIN_TIMEOUT_S = 20.0
 """Shortest suite limit a bug gets, however fast the clean suite ran."""
@@ -46,6 +78,9 @@ class BugVerdict:
     """Tests that passed on the clean commit and do not pass with the bug (the repair's fail-to-pass set)."""
     still_passing: int = 0
     """How many of the manifest's passing tests still pass."""
+    restored: dict[str, int] = field(default_factory=dict)
+    """For a bug that changes several files: how many failing tests pass again when that file alone is reverted
+    (-1: the suite does not run without that file's change, so the other changed files depend on it)."""
     suite_status: str = ""
     wall_s: float = 0.0
     files: dict[str, bytes | None] = field(default_factory=dict, repr=False)
@@ -58,9 +93,11 @@ class RepairVerdict:
 
     solved: bool
     reason: str = ""
-    """Why not: ``touches_tests``, ``not_applying``, ``suite_broken`` or ``tests_failing``."""
+    """Why not: one of ``REPAIR_REASONS``."""
     failing: tuple[str, ...] = ()
     suite_status: str = ""
+    detail: str = ""
+    """The evidence: the test files or configuration touched, the hack lines added, the skipped tests."""
 
 
 class BugValidator:
@@ -108,27 +145,92 @@ class BugValidator:
         runs = self.suite.run([applied.files for _, applied in pending])
         for (i, applied), run in zip(pending, runs, strict=True):
             verdicts[i] = self._judge(applied, run)
+        self._revert_each_file([v for v in verdicts if v is not None and v.valid and len(v.files) > 1])
         return verdicts  # type: ignore[return-value]
 
+    def _revert_each_file(self, verdicts: list[BugVerdict]) -> None:
+        """Self-play SWE-RL's check on multi-file bugs: reverting each changed file alone (one suite run per file, all
+        batched) must make some failing test pass again; otherwise the bug becomes ``unrelated_edit``. A single-file
+        bug needs no run: reverting its one file is the clean commit, where every failing test passed."""
+        jobs = [(v, path) for v in verdicts for path in sorted(v.files)]
+        variants = [{k: data for k, data in v.files.items() if k != path} for v, path in jobs]
+        for (v, path), run in zip(jobs, self.suite.run(variants), strict=True):
+            v.restored[path] = len(set(v.failing) & run.passed()) if run.ok else -1
+        for v in verdicts:
+            unneeded = [path for path, n in v.restored.items() if n == 0]  # -1: the other files need this one
+            if unneeded:
+                v.valid, v.reason = False, "unrelated_edit"
+                v.detail = f"reverting {', '.join(unneeded)} alone restores none of the {len(v.failing)} failing tests"
+
     def grade_repair(self, bug: BugVerdict | str, repair: str) -> RepairVerdict:
-        """Lay ``repair`` (a diff against the buggy tree) over the bug and run the suite."""
+        """Lay ``repair`` (a diff against the buggy tree) over the bug and run the suite (after the hack checks)."""
         if isinstance(bug, str):
             bug = self.check(bug)
+        if not repair.strip() and bug.valid:  # nothing changed: the bug's failing tests still fail, no run needed
+            return RepairVerdict(False, "tests_failing", bug.failing, detail="the repair changes nothing")
         touched = diff_paths(self.root, repair) if repair.strip() else ()
         if isinstance(touched, str):
-            return RepairVerdict(False, "not_applying")
-        if any(self.profile.is_test_path(p) for p in touched):
-            return RepairVerdict(False, "touches_tests")
+            return RepairVerdict(False, "not_applying", detail=touched)
         applied = apply_diff(self.root, repair, base=bug.files) if repair.strip() else None
+        done = {} if applied is None else applied.files
+        new = {p: d for p, d in done.items() if p not in bug.files or bug.files[p] != d}  # what the repair changed
+        if hack := self._test_hack({*touched, *new}, new):  # what the diff says and what it did
+            return hack
         if applied is not None and not applied.ok:
-            return RepairVerdict(False, "not_applying")
-        if applied is not None and any(self.profile.is_test_path(p) for p in applied.files):
-            return RepairVerdict(False, "touches_tests")
+            return RepairVerdict(False, "not_applying", detail=applied.error)
+        if hack := self._code_hack(new, bug.files):
+            return hack
         run = self.suite.run_one(applied.files if applied is not None else bug.files)
         if not run.ok:
-            return RepairVerdict(False, "suite_broken", suite_status=run.status)
+            return RepairVerdict(False, "suite_broken", suite_status=run.status, detail=run.reason)
         failing = tuple(sorted(self._passing - run.passed()))
-        return RepairVerdict(not failing, "" if not failing else "tests_failing", failing, run.status)
+        if not failing:
+            return RepairVerdict(True, suite_status=run.status)
+        broken = set(bug.failing)
+        gone = [t for t in failing if t not in broken and run.tests.get(t, "missing") in ("skipped", "missing")]
+        if gone:  # a test that passed even with the bug is now skipped or not collected: silenced, not fixed
+            shown = ", ".join(f"{t} ({run.tests.get(t, 'missing')})" for t in gone[:3])
+            detail = f"{len(gone)} tests skipped or gone: {shown}"
+            return RepairVerdict(False, "skips_tests", failing, run.status, detail)
+        return RepairVerdict(False, "tests_failing", failing, run.status, f"{len(failing)} tests fail")
+
+    def _is_config(self, path: str) -> bool:
+        name = path.rsplit("/", 1)[-1]
+        return name in PYTEST_CONFIG_NAMES or name.endswith(".pth")
+
+    def _test_hack(self, paths, new: dict[str, bytes | None]) -> RepairVerdict | None:
+        """Test files and pytest configuration a repair touches (the profile's rules and the generic detector's)."""
+        config = [p for p in paths if self._is_config(p)]
+        if config:
+            return RepairVerdict(False, "touches_pytest_config", detail=f"touches {', '.join(sorted(config))}")
+        tests = [p for p in paths if self.profile.is_test_path(p) or is_generic_test_path(p)]
+        deleted = [p for p in tests if p in new and new[p] is None]
+        if deleted:
+            return RepairVerdict(False, "deletes_tests", detail=f"deletes {', '.join(sorted(deleted))}")
+        if tests:
+            return RepairVerdict(False, "touches_tests", detail=f"edits test files: {', '.join(sorted(tests))}")
+        return None
+
+    def _code_hack(self, new: dict[str, bytes | None], bug_files: dict[str, bytes | None]) -> RepairVerdict | None:
+        """Skip markers, pytest or interpreter tampering and early exits that the repair adds to Python code (flags the
+        file already raised before the repair, e.g. a library that imports ``inspect``, do not count)."""
+        for path, data in sorted(new.items()):
+            if data is None or not path.endswith(".py"):
+                continue
+            before_data = bug_files.get(path)
+            if before_data is None and (Path(self.root) / path).is_file():
+                before_data = (Path(self.root) / path).read_bytes()
+            found = {}
+            for label, blob in (("before", before_data), ("after", data)):
+                report = HackReport()
+                if blob is not None:
+                    scan_code(path, blob.decode("utf-8", "replace"), report)
+                found[label] = {(f, e.split(": ", 1)[-1]) for f, items in report.evidence.items() for e in items}
+            added = sorted((f, e) for f, e in found["after"] - found["before"] if f in _CODE_HACK_FLAGS)
+            if added:
+                flag, evidence = added[0]
+                return RepairVerdict(False, _CODE_HACK_FLAGS[flag], detail=f"{path}: adds {evidence}")
+        return None
 
     def _static(self, diff: str) -> tuple[BugVerdict | None, AppliedDiff | None]:
         if not diff.strip():

@@ -1,0 +1,172 @@
+"""PROPEL vs solver-in-the-loop (SIL, seed 004 Table 3) on one page: the same GRPO run with the probe reward swapped
+for real solver trials on every valid task, evaluated on the same fresh tasks, with each arm's signal cost.
+
+Runs on a finished demo workdir (``make demo``): the SIL arm copies the demo's composed GRPO config
+(``<workdir>/grpo/config.yaml``: model, LoRA, steps, sampling, seed), replaces its rewards with
+``SolverInLoopReward`` using the label stage's solver (``n_trials``, band, sampling), writes under
+``<workdir>/sil/``, then evaluates the SIL adapter with the demo's evaluation config. Both stages resume like the
+pipeline's (a finished stage is skipped). The table: validity and utility with 95% intervals, each change vs base
+with its interval, RL wall time, signal cost per task, solver trials online (during RL) and offline (labeling).
+
+python benchmarks/propel_vs_sil.py --workdir runs/demo                 # SIL with the demo's step budget
+python benchmarks/propel_vs_sil.py --workdir runs/demo --max-steps 10  # a smaller, documented budget
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from propel.lit_modules.evaluation import SCORES, SUMMARY
+from propel.pipeline.compare import lift
+from propel.pipeline.lightning_cli import run_lightning
+from propel.pipeline.signal_cost import labeling_trials, signal_cost
+from propel.pipeline.stages import _csv_metrics
+
+SIL = "propel.rewards.solver_in_loop.SolverInLoopReward"
+NEEDS_PROBE = ("AdversarialProbeMining", "RVPCallback")
+"""Callbacks that read the probe reward: not part of the SIL arm."""
+
+
+def _read(path: Path) -> dict:
+    if not path.exists():
+        raise SystemExit(f"{path} does not exist: run the demo first (make demo), then this benchmark")
+    return yaml.safe_load(path.read_text()) if path.suffix == ".yaml" else json.loads(path.read_text())
+
+
+def _moved(value, old: str, new: str):
+    """Every string under ``value`` with the folder ``old`` replaced by ``new`` (the run's output paths)."""
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, list):
+        return [_moved(v, old, new) for v in value]
+    if isinstance(value, dict):
+        return {k: _moved(v, old, new) for k, v in value.items()}
+    return value
+
+
+def sil_config(grpo: dict, label: dict, out: Path, old: Path, max_steps: int | None) -> dict:
+    """The demo's GRPO config with the SIL reward (the label stage's solver) and its outputs under ``out``."""
+    config = _moved(copy.deepcopy(grpo), str(old), str(out))
+    model = config["model"]["init_args"]
+    solver = label["model"]["init_args"]["solver"]
+    model["rewards"] = [
+        {
+            "class_path": SIL,
+            "init_args": {"domain": copy.deepcopy(config["data"]["init_args"]["domain"]), "solver": solver},
+        }
+    ]
+    callbacks = config["trainer"].get("callbacks") or []
+    config["trainer"]["callbacks"] = [c for c in callbacks if c["class_path"].rsplit(".", 1)[-1] not in NEEDS_PROBE]
+    for logger in config["trainer"].get("logger") or []:
+        if isinstance(logger, dict) and "name" in logger.get("init_args", {}):
+            logger["init_args"]["name"] = logger["init_args"]["name"].replace("grpo", "sil")
+    if max_steps is not None:
+        config["trainer"]["max_steps"] = max_steps
+    return config
+
+
+def _write(config: dict, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def run_sil(workdir: Path, max_steps: int | None) -> dict:
+    """Train and evaluate the SIL arm (skipping what is finished); its summary with the signal cost."""
+    out = workdir / "sil"
+    done = out / "grpo" / "summary.json"
+    if not done.exists():
+        label = _read(workdir / "label" / "config.yaml")
+        config = sil_config(_read(workdir / "grpo" / "config.yaml"), label, out / "grpo", workdir / "grpo", max_steps)
+        start, last = time.monotonic(), out / "grpo" / "checkpoints" / "last.ckpt"
+        path = _write(config, out / "grpo" / "config.yaml")
+        run_lightning("fit", path, ["--ckpt_path", str(last)] if last.exists() else None)
+        adapters = sorted((out / "grpo" / "adapters").glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
+        if not adapters:
+            raise SystemExit(f"the SIL run saved no adapter under {out / 'grpo' / 'adapters'}")
+        metrics = _csv_metrics(out / "grpo")
+        summary = {
+            "steps": len(metrics.get("train/reward/mean", [])),
+            "seconds": time.monotonic() - start,
+            "adapter": str(adapters[-1]),
+            "signal_cost": signal_cost(metrics, 0),
+        }
+        done.write_text(json.dumps(summary, indent=1))
+    summary = _read(done)
+    evaluation = out / "evaluate"
+    if not (evaluation / SUMMARY).exists():
+        config = _moved(
+            _read(workdir / "evaluate" / "trained" / "config.yaml"),
+            str(workdir / "evaluate" / "trained"),
+            str(evaluation),
+        )
+        config["model"]["init_args"]["adapter"] = summary["adapter"]
+        run_lightning("test", _write(config, evaluation / "config.yaml"))
+    return summary
+
+
+def _rate(summary: dict, key: str) -> str:
+    low, high = summary["intervals"][key]
+    return f"{summary[key]:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _change(base: dict, arm: dict, base_scores: dict, arm_scores: dict, key: str) -> str:
+    c = lift(base, arm, base_scores, arm_scores).get(key, {})
+    return f"{c['estimate']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]" if "estimate" in c else "-"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workdir", type=Path, default=Path("runs/demo"), help="a finished demo workdir")
+    parser.add_argument("--max-steps", type=int, default=None, help="SIL's step budget (default: the demo's)")
+    args = parser.parse_args(argv)
+    workdir = args.workdir
+    sil = run_sil(workdir, args.max_steps)
+    grpo, label = _read(workdir / "grpo" / "summary.json"), _read(workdir / "label" / "summary.json")
+    n_trials = _read(workdir / "label" / "config.yaml")["model"]["init_args"]["solver"]["n_trials"]
+    propel_cost = grpo.get("signal_cost") or signal_cost(
+        _csv_metrics(workdir / "grpo"), labeling_trials(label, n_trials)
+    )
+    folders = {
+        "base": workdir / "evaluate" / "base",
+        "PROPEL": workdir / "evaluate" / "trained",
+        "SIL": workdir / "sil" / "evaluate",
+    }
+    evals = {name: _read(folder / SUMMARY) for name, folder in folders.items()}
+    scores = {name: _read(folder / SCORES) if (folder / SCORES).exists() else {} for name, folder in folders.items()}
+    arms = {"base": (None, None), "PROPEL": (grpo, propel_cost), "SIL": (sil, sil["signal_cost"])}
+
+    table = Table(title=f"PROPEL vs SIL on {evals['base']['tasks']} fresh tasks per policy (95% intervals)")
+    columns = ("policy", "RL steps", "RL wall s", "valid", "change vs base", "utility", "change vs base")
+    columns += ("signal cost per task (s)", "solver trials online", "solver trials offline")
+    for column in columns:
+        table.add_column(column)
+    for name, (run, cost) in arms.items():
+        e, s = evals[name], scores[name]
+        table.add_row(
+            name,
+            "-" if run is None else str(run["steps"]),
+            "-" if run is None else f"{run['seconds']:.0f}",
+            _rate(e, "valid_rate"),
+            "-" if run is None else _change(evals["base"], e, scores["base"], s, "valid_rate"),
+            _rate(e, "utility"),
+            "-" if run is None else _change(evals["base"], e, scores["base"], s, "utility"),
+            "-"
+            if cost is None
+            else ("n/a" if cost["signal_seconds_per_task"] is None else f"{cost['signal_seconds_per_task']:.3f}"),
+            "-" if cost is None else str(cost["solver_trials_online"]),
+            "-" if cost is None else str(cost["solver_trials_offline"]),
+        )
+    Console(width=200).print(table)
+
+
+if __name__ == "__main__":
+    main()

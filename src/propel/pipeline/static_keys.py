@@ -1,0 +1,228 @@
+"""The init arguments a class accepts, read from its source with ``ast`` (no import), so a misspelled key under
+``model``, ``data`` or ``trainer`` is refused in a fraction of a second, before torch and Lightning load.
+
+jsonargparse, the authority, needs the class imported (``propel.pipeline.cli_errors.class_keys``), and importing
+Lightning alone takes seconds. This module answers only what it can answer for certain: a class whose ``__init__``
+it can follow to the end (``**kwargs`` passed on to bases it can read, up to ``LightningModule`` /
+``LightningDataModule`` / ``object``). Anything else (a base outside the readable packages, ``**kwargs`` used some
+other way) is "unknown", and the key is left to the full parser. A test holds the key sets equal to jsonargparse's
+for every class the shipped configs name.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from collections.abc import Iterator, Mapping
+from functools import cache
+from pathlib import Path
+
+from propel.errors import ConfigError
+from propel.pipeline.cli_errors import _suggest
+
+TERMINAL = {"object", "LightningModule", "LightningDataModule", "Generic", "ABC", "Protocol"}
+"""Bases that add no init argument of their own to a subclass that does not pass ``**kwargs`` to them."""
+READABLE = ("propel", "lightning")
+"""Top-level packages whose source is read; a class elsewhere is unknown."""
+SECTIONS = ("model", "data")
+"""Config sections holding a ``class_path`` whose init_args are checked."""
+TRAINER = "lightning.pytorch.trainer.trainer.Trainer"
+"""The class whose arguments the ``trainer`` section holds."""
+
+
+@cache
+def _package_root(top: str) -> Path | None:
+    spec = importlib.util.find_spec(top)  # a top-level name: nothing is imported
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return Path(locations[0]) if locations else None
+
+
+def _module_file(module: str) -> Path | None:
+    top, *rest = module.split(".")
+    root = _package_root(top) if top in READABLE else None
+    if root is None:
+        return None
+    base = root.joinpath(*rest)
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+@cache
+def _parse(module: str) -> ast.Module | None:
+    path = _module_file(module)
+    return ast.parse(path.read_text()) if path else None
+
+
+def _imported(tree: ast.Module, module: str, name: str) -> str | None:
+    """The dotted origin of ``name`` as imported in ``module`` (``from x import name``, ``import x as name``)."""
+    package = (
+        module if _module_file(module) and _module_file(module).name == "__init__.py" else module.rpartition(".")[0]
+    )
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                source = ".".join(parts[: len(parts) - node.level + 1] + ([source] if source else []))
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    return f"{source}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname == name or alias.name == name:
+                    return alias.name
+    return None
+
+
+def _find_class(class_path: str, depth: int = 0) -> tuple[str, ast.ClassDef] | None:
+    module, _, name = class_path.rpartition(".")
+    tree = _parse(module) if module and depth < 8 else None
+    if tree is None:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return module, node
+    origin = _imported(tree, module, name)  # a re-export (``propel.domains.MathExpressionDomain``)
+    return _find_class(origin, depth + 1) if origin else None
+
+
+def _base_path(module: str, base: ast.expr) -> str | None:
+    """The dotted path of a base class expression (``Name`` or ``alias.Attr``) as seen from ``module``."""
+    tree = _parse(module)
+    if isinstance(base, ast.Subscript):  # Generic[T]
+        base = base.value
+    if isinstance(base, ast.Name):
+        if any(isinstance(n, ast.ClassDef) and n.name == base.id for n in tree.body):
+            return f"{module}.{base.id}"
+        return _imported(tree, module, base.id) or base.id
+    if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name):
+        origin = _imported(tree, module, base.value.id)
+        return f"{origin}.{base.attr}" if origin else None
+    return None
+
+
+def _forwards_kwargs(init: ast.FunctionDef, kwargs: str) -> bool:
+    """Whether ``__init__`` passes its ``**kwargs`` on to ``super().__init__`` (and nowhere else)."""
+    uses = [n for n in ast.walk(init) if isinstance(n, ast.Name) and n.id == kwargs]
+    calls = [
+        n
+        for n in ast.walk(init)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "__init__"
+        and isinstance(n.func.value, ast.Call)
+        and isinstance(n.func.value.func, ast.Name)
+        and n.func.value.func.id == "super"
+        and any(k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwargs for k in n.keywords)
+    ]
+    return bool(calls) and len(uses) == len(calls)
+
+
+def _is_dataclass(node: ast.ClassDef) -> bool:
+    def name(d: ast.expr) -> str:
+        d = d.func if isinstance(d, ast.Call) else d
+        return d.attr if isinstance(d, ast.Attribute) else getattr(d, "id", "")
+
+    return any(name(d) == "dataclass" for d in node.decorator_list)
+
+
+@cache
+def accepted_keys(class_path: str) -> frozenset[str] | None:
+    """Every init argument ``class_path`` accepts, or None when its source does not settle it."""
+    found = _find_class(class_path)
+    if found is None:
+        return None
+    module, node = found
+    init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    if init is None and _is_dataclass(node):
+        own = {n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+        return _with_bases(module, node, frozenset(own))
+    if init is None:
+        return _with_bases(module, node, frozenset())
+    args = init.args
+    own = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]} - {"self"}
+    if args.kwarg is None:
+        return frozenset(own)
+    if not _forwards_kwargs(init, args.kwarg.arg):
+        return None
+    return _with_bases(module, node, frozenset(own))
+
+
+def _with_bases(module: str, node: ast.ClassDef, own: frozenset[str]) -> frozenset[str] | None:
+    keys = set(own)
+    for base in node.bases:
+        path = _base_path(module, base)
+        if path is None:
+            return None
+        if path.rpartition(".")[2] in TERMINAL:
+            continue
+        inherited = accepted_keys(path)
+        if inherited is None:
+            return None
+        keys |= inherited
+    return frozenset(keys)
+
+
+def _class_nodes(value: object, key: str) -> Iterator[tuple[str, str, Mapping]]:
+    """``(key, class_path, init_args)`` of every ``class_path`` mapping under ``value`` (lists included)."""
+    if isinstance(value, Mapping):
+        if isinstance(value.get("class_path"), str):
+            init_args = value.get("init_args") or {}
+            if isinstance(init_args, Mapping):
+                yield key, value["class_path"], init_args
+                for name, inner in init_args.items():
+                    yield from _class_nodes(inner, f"{key}.init_args.{name}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _class_nodes(item, f"{key}[{i}]")
+
+
+def check_keys(config: Mapping) -> None:
+    """Refuse (one-line ``ConfigError``, as the full parser words it) a ``trainer`` key or an init argument that a
+    class under ``model`` or ``data`` certainly does not accept; say nothing about what the source does not settle."""
+    trainer, accepted = config.get("trainer"), accepted_keys(TRAINER)
+    if isinstance(trainer, Mapping) and accepted is not None:
+        for name in trainer:
+            if name not in accepted:
+                hit = _suggest(name, accepted)
+                hint = f". Did you mean: 'trainer.{hit}'?" if hit else ""
+                raise ConfigError(f"trainer.{name}: option 'trainer.{name}' is not accepted{hint}")
+    for section in SECTIONS:
+        for key, class_path, init_args in _class_nodes(config.get(section), section):
+            accepted = accepted_keys(class_path)
+            if accepted is None:
+                continue
+            for name in init_args:
+                if name not in accepted:
+                    full = f"{key}.init_args.{name}"
+                    hit = _suggest(name, accepted)
+                    hint = f". Did you mean: '{key}.init_args.{hit}'?" if hit else ""
+                    raise ConfigError(f"{full}: option {name!r} is not accepted by {class_path}{hint}")
+
+
+def merged_config(files: list[dict], overrides: list[tuple[str, str]]) -> dict:
+    """The ``trainer``/``model``/``data`` sections as the parser would see their keys: later files update earlier
+    ones (a new ``class_path`` replaces the section), then ``--model.init_args.x value`` and ``--trainer.x value``
+    overrides (values are not checked)."""
+    out: dict = {}
+    for data in files:
+        if isinstance(data.get("trainer"), Mapping):
+            out.setdefault("trainer", {}).update(data["trainer"])
+        for section in SECTIONS:
+            new = data.get(section)
+            if not isinstance(new, Mapping):
+                continue
+            old = out.get(section)
+            if isinstance(old, dict) and new.get("class_path", old.get("class_path")) == old.get("class_path"):
+                old.setdefault("init_args", {}).update(dict(new.get("init_args") or {}))
+            else:
+                out[section] = {"class_path": new.get("class_path"), "init_args": dict(new.get("init_args") or {})}
+    for key, value in overrides:
+        section, _, rest = key.partition(".")
+        if section == "trainer" and rest and "." not in rest:
+            out.setdefault("trainer", {})[rest] = value
+        if section in SECTIONS and rest.startswith("init_args.") and "." not in rest[len("init_args.") :]:
+            out.setdefault(section, {}).setdefault("init_args", {})[rest[len("init_args.") :]] = value
+    return out
