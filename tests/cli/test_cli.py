@@ -168,7 +168,11 @@ def test_quiet_dependencies_drops_adverts_and_dependency_deprecations_only():
         quiet_dependencies()
         warnings.warn_explicit("old api", DeprecationWarning, "x.py", 1, module="torch.utils")
         warnings.warn_explicit("propel's own", FutureWarning, "y.py", 1, module="propel.rewards")
-    assert [str(w.message) for w in seen] == ["propel's own"]
+        warnings.warn(
+            "Using ModelCheckpoint with manual optimization and every_n_train_steps, but ...", UserWarning, stacklevel=2
+        )
+        warnings.warn("a user-facing warning", UserWarning, stacklevel=2)
+    assert [str(w.message) for w in seen] == ["propel's own", "a user-facing warning"]
     logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     record = lambda text: logging.LogRecord(logger.name, logging.INFO, "", 0, text, None, None)  # noqa: E731
     assert not logger.filter(record("💡 Tip: For seamless cloud uploads, try installing litmodels"))

@@ -8,6 +8,16 @@ import logging
 import os
 import warnings
 
+NOT_ACTIONABLE = (
+    r".*LightningCLI's args parameter is intended",
+    # propel's manual optimization checkpoints after the step it counts: the state matches global_step
+    r".*Using ModelCheckpoint with manual optimization and every_n_train_steps",
+    # the task-pool and rollout loaders are iterables of ready batches, one process per rank, no workers
+    r".*Your `IterableDataset` has `__len__` defined",
+    r".*Couldn't infer the batch indices fetched from your dataloader",
+)
+"""Lightning warnings that describe propel's own, deliberate loader and checkpoint set-up: nothing a user can change."""
+
 
 class _NoAdverts(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
@@ -22,7 +32,8 @@ def quiet_dependencies() -> None:
     for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
         warnings.filterwarnings("ignore", category=category)
         warnings.filterwarnings("default", category=category, module=r"propel(\.|$)")
-    warnings.filterwarnings("ignore", message=r".*LightningCLI's args parameter is intended")
+    for message in NOT_ACTIONABLE:
+        warnings.filterwarnings("ignore", message=message)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
