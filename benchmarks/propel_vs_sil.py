@@ -28,7 +28,7 @@ from propel.lit_modules.evaluation import SCORES, SUMMARY
 from propel.pipeline.compare import lift
 from propel.pipeline.lightning_cli import run_lightning
 from propel.pipeline.signal_cost import labeling_trials, signal_cost
-from propel.pipeline.stages import _csv_metrics
+from propel.pipeline.stages import csv_metrics, latest_adapter
 
 SIL = "propel.rewards.solver_in_loop.SolverInLoopReward"
 NEEDS_PROBE = ("AdversarialProbeMining", "RVPCallback")
@@ -89,14 +89,14 @@ def run_sil(workdir: Path, max_steps: int | None) -> dict:
         start, last = time.monotonic(), out / "grpo" / "checkpoints" / "last.ckpt"
         path = _write(config, out / "grpo" / "config.yaml")
         run_lightning("fit", path, ["--ckpt_path", str(last)] if last.exists() else None)
-        adapters = sorted((out / "grpo" / "adapters").glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
-        if not adapters:
+        adapter = latest_adapter(out / "grpo" / "adapters")
+        if adapter is None:
             raise SystemExit(f"the SIL run saved no adapter under {out / 'grpo' / 'adapters'}")
-        metrics = _csv_metrics(out / "grpo")
+        metrics = csv_metrics(out / "grpo")
         summary = {
             "steps": len(metrics.get("train/reward/mean", [])),
             "seconds": time.monotonic() - start,
-            "adapter": str(adapters[-1]),
+            "adapter": adapter,
             "signal_cost": signal_cost(metrics, 0),
         }
         done.write_text(json.dumps(summary, indent=1))
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     grpo, label = _read(workdir / "grpo" / "summary.json"), _read(workdir / "label" / "summary.json")
     n_trials = _read(workdir / "label" / "config.yaml")["model"]["init_args"]["solver"]["n_trials"]
     propel_cost = grpo.get("signal_cost") or signal_cost(
-        _csv_metrics(workdir / "grpo"), labeling_trials(label, n_trials)
+        csv_metrics(workdir / "grpo"), labeling_trials(label, n_trials)
     )
     folders = {
         "base": workdir / "evaluate" / "base",

@@ -76,7 +76,7 @@ def class_keys(class_path: str) -> list[str]:
         return []
 
 
-def _suggest(unknown: str, candidates: Iterable[str]) -> str | None:
+def suggest(unknown: str, candidates: Iterable[str]) -> str | None:
     """The accepted key closest to ``unknown`` among those with the same parent (``trainer.max_stepz`` ->
     ``trainer.max_steps``), or None when nothing is close."""
     parent, _, name = unknown.rpartition(".")
@@ -127,10 +127,10 @@ def explain(message: str, top_keys: Callable[[], Iterable[str]] | None = None) -
         return f"{prefix}: {reason}" if prefix else reason
     key = f"{prefix}.{unknown}" if prefix else unknown
     if cls is not None:
-        hit = _suggest(unknown, class_keys(cls))
+        hit = suggest(unknown, class_keys(cls))
         hit = f"{prefix}.{hit}" if hit and prefix else hit
     else:
-        hit = _suggest(unknown, top_keys() if top_keys else ())
+        hit = suggest(unknown, top_keys() if top_keys else ())
     return f"{key}: {reason}" + (f". Did you mean: {hit!r}?" if hit else "")
 
 

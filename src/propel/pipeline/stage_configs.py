@@ -114,25 +114,26 @@ def _probe_reward(grpo: dict) -> dict | None:
     return hits[0].get("init_args", {}) if hits else None
 
 
-def _check_static_keys(cfg: PipelineConfig) -> None:
+def _check_static_keys(nodes: dict[str, DictConfig]) -> None:
     """A misspelled key in a Lightning stage's section fails here, from the classes' source, in well under a second
     (``propel.pipeline.static_keys``), before Lightning is imported to validate the rest."""
     from propel.pipeline.static_keys import check_keys
 
-    for stage in ("label", "grpo", "evaluate"):
+    for stage, node in nodes.items():
         try:
-            check_keys(OmegaConf.to_container(_template(cfg, stage), resolve=False))
+            check_keys(OmegaConf.to_container(node, resolve=False))
         except ConfigError as err:
             raise ConfigError(_stage_error(stage, str(err))) from None
 
 
 def compose_stages(cfg: PipelineConfig) -> dict[str, dict]:
     """Every stage's complete config; sets ``cfg.model``, ``cfg.domain`` and ``cfg.seed`` to the values used."""
-    _check_static_keys(cfg)
+    nodes = {stage: _template(cfg, stage) for stage in ("label", "grpo", "evaluate")}  # each composed once
+    _check_static_keys(nodes)
     from propel.domains.trials import SolverSpec
 
     root, engine, engine_kwargs = cfg.root, cfg.engine_kind, dict(cfg.engine_kwargs)
-    label = _template(cfg, "label")
+    label = nodes["label"]
     cfg.model = cfg.model or OmegaConf.select(label, "model.init_args.generator") or "smollm2-135m-instruct"
     domain = cfg.domain or OmegaConf.select(label, "model.init_args.domain")
     if domain is None:
@@ -164,11 +165,11 @@ def compose_stages(cfg: PipelineConfig) -> dict[str, dict]:
         raise ConfigError(f"pipeline config key 'label.model.init_args.solver': {err}") from None
 
     artifact = str(root / "probe" / "artifact")
-    configs["grpo"] = _grpo(cfg, _template(cfg, "grpo"), "grpo", artifact, None, "probe" in cfg.stages)
+    configs["grpo"] = _grpo(cfg, nodes["grpo"], "grpo", artifact, None, "probe" in cfg.stages)
 
     configs["probe"] = _probe_stage(cfg, _template(cfg, "probe"), pool, root / "probe", configs)
 
-    evaluate = _template(cfg, "evaluate")
+    evaluate = nodes["evaluate"]
     n_trials = OmegaConf.select(evaluate, "model.init_args.solver.n_trials")
     solver = {**generator["solver"], **({"n_trials": n_trials} if n_trials is not None else {})}
     try:

@@ -72,7 +72,7 @@ def run_probe(cfg: PipelineConfig) -> dict:
     return probe_main(["-c", str(path)])
 
 
-def _csv_metrics(out: Path) -> dict[str, list[float]]:
+def csv_metrics(out: Path) -> dict[str, list[float]]:
     """Per-step training metrics from the CSV logger (all versions, in order; a resumed run appends a version)."""
     import pandas as pd
 
@@ -94,6 +94,12 @@ def _points(frame: dict[str, list], key: str) -> list[list[float]]:
     return [[int(s), float(v)] for s, v in zip(frame.get("step", []), values, strict=False) if v == v]
 
 
+def latest_adapter(folder: Path) -> str | None:
+    """The highest-step ``step-<n>`` adapter folder ``AdapterSaver`` wrote into ``folder``, or None."""
+    adapters = sorted(folder.glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
+    return str(adapters[-1]) if adapters else None
+
+
 def run_grpo(cfg: PipelineConfig, name: str = "grpo") -> dict:
     """GRPO on the LoRA policy into ``workdir/name`` (the co-evolution runs reuse it); resumes from
     ``checkpoints/last.ckpt`` when a run was cut short."""
@@ -105,11 +111,10 @@ def run_grpo(cfg: PipelineConfig, name: str = "grpo") -> dict:
     last = out / "checkpoints" / "last.ckpt"
     config = write_config(cfg.configs[name], out / "config.yaml")
     run_lightning(SUBCOMMANDS["grpo"], config, ["--ckpt_path", str(last)] if last.exists() else None)
-    metrics = _csv_metrics(out)
+    metrics = csv_metrics(out)
     reward = metrics.get("train/reward/mean", [])
     valid = metrics.get("train/valid_rate", [])
     kl = metrics.get("train/kl", [])
-    adapters = sorted((out / "adapters").glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
     summary = {
         "steps": len(reward),
         "reward_start": reward[0] if reward else None,
@@ -121,7 +126,7 @@ def run_grpo(cfg: PipelineConfig, name: str = "grpo") -> dict:
         "kl_end": kl[-1] if kl else None,
         "step_time_s": (time.monotonic() - start) / max(len(reward), 1),
         "seconds": time.monotonic() - start,
-        "adapter": str(adapters[-1]) if adapters else None,
+        "adapter": latest_adapter(out / "adapters"),
         "curves": {"reward": reward, "valid_rate": valid, "kl": kl},
         "collapse": {k: _points(metrics, key) for k, key in COLLAPSE_CURVES.items()},
         "signal_cost": signal_cost(metrics, labeling_trials(read_summary(cfg, "label"), cfg.solver["n_trials"])),

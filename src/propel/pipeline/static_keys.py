@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 
 from propel.errors import ConfigError
-from propel.pipeline.cli_errors import _suggest
+from propel.pipeline.cli_errors import suggest
 
 TERMINAL = {"object", "LightningModule", "LightningDataModule", "Generic", "ABC", "Protocol"}
 """Bases that add no init argument of their own to a subclass that does not pass ``**kwargs`` to them."""
@@ -186,7 +186,7 @@ def check_keys(config: Mapping) -> None:
     if isinstance(trainer, Mapping) and accepted is not None:
         for name in trainer:
             if name not in accepted:
-                hit = _suggest(name, accepted)
+                hit = suggest(name, accepted)
                 hint = f". Did you mean: 'trainer.{hit}'?" if hit else ""
                 raise ConfigError(f"trainer.{name}: option 'trainer.{name}' is not accepted{hint}")
     for section in SECTIONS:
@@ -197,7 +197,7 @@ def check_keys(config: Mapping) -> None:
             for name in init_args:
                 if name not in accepted:
                     full = f"{key}.init_args.{name}"
-                    hit = _suggest(name, accepted)
+                    hit = suggest(name, accepted)
                     hint = f". Did you mean: '{key}.init_args.{hit}'?" if hit else ""
                     raise ConfigError(f"{full}: option {name!r} is not accepted by {class_path}{hint}")
 
