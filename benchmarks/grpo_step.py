@@ -7,10 +7,13 @@ timed steps; generation time is measured by timing the rollout engine's (TRL: th
 propel runs once per ``--propel-engines`` entry: ``hf`` (generate on the live policy), ``vllm`` (in-process vLLM,
 the LoRA adapter hot-loaded before every step) and ``vllm-merged`` (LoRA merged on the trainer side, full weights
 reloaded into vLLM before every step); vLLM runs its default dtype (fp32 on CPU) with importance correction on
-and needs ``.venv-vllm``.
+and needs ``.venv-vllm``. ``vllm-async`` and ``vllm-merged-async`` are the same with ``async_rollouts`` (the next
+step's rollouts sampled while this one trains, ``max_staleness: 1``): sync vs async on the same workload. Their
+"generation s/step" is the engine's time, mostly hidden behind training; "waited s/step" is what the step waited for.
 
 python benchmarks/grpo_step.py --steps 3
 .venv-vllm/bin/python benchmarks/grpo_step.py --propel-engines hf vllm vllm-merged --steps 10
+.venv-vllm/bin/python benchmarks/grpo_step.py --only propel --propel-engines vllm vllm-async --steps 10
 """
 
 from __future__ import annotations
@@ -52,10 +55,12 @@ def prompts(n: int) -> list[str]:
     return [c.prompt.text for c in MathExpressionDomain().contexts(n, seed=7)]
 
 
-ENGINES = {  # benchmark name -> (engine, engine_kwargs)
-    "hf": ("hf", {}),
-    "vllm": ("vllm", {}),
-    "vllm-merged": ("vllm", {"lora_sync": "merged"}),
+ENGINES = {  # benchmark name -> (engine, engine_kwargs, async_rollouts)
+    "hf": ("hf", {}, False),
+    "vllm": ("vllm", {}, False),
+    "vllm-merged": ("vllm", {"lora_sync": "merged"}, False),
+    "vllm-async": ("vllm", {}, True),
+    "vllm-merged-async": ("vllm", {"lora_sync": "merged"}, True),
 }
 
 
@@ -69,7 +74,7 @@ def run_propel(model: str, steps: int, engine: str = "hf") -> dict:
 
     class Timing(pl.Callback):
         def __init__(self) -> None:
-            self.rows: list[tuple[float, float, float]] = []
+            self.rows: list[tuple[float, float, float, float]] = []
 
         def on_train_batch_start(self, trainer, pl_module, *args) -> None:
             if not hasattr(self, "timer"):
@@ -77,8 +82,11 @@ def run_propel(model: str, steps: int, engine: str = "hf") -> dict:
             self.t0, self.g0 = time.perf_counter(), self.timer.seconds
 
         def on_train_batch_end(self, trainer, pl_module, *args) -> None:
-            length = float(trainer.callback_metrics["train/completion_length"])
-            self.rows.append((time.perf_counter() - self.t0, self.timer.seconds - self.g0, length))
+            metrics = trainer.callback_metrics
+            length = float(metrics["train/completion_length"])
+            waited = metrics.get("train/time/rollout_wait_s")  # async: what the step waited for; sync: generation
+            waited = float(waited) if waited is not None else self.timer.seconds - self.g0
+            self.rows.append((time.perf_counter() - self.t0, self.timer.seconds - self.g0, length, waited))
 
     pl.seed_everything(0)
     module = GRPOModule(
@@ -93,6 +101,8 @@ def run_propel(model: str, steps: int, engine: str = "hf") -> dict:
         lr=1e-5,
         engine=ENGINES[engine][0],
         engine_kwargs=ENGINES[engine][1],
+        async_rollouts=ENGINES[engine][2],
+        max_staleness=1,
     )
     timing = Timing()
     trainer = pl.Trainer(
@@ -140,7 +150,8 @@ def run_trl(model: str, steps: int, gradient_checkpointing: bool) -> dict:
             self.t0, self.g0 = time.perf_counter(), self.timer.seconds
 
         def on_step_end(self, args, state, control, **kwargs):
-            self.rows.append((time.perf_counter() - self.t0, self.timer.seconds - self.g0, float("nan")))
+            generation = self.timer.seconds - self.g0
+            self.rows.append((time.perf_counter() - self.t0, generation, float("nan"), generation))
 
     config = GRPOConfig(
         output_dir="/tmp/propel-bench-trl",
@@ -174,17 +185,19 @@ def run_trl(model: str, steps: int, gradient_checkpointing: bool) -> dict:
     )
     trainer.train()
     lengths = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
-    rows = [(s, g, lengths[i] if i < len(lengths) else float("nan")) for i, (s, g, _) in enumerate(timing.rows)]
+    rows = [(s, g, lengths[i] if i < len(lengths) else float("nan"), w) for i, (s, g, _, w) in enumerate(timing.rows)]
     return _stats(rows[1:])
 
 
-def _stats(rows: list[tuple[float, float, float]]) -> dict:
+def _stats(rows: list[tuple[float, float, float, float]]) -> dict:
+    """Means over the timed steps of (step s, generation s, completion length, s the step waited for rollouts)."""
     n = max(len(rows), 1)
     return {
         "steps": len(rows),
         "s_per_step": sum(r[0] for r in rows) / n,
         "gen_s_per_step": sum(r[1] for r in rows) / n,
         "mean_len": sum(r[2] for r in rows) / n,
+        "waited_s_per_step": sum(r[3] for r in rows) / n,
         "per_step": [round(r[0], 2) for r in rows],
     }
 
@@ -212,7 +225,8 @@ def main() -> None:
         title=f"GRPO step, {a.model} fp32, LoRA r=16 x 7 proj, {PROMPTS_PER_STEP} prompts x G={GROUP}, "
         f"<= {NEW_TOKENS} new tokens, {torch.get_num_threads()} threads"
     )
-    for col in ("trainer", "timed steps", "s/step", "generation s/step", "generation share", "mean len", "per step"):
+    cols = ("trainer", "timed steps", "s/step", "generation s/step", "waited s/step", "generation share", "mean len")
+    for col in (*cols, "per step"):
         table.add_column(col, justify="right")
     for name, r in results.items():
         share = r["gen_s_per_step"] / r["s_per_step"] if r["s_per_step"] else 0.0
@@ -221,6 +235,7 @@ def main() -> None:
             str(r["steps"]),
             f"{r['s_per_step']:.2f}",
             f"{r['gen_s_per_step']:.2f}",
+            f"{r['waited_s_per_step']:.2f}",
             f"{share:.0%}",
             f"{r['mean_len']:.1f}",
             str(r["per_step"]),

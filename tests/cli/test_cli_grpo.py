@@ -51,6 +51,16 @@ def test_mining_overlay_keeps_every_callback():
         assert needle in out.stdout, needle
 
 
+def test_async_overlay_turns_on_async_rollouts_with_vllm():
+    """configs/grpo/async.yaml validates against the GRPO module's signature and sets the async keys."""
+    configs = ["configs/grpo/base.yaml", "configs/math/grpo.yaml", "configs/grpo/async.yaml"]
+    cmd = [sys.executable, "-m", "propel.cli", "fit"] + [a for c in configs for a in ("-c", c)] + ["--print_config"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    for needle in ("async_rollouts: true", "max_staleness: 1", "engine: vllm", "importance_correction: true"):
+        assert needle in out.stdout, needle
+
+
 def probe_artifact(directory: Path, reference: Path, dim: int = 64) -> Path:
     """A throwaway probe on the tiny model's layer-1 last-token features (random head, normalized features)."""
     torch.manual_seed(0)

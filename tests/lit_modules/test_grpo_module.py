@@ -62,20 +62,6 @@ class Record(Callback):
         self.rows.append({k: float(m[k]) for k in ("train/loss", "train/reward/mean", "train/kl") if k in m})
 
 
-@pytest.fixture(scope="module")
-def peaked_model_dir(tmp_path_factory, tokenizer):
-    """A tiny random Llama whose (tied) embeddings are scaled x8: a peaked, learnable next-token distribution."""
-    from propel.models.tiny import tiny_causal_lm
-
-    model = tiny_causal_lm(tokenizer)
-    with torch.no_grad():
-        model.get_input_embeddings().weight.mul_(8.0)
-    out = tmp_path_factory.mktemp("peaked") / "model"
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
-
-
 def _module(model_dir, cls=GRPOModule, **overrides) -> GRPOModule:
     kwargs = dict(
         model=str(model_dir),

@@ -88,3 +88,50 @@ def test_grpo_with_vllm_engine_follows_the_trained_adapter(bundled_dir):
     assert after != before, "the trained adapter should change vLLM's greedy output"
     assert_follows(check.hf_after, check.engine_after)
     assert module.engine is None  # closed at the end of fit (worker processes and KV cache released)
+
+
+class Staleness(Callback):
+    """Per step: the optimizer step, the step of the weights that sampled its rollouts, and the importance weights."""
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        m = trainer.callback_metrics
+        self.rows = getattr(self, "rows", [])
+        state = module.rollout_state
+        self.rows.append((state.step, state.policy_version, float(m["train/is_weight_mean"]), float(m["train/loss"])))
+
+
+def test_async_rollouts_with_vllm_engine(bundled_dir):
+    """Issue 22, item 2: vLLM samples batch k+1 on the worker thread while batch k trains; the adapter is synced
+    between batches, each step is one optimizer step stale, and the importance weights are applied."""
+    pl.seed_everything(0)
+    module = GRPOModule(
+        model=str(bundled_dir),
+        rewards=[FunctionReward("a_share", share_of_a)],
+        lora=LoRASpec(r=8, alpha=16, dropout=0.0),
+        group_size=4,
+        max_new_tokens=8,
+        lr=2e-2,
+        loss=LossSpec(beta=0.04),
+        engine="vllm",
+        engine_kwargs={"dtype": "float32"},
+        async_rollouts=True,
+        max_staleness=1,
+    )
+    rec = Staleness()
+    trainer = pl.Trainer(
+        max_steps=4,
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        callbacks=[rec],
+    )
+    trainer.fit(module, datamodule=ContextDataModule(LetterDomain(), contexts_per_step=2))
+    steps, versions, weights, losses = zip(*rec.rows, strict=True)
+    assert list(steps) == [0, 1, 2, 3]
+    assert [s - v for s, v in zip(steps, versions, strict=True)] == [0, 1, 1, 1]
+    assert all(torch.isfinite(torch.tensor(losses)))
+    # A step behind, the trainer's policy and vLLM's (older) adapter differ: the weights move away from 1.
+    assert any(abs(w - 1.0) > 1e-3 for w in weights[1:]), weights
+    assert module.engine is None and module._prefetcher is None  # worker and engine closed at the end of fit

@@ -6,6 +6,12 @@ logprobs, LoRA-only checkpoints) is ``LoRAPolicyModule``'s; this file holds what
 clipped policy loss with its KL anchor to the adapter-free reference, and the importance correction for engines
 that are not the live policy.
 
+Asynchronous rollouts (``async_rollouts: true``): a rollout may come from weights up to ``max_staleness`` optimizer
+steps old. The importance weights then compare the current policy (the "old" logprobs of the clipped loss are
+computed now, by the trainer) with the engine's sampling logprobs, so one truncated correction covers both the
+engine mismatch and the staleness (decoupled PPO: behaviour policy = the engine, proximal policy = the weights now).
+The staleness of each step is logged (``train/staleness``) and published on ``rollout_state.policy_version``.
+
 Data-parallel (``trainer.strategy: ddp``): each rank rolls out its share of the step's contexts (whole groups, see
 ``ContextStreamDataModule``) and computes their advantages; the loss is normalised by the sequence and token counts
 of the global batch and multiplied by the world size, so that DDP's gradient average is the gradient one process
@@ -65,11 +71,14 @@ class GRPOModule(LoRAPolicyModule):
         zero_variance_tol: reward std below which a group counts as zero-variance.
         ppo_epochs: optimizer steps over each batch of rollouts (PPO inner iterations, >= 1).
         importance_correction: reweight tokens by ``min(exp(trainer_old_logp - engine_logp), cap)`` when the engine
-            is not the live policy itself (vLLM); the HF engine samples from the policy, so it is skipped there.
+            is not the live policy itself (vLLM; with ``async_rollouts`` it also covers the staleness); the HF engine
+            samples from the policy, so it is skipped there.
         importance_cap: the truncation ``cap`` above.
         **kwargs: the policy's settings (``LoRAPolicyModule``: model, lora, sampling, optimizer, engine, ...);
             ``max_new_tokens`` is also the ``dr_grpo`` constant unless the loss sets one.
     """
+
+    supports_async_rollouts = True  # the truncated importance weights correct for stale rollouts
 
     def __init__(
         self,
@@ -89,10 +98,17 @@ class GRPOModule(LoRAPolicyModule):
         if ppo_epochs < 1:
             raise ConfigError(f"ppo_epochs must be >= 1, got {ppo_epochs}")
         super().__init__(**kwargs)
+        if self.hparams.async_rollouts and not importance_correction:
+            raise ConfigError(
+                "async_rollouts samples with weights up to max_staleness steps old: keep importance_correction on"
+            )
         self.reward = CombinedReward(list(rewards)) if rewards else None
         self.loss_spec = loss or LossSpec()
         self.scale_rewards = resolve_scale(scale_rewards, self.loss_spec.loss_type)
         self.sampling.n = group_size
+
+    def optimizer_steps_per_batch(self) -> int:
+        return self.hparams.ppo_epochs
 
     def setup_policy(self) -> None:
         if self.reward is not None:  # e.g. a probe reward reading the policy with adapters off as its reference
@@ -112,7 +128,9 @@ class GRPOModule(LoRAPolicyModule):
             )
         with self.eval_mode():  # a probe reading the policy as its reference must see no dropout
             breakdown = self.reward(samples)
-        self.rollout_state = RolloutState(step=self.global_step, samples=samples, rewards=breakdown)
+        self.rollout_state = RolloutState(
+            step=self.global_step, samples=samples, rewards=breakdown, policy_version=self.rollout_version
+        )
         everywhere = RewardBreakdown(  # the global batch's rewards (this rank's alone in one process)
             total=self.gather_over_ranks(breakdown.total),
             components={k: self.gather_over_ranks(v) for k, v in breakdown.components.items()},
@@ -134,6 +152,9 @@ class GRPOModule(LoRAPolicyModule):
             **episode_stats(samples),
             **{f"time/{k}": v for k, v in rollout.timings.items()},
         }
+        if hp.async_rollouts:
+            stats["staleness"] = float(self.global_step - self.rollout_version)
+            stats["time/rollout_wait_s"] = self.rollout_wait_s
         log = {"on_step": True, "batch_size": len(samples), "sync_dist": self.world_size > 1}
         if not self.sum_over_ranks(keep.sum()):  # nothing to learn from this batch: no optimizer step (counted)
             self.no_update(

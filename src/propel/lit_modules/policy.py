@@ -12,6 +12,12 @@ Dropout is off in every forward pass of a step: sampling, the frozen old/referen
 LoRA dropout in the loss forward alone would make the PPO ratio ``exp(logp - old_logp)`` differ from 1 before any
 update (the old logprobs come from the dropout-free policy), biasing clipping and the importance weights.
 
+Asynchronous rollouts (``async_rollouts: true``, for engines that are not the live policy: vLLM): the next batches'
+rollouts are sampled on a background thread while this one trains (``propel.rollouts.prefetch``), at most
+``max_staleness`` optimizer steps behind the weights that train on them; the trainer must correct for it (GRPO's
+truncated importance weights do). The worker syncs the engine to the newest weights before each batch, under a lock
+that optimizer steps also take, so it never reads half-updated weights.
+
 A training step that ends without an optimizer step (every group zero-variance, no distillation target) leaves
 ``global_step`` where it was, so ``max_steps`` would never be reached: each such step is warned about and counted
 (``train/steps_without_update``), and ``max_steps_without_update`` of them in a row stop the run with an error.
@@ -19,6 +25,7 @@ A training step that ends without an optimizer step (every group zero-variance, 
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
@@ -38,6 +45,7 @@ from propel.models.lora import LoRASpec
 from propel.models.span_logits import span_logits
 from propel.rollouts.environment import Environment
 from propel.rollouts.packing import PackedBatch
+from propel.rollouts.prefetch import Prefetched, RolloutPrefetcher
 from propel.rollouts.steps import ContextBatch, Rollout, RolloutSource
 
 # An RL step is one whole optimization: a checkpoint taken after it is the state to resume from (the 8-vs-4+4 and
@@ -70,7 +78,14 @@ class LoRAPolicyModule(pl.LightningModule):
             ``{"launch": true}`` for ``vllm_server``).
         max_steps_without_update: training steps in a row that take no optimizer step before the run stops with an
             error (``global_step`` does not advance on them, so ``max_steps`` alone would never end the run).
+        async_rollouts: sample the next batches' rollouts while this one trains (off by default; engines that are
+            not the live policy only, and trainers that correct for off-policy samples: ``GRPOModule``).
+        max_staleness: with ``async_rollouts``, the most optimizer steps between the weights that sampled a rollout
+            and those that train on it; the worker runs ``max_staleness // optimizer steps per batch`` batches ahead.
     """
+
+    supports_async_rollouts = False
+    """Whether the trainer's loss corrects for rollouts sampled by older weights (``async_rollouts``)."""
 
     def __init__(
         self,
@@ -90,6 +105,8 @@ class LoRAPolicyModule(pl.LightningModule):
         engine: str = "hf",
         engine_kwargs: dict[str, Any] | None = None,
         max_steps_without_update: int = 20,
+        async_rollouts: bool = False,
+        max_staleness: int = 1,
     ) -> None:
         super().__init__()
         # collects the subclass's init args too; objects are kept out (they break weights_only checkpoint loading)
@@ -102,6 +119,12 @@ class LoRAPolicyModule(pl.LightningModule):
             raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if max_steps_without_update < 1:
             raise ConfigError(f"max_steps_without_update must be >= 1, got {max_steps_without_update}")
+        if max_staleness < 1:
+            raise ConfigError(f"max_staleness must be >= 1 (optimizer steps), got {max_staleness}")
+        if async_rollouts and not self.supports_async_rollouts:
+            raise ConfigError(
+                f"{type(self).__name__} does not correct for rollouts sampled by older weights: turn async_rollouts off"
+            )
         self.automatic_optimization = False
         self.strict_loading = False  # checkpoints hold only the LoRA weights
         self.lora_spec = lora or LoRASpec()
@@ -128,6 +151,12 @@ class LoRAPolicyModule(pl.LightningModule):
         """Training steps of the whole run that took no optimizer step."""
         self._step_at_batch_start = 0
         self._no_update_reason = ""
+        self._prefetcher: RolloutPrefetcher | None = None
+        self._weights_lock = threading.Lock()  # optimizer steps vs. the async worker's engine syncs
+        self.rollout_version = 0
+        """The optimizer step whose weights sampled the latest rollouts (``global_step`` unless asynchronous)."""
+        self.rollout_wait_s = 0.0
+        """Seconds the latest step waited for its rollouts (asynchronous rollouts: generation not hidden)."""
 
     # ----------------------------------------------------------------------------------------------- setup
     def configure_model(self) -> None:
@@ -178,6 +207,9 @@ class LoRAPolicyModule(pl.LightningModule):
             self.sampling.stop = list(self.rollout_source.stop)
 
     def on_fit_end(self) -> None:
+        if self._prefetcher is not None:
+            self._prefetcher.close()
+            self._prefetcher = None
         if self.engine is not None and not self.engine_is_policy():
             self.engine.close()  # a vLLM engine holds worker processes and a KV cache
             self.engine = None
@@ -233,11 +265,49 @@ class LoRAPolicyModule(pl.LightningModule):
         self._engine_synced_at = self.global_step
 
     def collect_rollout(self, batch: ContextBatch) -> Rollout:
-        """This step's scored rollouts from the datamodule, sampled by an engine holding the current weights."""
+        """This step's scored rollouts from the datamodule, sampled by an engine holding the current weights (or, with
+        ``async_rollouts``, weights at most ``max_staleness`` optimizer steps old: ``rollout_version``)."""
         source = self.rollout_source
         source.on_before_rollout(batch)
-        self.sync_engine()
-        return source.rollout(self.engine, batch, self.sampling)
+        if not self.hparams.async_rollouts:
+            self.sync_engine()
+            self.rollout_version, self.rollout_wait_s = self.global_step, 0.0
+            return source.rollout(self.engine, batch, self.sampling)
+        if self._prefetcher is None:
+            self._prefetcher = RolloutPrefetcher(self._sample_batch, ahead=self._batches_ahead())
+        got = self._prefetcher.take(batch.index)
+        self.rollout_version, self.rollout_wait_s = got.version, got.wait_s
+        return got.rollout
+
+    def optimizer_steps_per_batch(self) -> int:
+        """Optimizer steps one training step takes at most (what staleness is counted in)."""
+        return 1
+
+    def _batches_ahead(self) -> int:
+        """How many batches the async worker may sample ahead so that no rollout exceeds ``max_staleness``."""
+        if self.engine_is_policy():
+            raise ConfigError(
+                "async_rollouts needs an engine that is not the live policy (engine: vllm or vllm_server): the hf "
+                "engine generates with the very weights being trained"
+            )
+        if not callable(getattr(self.rollout_source, "batch_at", None)):
+            raise ConfigError("async_rollouts needs a datamodule that can make batch i ahead of time (batch_at)")
+        per_batch, limit = self.optimizer_steps_per_batch(), self.hparams.max_staleness
+        if limit < per_batch:
+            raise ConfigError(
+                f"max_staleness={limit} is below the {per_batch} optimizer steps one batch takes: every rollout "
+                f"sampled ahead would be {per_batch} steps old; raise max_staleness to >= {per_batch} or turn "
+                "async_rollouts off"
+            )
+        return limit // per_batch
+
+    def _sample_batch(self, index: int) -> Prefetched:
+        """Batch ``index``'s rollouts, on the async worker: sync the engine to the newest weights, then sample."""
+        with self._weights_lock:
+            self.sync_engine()
+            version = self._engine_synced_at
+        source = self.rollout_source
+        return Prefetched(source.rollout(self.engine, source.batch_at(index), self.sampling), version)
 
     @contextmanager
     def eval_mode(self):
@@ -324,7 +394,8 @@ class LoRAPolicyModule(pl.LightningModule):
                 totals[name] = totals.get(name, 0.0) + value
         if self.hparams.gradient_clip_val:
             self.clip_gradients(opt, gradient_clip_val=self.hparams.gradient_clip_val, gradient_clip_algorithm="norm")
-        opt.step()
+        with self._weights_lock:  # the async rollout worker never reads half-updated weights
+            opt.step()
         opt.zero_grad(set_to_none=True)
         return totals
 

@@ -18,6 +18,9 @@ class RolloutState:
     samples: list[Sample] = field(default_factory=list)
     rewards: RewardBreakdown | None = None
     """Total and per-component rewards, one value per sample (None for trainers without a reward)."""
+    policy_version: int | None = None
+    """The optimizer step whose weights sampled the rollouts (below ``step`` with asynchronous rollouts; None when
+    the trainer does not say)."""
 
     @property
     def valid_samples(self) -> list[Sample]:

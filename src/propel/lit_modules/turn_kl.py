@@ -61,6 +61,7 @@ def check_turn_kl_settings(
 class TurnKLTerm:
     """Mixin: targets, teacher/student logits on turn t, the micro-batch loss, and the EMA teacher's weights."""
 
+    supports_async_rollouts = False  # the turn term is on-policy by construction (its targets are this step's turns)
     hints: Any
     divergence: Any
     teacher_model: torch.nn.Module  # set by setup_turn_kl with teacher='external' (no class default: nn.Module
