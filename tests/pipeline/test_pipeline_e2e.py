@@ -7,6 +7,7 @@ and generates, checks and writes the 4 missing tasks for real; every later stage
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -255,3 +256,19 @@ def test_values_a_later_stage_refuses_fail_before_stage_one(tmp_path, override, 
         load_pipeline_config(None, [f"workdir={tmp_path / 'run'}", override])
     assert "\n" not in str(err.value)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_setting_added_by_an_upgrade_at_its_default_still_resumes(toy_config):
+    """A GRPO stage folder written before propel gained a setting (the key absent from its config) resumes when the
+    setting is at its class default, and refuses when it is not."""
+    from propel.pipeline.stages import changed_settings, stage_config, write_config
+
+    cfg = toy_config
+    path, config = stage_config(cfg, "grpo")
+    old = copy.deepcopy(config)
+    for key in ("async_rollouts", "max_staleness"):  # as written before issue 22 added them
+        del old["model"]["init_args"][key]
+    write_config(old, path)
+    assert changed_settings(cfg, "grpo") == []
+    cfg.configs["grpo"]["model"]["init_args"]["max_staleness"] = 2
+    assert changed_settings(cfg, "grpo") == ["model.init_args.max_staleness: None -> 2"]

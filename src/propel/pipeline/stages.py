@@ -38,8 +38,20 @@ def changed_settings(cfg: PipelineConfig, stage: str) -> list[str]:
     from propel.pipeline.lightning_cli import flat_keys
 
     old, new = flat_keys(yaml.safe_load(path.read_text()) or {}), flat_keys(config)
-    keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and not _added_default(k, old, new))
     return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys]
+
+
+def _added_default(key: str, old: dict, new: dict) -> bool:
+    """Whether ``key`` is a setting a newer propel added (absent from the old config) left at its default: the stage
+    behaves as it did, so a run folder made before the upgrade still resumes."""
+    from propel.pipeline.static_keys import init_default
+
+    if key in old or key not in new or ".init_args." not in f".{key}":
+        return False
+    owner, _, arg = f".{key}".rpartition(".init_args.")
+    class_path = new.get(f"{owner}.class_path".lstrip("."))
+    return isinstance(class_path, str) and "." not in arg and init_default(class_path, arg) == new[key]
 
 
 def write_config(config: dict, path: Path) -> Path:

@@ -150,6 +150,43 @@ def accepted_keys(class_path: str) -> frozenset[str] | None:
     return _with_bases(module, node, frozenset(own))
 
 
+_NO_DEFAULT = object()
+
+
+def init_default(class_path: str, key: str, depth: int = 0) -> object:
+    """The literal default of ``class_path``'s init argument ``key`` (followed through ``**kwargs`` into the bases),
+    or ``NO_DEFAULT`` when the source does not settle it (no such argument, no default, or not a literal)."""
+    found = _find_class(class_path) if depth < 8 else None
+    if found is None:
+        return _NO_DEFAULT
+    module, node = found
+    init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    if init is not None:
+        args = init.args
+        positional = [*args.posonlyargs, *args.args]
+        with_default = [a.arg for a in positional[len(positional) - len(args.defaults) :]]
+        defaults = dict(zip(with_default, args.defaults, strict=True))
+        defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
+        if key in defaults:
+            try:
+                return ast.literal_eval(defaults[key])
+            except ValueError:
+                return _NO_DEFAULT
+        if args.kwarg is None or not _forwards_kwargs(init, args.kwarg.arg):
+            return _NO_DEFAULT
+    for base in node.bases:
+        path = _base_path(module, base)
+        if path is not None and path.rpartition(".")[2] not in TERMINAL:
+            value = init_default(path, key, depth + 1)
+            if value is not _NO_DEFAULT:
+                return value
+    return _NO_DEFAULT
+
+
+NO_DEFAULT = _NO_DEFAULT
+"""What ``init_default`` returns when the source does not settle a default."""
+
+
 def _with_bases(module: str, node: ast.ClassDef, own: frozenset[str]) -> frozenset[str] | None:
     keys = set(own)
     for base in node.bases:
