@@ -238,3 +238,27 @@ def test_two_rank_labeling_writes_the_same_pool_as_one(tmp_path, tiny_model_dir)
     assert ranks == ["r0", "r0", "r0", "r1", "r1"]  # batches 0, 2, 4 on rank 0; 1, 3 on rank 1
     summary = json.loads((pools[2] / "summary.json").read_text())
     assert summary["tasks"] == 10 and summary["rows_written_this_run"] == 10
+    assert summary["solver_tokens"] == json.loads((pools[1] / "summary.json").read_text())["solver_tokens"]
+
+
+def test_two_rank_evaluation_summarizes_every_rank(tmp_path, tiny_model_dir):
+    """``propel test`` with 2 ranks: each rank writes its own parts, rank 0 reads them all after a barrier, and the
+    summary equals the one-process summary (throughput aside)."""
+    summaries = {}
+    for devices in (1, 2):
+        out = tmp_path / f"eval-{devices}"
+        cfg = json.loads(label_config(out, tiny_model_dir, devices).read_text())
+        cfg["trainer"]["callbacks"] = []
+        cfg["model"]["class_path"] = "propel.lit_modules.evaluation.EvaluationModule"
+        cfg["model"]["init_args"].update(output_dir=str(out), n_resamples=50)
+        cfg["data"]["init_args"]["seed"] = 1
+        del cfg["return_predictions"]
+        path = tmp_path / f"eval-{devices}.yaml"
+        path.write_text(json.dumps(cfg))
+        proc = propel("test", "-c", str(path))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        summaries[devices] = json.loads((out / "summary.json").read_text())
+        ranks = sorted(p.name.split("-")[2] for p in out.glob("part-*.parquet"))
+        assert ranks == (["r0"] * 5 if devices == 1 else ["r0", "r0", "r0", "r1", "r1"])
+    one, two = ({k: v for k, v in s.items() if k != "seconds" and "per_s" not in k} for s in summaries.values())
+    assert one == two and one["solver_tokens"] > 0  # the token count sums both ranks' trials

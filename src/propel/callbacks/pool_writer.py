@@ -41,12 +41,13 @@ class PoolWriter(BasePredictionWriter):
         rows_written = int(
             trainer.strategy.reduce(torch.tensor(float(self.rows_written), device=pl_module.device), reduce_op="sum")
         )
-        if trainer.global_rank != 0:
-            return
         if not isinstance(pl_module, LabelingModule):
             raise TypeError(f"PoolWriter writes LabelingModule rows, got {type(pl_module).__name__}")
+        throughput = pl_module.throughput()  # all ranks' counts: every rank takes part
+        if trainer.global_rank != 0:
+            return
         summary = pool_summary(read_pool(self.output_dir), pl_module.n_trials)
-        summary.update({"rows_written_this_run": rows_written, **pl_module.throughput()})
+        summary.update({"rows_written_this_run": rows_written, **throughput})
         self.output_dir.mkdir(parents=True, exist_ok=True)
         (self.output_dir / "summary.json").write_text(json.dumps(summary, indent=1))
         print_summary_table(summary, f"labeling summary ({self.output_dir})")

@@ -76,6 +76,7 @@ class EvaluationModule(LabelingModule):
     def on_test_end(self) -> None:
         self.stop()
         self.trainer.strategy.barrier("EvaluationModule.on_test_end")  # every rank's parts are written before the read
+        throughput = self.throughput()  # all ranks' counts: every rank takes part
         if self.trainer.global_rank != 0:
             return
         frame = read_pool(self.output_dir)
@@ -92,7 +93,7 @@ class EvaluationModule(LabelingModule):
         self.summary = evaluation_summary(
             valid, counts, texts, topics, self.n_trials, self.band, hp.confidence, hp.n_resamples, hp.seed, scores
         )
-        self.summary.update({"generator": hp.generator, "adapter": hp.adapter, **self.throughput()})
+        self.summary.update({"generator": hp.generator, "adapter": hp.adapter, **throughput})
         (self.output_dir / SUMMARY).write_text(json.dumps(self.summary, indent=1))
         (self.output_dir / SCORES).write_text(json.dumps(scores))
         print_summary_table(dict(self.summary), f"evaluation ({self.output_dir})")

@@ -138,13 +138,18 @@ class LabelingModule(LightningModule):
         self.stop()
 
     def throughput(self) -> dict:
-        """Tasks/s and solver tokens/s over this run's predict steps."""
-        seconds = max(self._seconds, 1e-9)
+        """Tasks/s and solver tokens/s over this run's steps, of all ranks together (counts summed, seconds of the
+        slowest rank: they run side by side); every rank must call it."""
+        counts = torch.tensor([float(self._tasks), float(self._solver_tokens), self._seconds], dtype=torch.float64)
+        if self._trainer is not None and self.trainer.world_size > 1:
+            every = self.trainer.strategy.all_gather(counts).reshape(-1, 3)
+            counts = torch.cat([every[:, :2].sum(0), every[:, 2].max().reshape(1)])
+        tasks, tokens, seconds = int(counts[0]), int(counts[1]), float(counts[2])
         return {
-            "seconds": self._seconds,
-            "tasks_per_s": self._tasks / seconds,
-            "solver_tokens": self._solver_tokens,
-            "solver_tokens_per_s": self._solver_tokens / seconds,
+            "seconds": seconds,
+            "tasks_per_s": tasks / max(seconds, 1e-9),
+            "solver_tokens": tokens,
+            "solver_tokens_per_s": tokens / max(seconds, 1e-9),
         }
 
     # labeling ---------------------------------------------------------------------------------------------------
