@@ -21,16 +21,17 @@ from propel.wandb_offline import find_run_file, read_history
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_print_config_of_the_shipped_configs():
-    out = subprocess.run(
-        [sys.executable, "-m", "propel.cli", "fit", "-c", "configs/grpo/base.yaml", "-c", "configs/math/grpo.yaml"]
-        + ["--print_config"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
+def printed_config(*overlays: str) -> str:
+    """``propel fit --print_config`` of the base and math GRPO configs plus ``overlays`` (it must succeed)."""
+    configs = ["configs/grpo/base.yaml", "configs/math/grpo.yaml", *overlays]
+    cmd = [sys.executable, "-m", "propel.cli", "fit"] + [a for c in configs for a in ("-c", c)] + ["--print_config"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def test_print_config_of_the_shipped_configs():
+    out = printed_config()
     for needle in (
         "propel.lit_modules.grpo.GRPOModule",
         "ProbeReward",
@@ -39,26 +40,20 @@ def test_print_config_of_the_shipped_configs():
         "save_last: true",
         "group_size: 8",
     ):
-        assert needle in out.stdout, needle
+        assert needle in out, needle
 
 
 def test_mining_overlay_keeps_every_callback():
-    configs = ["configs/grpo/base.yaml", "configs/math/grpo.yaml", "configs/math/mining.yaml"]
-    cmd = [sys.executable, "-m", "propel.cli", "fit"] + [a for c in configs for a in ("-c", c)] + ["--print_config"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = printed_config("configs/math/mining.yaml")
     for needle in ("ModelCheckpoint", "CollapseDetector", "AdversarialProbeMining", "output_dir: runs/grpo/mined"):
-        assert needle in out.stdout, needle
+        assert needle in out, needle
 
 
 def test_async_overlay_turns_on_async_rollouts_with_vllm():
     """configs/grpo/async.yaml validates against the GRPO module's signature and sets the async keys."""
-    configs = ["configs/grpo/base.yaml", "configs/math/grpo.yaml", "configs/grpo/async.yaml"]
-    cmd = [sys.executable, "-m", "propel.cli", "fit"] + [a for c in configs for a in ("-c", c)] + ["--print_config"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = printed_config("configs/grpo/async.yaml")
     for needle in ("async_rollouts: true", "max_staleness: 1", "engine: vllm", "importance_correction: true"):
-        assert needle in out.stdout, needle
+        assert needle in out, needle
 
 
 def probe_artifact(directory: Path, reference: Path, dim: int = 64) -> Path:

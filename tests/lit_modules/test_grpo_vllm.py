@@ -53,7 +53,8 @@ class FollowsPolicy(Callback):
         self.engine_steps = module.engine._version
 
 
-def test_grpo_with_vllm_engine_follows_the_trained_adapter(bundled_dir):
+def fit_with_vllm(bundled_dir, max_steps: int, callbacks, **kwargs) -> GRPOModule:
+    """GRPO on the bundled model with the in-process vLLM engine, ``max_steps`` steps of 2 contexts x G=4."""
     pl.seed_everything(0)
     module = GRPOModule(
         model=str(bundled_dir),
@@ -65,18 +66,24 @@ def test_grpo_with_vllm_engine_follows_the_trained_adapter(bundled_dir):
         loss=LossSpec(beta=0.04),
         engine="vllm",
         engine_kwargs={"dtype": "float32"},
+        **kwargs,
     )
-    check, rec = FollowsPolicy(), Record()
     trainer = pl.Trainer(
-        max_steps=3,
+        max_steps=max_steps,
         accelerator="cpu",
         logger=False,
         enable_progress_bar=False,
         enable_model_summary=False,
         enable_checkpointing=False,
-        callbacks=[check, rec],
+        callbacks=list(callbacks),
     )
     trainer.fit(module, datamodule=ContextDataModule(LetterDomain(), contexts_per_step=2))
+    return module
+
+
+def test_grpo_with_vllm_engine_follows_the_trained_adapter(bundled_dir):
+    check, rec = FollowsPolicy(), Record()
+    module = fit_with_vllm(bundled_dir, 3, [check, rec])
 
     assert len(rec.rows) == 3 and all(torch.isfinite(torch.tensor(r["train/loss"])) for r in rec.rows)
     # adapter v1 loaded at start; each later step syncs the previous step's update first (v2 before step 2, v3 before
@@ -103,31 +110,8 @@ class Staleness(Callback):
 def test_async_rollouts_with_vllm_engine(bundled_dir):
     """Issue 22, item 2: vLLM samples batch k+1 on the worker thread while batch k trains; the adapter is synced
     between batches, each step is one optimizer step stale, and the importance weights are applied."""
-    pl.seed_everything(0)
-    module = GRPOModule(
-        model=str(bundled_dir),
-        rewards=[FunctionReward("a_share", share_of_a)],
-        lora=LoRASpec(r=8, alpha=16, dropout=0.0),
-        group_size=4,
-        max_new_tokens=8,
-        lr=2e-2,
-        loss=LossSpec(beta=0.04),
-        engine="vllm",
-        engine_kwargs={"dtype": "float32"},
-        async_rollouts=True,
-        max_staleness=1,
-    )
     rec = Staleness()
-    trainer = pl.Trainer(
-        max_steps=4,
-        accelerator="cpu",
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        enable_checkpointing=False,
-        callbacks=[rec],
-    )
-    trainer.fit(module, datamodule=ContextDataModule(LetterDomain(), contexts_per_step=2))
+    module = fit_with_vllm(bundled_dir, 4, [rec], async_rollouts=True, max_staleness=1)
     steps, versions, weights, losses = zip(*rec.rows, strict=True)
     assert list(steps) == [0, 1, 2, 3]
     assert [s - v for s, v in zip(steps, versions, strict=True)] == [0, 1, 1, 1]
