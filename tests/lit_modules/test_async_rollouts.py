@@ -111,6 +111,32 @@ def test_a_checkpoint_with_a_batch_in_flight_resumes_at_that_batch(peaked_model_
     assert resumed.staleness[0] == 0 and max(resumed.staleness) <= 1  # re-sampled with the restored weights
 
 
+def test_a_failed_fit_stops_the_worker(peaked_model_dir):
+    """An error in a training step (here the reward's, at step 2) stops the worker: no batch is sampled after it."""
+    import threading
+
+    from propel.rewards import FunctionReward
+
+    calls = []
+
+    def failing(sample) -> float:
+        calls.append(1)
+        if len(calls) > 2 * 16:  # 16 samples per step: steps 0 and 1 score, step 2 raises
+            raise RuntimeError("reward server down")
+        return float(len(calls) % 2)  # rewards that vary within a group
+
+    pl.seed_everything(0)
+    module = _module(
+        peaked_model_dir, SnapshotGRPO, max_new_tokens=2, async_rollouts=True, rewards=[FunctionReward("f", failing)]
+    )
+    with pytest.raises(RuntimeError, match="reward server down"):
+        _trainer(6).fit(module, datamodule=ContextDataModule(LetterDomain(), contexts_per_step=2))
+    assert module._prefetcher is None
+    for thread in [t for t in threading.enumerate() if t.name.startswith("propel-rollouts")]:
+        thread.join(timeout=30)  # the batch being sampled when the error came finishes; nothing is queued after it
+    assert not [t for t in threading.enumerate() if t.name.startswith("propel-rollouts")]
+
+
 def test_async_settings_are_checked(peaked_model_dir):
     with pytest.raises(ConfigError, match="keep importance_correction on"):
         _module(peaked_model_dir, async_rollouts=True, importance_correction=False)

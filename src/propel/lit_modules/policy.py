@@ -206,10 +206,17 @@ class LoRAPolicyModule(pl.LightningModule):
         if self.hparams.stop is None:
             self.sampling.stop = list(self.rollout_source.stop)
 
-    def on_fit_end(self) -> None:
+    def configure_callbacks(self) -> list[pl.Callback]:
+        return [_StopRolloutWorker()] if self.hparams.async_rollouts else []
+
+    def stop_rollout_worker(self, wait: bool = True) -> None:
+        """Stop the async rollout worker (queued batches cancelled; ``wait`` for the one being sampled)."""
         if self._prefetcher is not None:
-            self._prefetcher.close()
+            self._prefetcher.close(wait=wait)
             self._prefetcher = None
+
+    def on_fit_end(self) -> None:
+        self.stop_rollout_worker()
         if self.engine is not None and not self.engine_is_policy():
             self.engine.close()  # a vLLM engine holds worker processes and a KV cache
             self.engine = None
@@ -411,3 +418,12 @@ class LoRAPolicyModule(pl.LightningModule):
         self.steps_without_update, self.skipped_steps = checkpoint.get("steps_without_update", [0, 0])
         if not any("lora_" in k for k in checkpoint.get("state_dict", {})):
             raise ValueError(f"checkpoint has no LoRA weights: it was not written by {type(self).__name__}")
+
+
+class _StopRolloutWorker(pl.Callback):
+    """Stops the async rollout worker when fitting fails: Lightning calls a module's ``on_fit_end`` only on success,
+    and a worker left sampling would keep the engine busy (and the process alive) after the error."""
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        if isinstance(pl_module, LoRAPolicyModule):
+            pl_module.stop_rollout_worker(wait=False)

@@ -64,9 +64,10 @@ class RolloutPrefetcher:
         got.wait_s = time.perf_counter() - start
         return got
 
-    def close(self) -> None:
-        """Cancel the queued batches and wait for the one being sampled (an engine call cannot be interrupted)."""
+    def close(self, wait: bool = True) -> None:
+        """Cancel the queued batches; with ``wait``, also wait for the one being sampled (an engine call cannot be
+        interrupted; without it the worker thread ends on its own after that batch)."""
         for future in self._pending.values():
             future.cancel()
         self._pending.clear()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown(wait=wait, cancel_futures=True)
