@@ -102,6 +102,11 @@ def test_a_later_class_path_replaces_the_section_and_unknown_classes_pass():
             "pipeline config key 'evaluate.data.init_args.n_taks': option 'n_taks' is not accepted by "
             "propel.datamodules.task_pool.TaskPoolDataModule. Did you mean: 'evaluate.data.init_args.n_tasks'?",
         ),
+        (
+            ["pipeline", "-c", "configs/coevolution.yaml", "constrained.model.init_args.group_sise=4"],
+            "pipeline config key 'constrained.model.init_args.group_sise': option 'group_sise' is not accepted by "
+            "propel.lit_modules.grpo.GRPOModule. Did you mean: 'constrained.model.init_args.group_size'?",
+        ),
     ],
 )
 def test_a_bad_key_fails_fast_without_heavy_imports(argv, expected):

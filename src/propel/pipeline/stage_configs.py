@@ -129,6 +129,8 @@ def _check_static_keys(nodes: dict[str, DictConfig]) -> None:
 def compose_stages(cfg: PipelineConfig) -> dict[str, dict]:
     """Every stage's complete config; sets ``cfg.model``, ``cfg.domain`` and ``cfg.seed`` to the values used."""
     nodes = {stage: _template(cfg, stage) for stage in ("label", "grpo", "evaluate")}  # each composed once
+    if any(stage in cfg.stages for stage in COEVOLUTION_STAGES):  # GRPO runs on the grpo section's settings
+        nodes.update({s: _template(cfg, s, inherit="grpo") for s in ("constrained", "auxiliary") if s in cfg.stages})
     _check_static_keys(nodes)
     from propel.domains.trials import SolverSpec
 
@@ -196,7 +198,7 @@ def compose_stages(cfg: PipelineConfig) -> dict[str, dict]:
         _put(evaluate, key, value)
     configs["evaluate"] = _lightning("evaluate", evaluate)
     if any(stage in cfg.stages for stage in COEVOLUTION_STAGES):
-        configs.update(_coevolution(cfg, configs))
+        configs.update(_coevolution(cfg, configs, nodes))
     return configs
 
 
@@ -251,10 +253,11 @@ def _probe_stage(cfg: PipelineConfig, node: DictConfig, pool: str, out, configs:
     return _probe(node)
 
 
-def _coevolution(cfg: PipelineConfig, configs: dict) -> dict:
+def _coevolution(cfg: PipelineConfig, configs: dict, nodes: dict[str, DictConfig]) -> dict:
     """The co-evolution stages' configs (``propel.pipeline.coevolution``): the auxiliary pool's rule, the auxiliary
     probe (the probe stage's sweep on that pool), the constrained and auxiliary-only GRPO runs (the GRPO stage's
-    settings, another reward) and the arms to evaluate."""
+    settings, another reward; their templates composed and key-checked with the others, ``nodes``) and the arms to
+    evaluate."""
     from propel.pipeline.coevolution import ArmsSpec, AuxPoolSpec, spec_dict
 
     root = cfg.root
@@ -263,9 +266,10 @@ def _coevolution(cfg: PipelineConfig, configs: dict) -> dict:
     out["aux_probe"] = _probe_stage(
         cfg, _template(cfg, "aux_probe", inherit="probe"), str(root / "aux_pool" / "pool"), root / "aux_probe", configs
     )
-    out["constrained"] = _grpo(cfg, _template(cfg, "constrained", inherit="grpo"), "constrained", main, aux, True)
+    constrained = nodes.get("constrained") or _template(cfg, "constrained", inherit="grpo")
+    out["constrained"] = _grpo(cfg, constrained, "constrained", main, aux, True)
     if "auxiliary" in cfg.stages:
-        out["auxiliary"] = _grpo(cfg, _template(cfg, "auxiliary", inherit="grpo"), "auxiliary", aux, None, True)
+        out["auxiliary"] = _grpo(cfg, nodes["auxiliary"], "auxiliary", aux, None, True)
     arms = spec_dict(ArmsSpec, cfg.arms, "arms")
     out["arms"] = {**arms, "evaluate": copy.deepcopy(configs["evaluate"])}
     return out
