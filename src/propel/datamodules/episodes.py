@@ -7,12 +7,15 @@ and the episode schedule.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from propel.datamodules.stream import ContextStreamDataModule
+from propel.domains.base import Domain
 from propel.engines.base import Engine, SamplingSpec
 from propel.envs.base import AgentEnv, TaskSource
 from propel.errors import ConfigError
+from propel.rollouts.environment import GeneratorEnv
 from propel.rollouts.episodes import EpisodeRunner
 from propel.rollouts.steps import ContextBatch, Rollout
 from propel.sandbox.base import Sandbox
@@ -36,6 +39,11 @@ class EpisodeDataModule(ContextStreamDataModule):
         max_context_tokens: cap on an episode's tokens; the engine's context length applies too.
         stepwise: a chat template that re-renders history makes an episode step-wise (one training row per segment,
             ``Sample.segments``) instead of raising ``TemplateNotAppendOnly``.
+        domain: episodes that *write a task* (PROPEL's multi-turn generator: ``SweDomain`` with
+            ``propel.envs.swe_tasks.BugInjectionTasks``): each episode's task (``domain.episode_completion``: SWE's
+            diff of the files it left) is parsed and checked for validity in the sandbox, as a single-turn
+            generator's completion is, so ``Sample.valid``, ``task``, ``topic`` and ``info["reason"]`` say what the
+            episode made (what ``ProbeReward``'s gate reads). None: the environment's verifier alone scores it.
     """
 
     def __init__(
@@ -49,8 +57,13 @@ class EpisodeDataModule(ContextStreamDataModule):
         schedule: str = "rounds",
         max_context_tokens: int | None = 2048,
         stepwise: bool = True,
+        domain: Domain | None = None,
     ) -> None:
         super().__init__(tasks, contexts_per_step, seed)
+        if domain is not None and type(domain).episode_completion is Domain.episode_completion:
+            name = type(domain).__name__
+            raise ConfigError(f"data.domain: {name}'s generator is single-turn (it has no episode_completion)")
+        self.domain = domain
         if not callable(env):
             raise TypeError(f"data.env must build an AgentEnv (a class_path in YAML), got {type(env).__name__}")
         probe = env()
@@ -83,6 +96,20 @@ class EpisodeDataModule(ContextStreamDataModule):
             engine, self.make_env, self.sandbox, self.concurrency, self.schedule, self.max_context_tokens, self.stepwise
         )
         groups, times = runner.run(batch.contexts, sampling)
+        if self.domain is not None:
+            start = time.perf_counter()
+            self._score_tasks([s for group in groups for s in group if s.infra_error is None])
+            times.environment_s += time.perf_counter() - start
+            times.wall_s += time.perf_counter() - start
         return Rollout(
             groups, {"generation_s": times.generation_s, "environment_s": times.environment_s, "wall_s": times.wall_s}
         )
+
+    def _score_tasks(self, samples: list) -> None:
+        """Each episode's task, parsed and checked for validity (batched per repo by the domain)."""
+        if not samples:
+            return
+        completions = [self.domain.episode_completion(s.context, s.artifacts) for s in samples]
+        GeneratorEnv(self.domain, self.sandbox).score(samples, completions)
+        for s, text in zip(samples, completions, strict=True):
+            s.artifacts["task_completion"] = text

@@ -122,5 +122,15 @@ class Domain(ABC):
         """Take the engine whose answers become references (domains with ``needs_oracle``); others ignore it."""
 
     def render(self, task: Task) -> str:
-        """Human-readable task text (what probes and diversity metrics read)."""
+        """Human-readable task text (what diversity metrics read, and probes unless ``probe_input`` says more)."""
         return json.dumps(task.data, sort_keys=True)
+
+    def probe_input(self, task: Task) -> str | list[str]:
+        """What a probe reads of a task: its rendering, or the turns of the generator episode that wrote it (a
+        trajectory: each turn pooled over its tokens, then across turns; ``propel.probes.ActivationExtractor``)."""
+        return self.render(task)
+
+    def episode_completion(self, context: Context, artifacts: dict[str, Any]) -> str | None:
+        """The task a generator *episode* produced, as the completion ``parse`` reads (from what the episode left:
+        ``artifacts["files"]``); None where this domain's generator is single-turn."""
+        return None

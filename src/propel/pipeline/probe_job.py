@@ -50,6 +50,8 @@ class ProbeJob:
         poolings: token poolings to extract (``propel.probes.POOLINGS``).
         batch_size: extraction batch size.
         max_length: extraction truncation (tokens).
+        trajectory_pooling: how a trajectory's per-turn vectors are pooled (``mean``, ``last``, ``max``), for domains
+            whose probes read generator episodes (``Domain.probe_input``: SWE); single texts ignore it.
         sweep: the grid and training recipe.
         rvp: the RVP sample and its reward.
         engine: engine of the RVP sample: ``hf`` generates with the loaded reference itself.
@@ -67,13 +69,14 @@ class ProbeJob:
         poolings: list[str] | None = None,
         batch_size: int = 8,
         max_length: int = 512,
+        trajectory_pooling: str = "mean",
         sweep: SweepConfig = SweepConfig(),  # noqa: B008 (frozen-by-convention defaults, copied below)
         rvp: RVPSettings = RVPSettings(),  # noqa: B008
         engine: str = "hf",
         engine_kwargs: dict[str, Any] | None = None,
         seed: int = 0,
     ) -> None:
-        from propel.probes.pooling import POOLINGS
+        from propel.probes.pooling import POOLINGS, TRAJECTORY_POOLINGS
 
         self.pool, self.domain, self.output_dir = Path(pool), domain, Path(output_dir)
         self.reference_model = reference_model
@@ -85,6 +88,11 @@ class ProbeJob:
         if not self.layers:
             raise ConfigError("probe layers: name at least one layer")
         self.batch_size, self.max_length = batch_size, max_length
+        if trajectory_pooling not in TRAJECTORY_POOLINGS:
+            raise ConfigError(
+                f"probe trajectory_pooling: unknown {trajectory_pooling!r}; choose from {list(TRAJECTORY_POOLINGS)}"
+            )
+        self.trajectory_pooling = trajectory_pooling
         self.sweep = replace(sweep)
         if self.sweep.split not in ("random", "stratified_kfold", "group_kfold"):
             raise ConfigError(
@@ -139,13 +147,24 @@ class ProbeJob:
         if not len(valid):
             raise ConfigError(f"probe job: the pool {str(self.pool)!r} has no valid task; label more tasks first")
         ids = [str(i) for i in valid["id"]]
-        texts = [self.domain.render(Task.from_json(t)) for t in valid["task"]]
+        items = [self.domain.probe_input(Task.from_json(t)) for t in valid["task"]]  # texts, or turn lists
+        if self.rvp.contexts > 0 and not isinstance(items[0], str):
+            raise ConfigError(
+                f"probe rvp: the {self.domain.name} probes read generator episodes (turn lists), and the RVP sample "
+                "is single-turn generation; set rvp.contexts: 0"
+            )
         model, tokenizer = load_model(self.reference_model)
         freeze(model)
         extractor = ActivationExtractor(
-            model, tokenizer, self.layers, self.poolings, batch_size=self.batch_size, max_length=self.max_length
+            model,
+            tokenizer,
+            self.layers,
+            self.poolings,
+            batch_size=self.batch_size,
+            max_length=self.max_length,
+            trajectory_pooling=self.trajectory_pooling,
         )
-        cache = extract_to_cache(extractor, texts, model_id=self.reference_model, cache_root=out / "cache", ids=ids)
+        cache = extract_to_cache(extractor, items, model_id=self.reference_model, cache_root=out / "cache", ids=ids)
         features = {key: cache.load(key) for key in cache.keys}
         rows = align_labels(cache.ids, frame)
 
@@ -170,6 +189,7 @@ class ProbeJob:
             layer=layer,
             pooling=pooling,
             max_length=self.max_length,
+            trajectory_pooling=self.trajectory_pooling,
             metrics=metrics,
             reference=cache.meta.get("reference"),
         )

@@ -29,7 +29,7 @@ from propel.rollouts.record import Sample
 
 __all__ = ["PROBE_MODES", "MinProbe", "ProbeReward", "constrained", "worst_case"]
 
-TEXTS = ("task", "completion", "prompt+completion")
+TEXTS = ("task", "completion", "prompt+completion", "turns")
 
 
 class ProbeLike(Protocol):
@@ -98,7 +98,8 @@ class ProbeReward(Reward):
         soft_clip: (low, high) bounds of the soft-gate probability.
         text: which text the probe reads: ``"task"`` (default: the domain's rendering of the parsed task, what
             labeling pools hold and the probe was trained on; falls back to the completion), ``"completion"`` or
-            ``"prompt+completion"``.
+            ``"prompt+completion"``; or ``"turns"``: the episode's assistant turns as a trajectory (multi-turn
+            generators whose probe was trained on generator episodes, ``Domain.probe_input``: SWE).
         share_policy: with ``artifact``, read the policy offered at ``setup`` with adapters disabled when its base
             model is the reference (saves a model copy); False always loads a separate frozen reference.
         batch_size: texts per reference forward pass (with ``artifact``).
@@ -212,7 +213,9 @@ class ProbeReward(Reward):
         model, tokenizer = self._references[reference]
         return ProbeScorer(art, model, tokenizer, batch_size=self.batch_size)
 
-    def _text(self, s: Sample) -> str:
+    def _text(self, s: Sample) -> str | list[str]:
+        if self.text == "turns":
+            return s.assistant_texts or [s.completion]
         if self.text == "task":
             return s.task_text
         return s.completion if self.text == "completion" else s.prompt + s.completion

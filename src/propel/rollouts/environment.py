@@ -64,10 +64,15 @@ class GeneratorEnv(Environment):
         self.stop = tuple(domain.generator_stop)
         self.needs_sandbox = domain.needs_sandbox
 
-    def score(self, samples: Sequence[Sample]) -> None:
+    def score(self, samples: Sequence[Sample], completions: Sequence[str] | None = None) -> None:
+        """``completions``: the task texts to parse instead of each sample's completion (a generator episode's task
+        is what it left in its workspace, ``Domain.episode_completion``, not what it said)."""
         domain = self.domain
-        for s in samples:
-            parsed = domain.parse(s.completion)
+        if completions is not None and len(completions) != len(samples):
+            raise ValueError(f"completions: {len(completions)} texts for {len(samples)} samples")
+        texts = [s.completion for s in samples] if completions is None else list(completions)
+        for s, text in zip(samples, texts, strict=True):
+            parsed = domain.parse(text)
             s.valid = False
             if isinstance(parsed, Task):
                 s.task, s.topic = parsed, domain.topic(parsed)
@@ -83,3 +88,4 @@ class GeneratorEnv(Environment):
         verdicts = domain.validity([s.task for s in parsed_rows], self.sandbox)
         for sample, verdict in zip(parsed_rows, verdicts, strict=True):
             sample.valid, sample.info["reason"] = bool(verdict.ok), verdict.reason
+            sample.topic = domain.topic(sample.task)  # validity may have filled what the topic reads (SWE: files)

@@ -83,7 +83,7 @@ def _end(episode: _Episode, obs: Observation) -> None:
         environment_s=episode.environment_s,
         reason="ok" if state.infra_error is None else "infra_error",
     )
-    sample.completion = "\n".join(t.text for t in sample.all_turns if t.trainable)
+    sample.completion = "\n".join(sample.assistant_texts)
     episode.done = True
     episode.env.close()
 

@@ -92,6 +92,11 @@ class Sample:
         return [t for segment in self.segments for t in segment.turns] + self.turns
 
     @property
+    def assistant_texts(self) -> list[str]:
+        """The text of each assistant turn of the episode, in order (what a trajectory probe reads)."""
+        return [t.text for t in self.all_turns if t.trainable]
+
+    @property
     def assistant_length(self) -> int:
         """Tokens the policy generated in the whole episode (observations excluded): what length penalties count."""
         return sum(len(t.token_ids) for t in self.all_turns if t.trainable)

@@ -32,9 +32,13 @@ from propel.errors import ConfigError
 from propel.sandbox.base import Sandbox
 
 
-def bug_record(repo: str, diff: str) -> str:
-    """A bug as the domain's task text (what ``parse`` reads and the pool's ``completion`` column holds)."""
-    return json.dumps({"repo": repo, "diff": diff}, sort_keys=True)
+def bug_record(repo: str, diff: str, turns: Sequence[str] | None = None) -> str:
+    """A bug as the domain's task text (what ``parse`` reads and the pool's ``completion`` column holds); ``turns``:
+    the assistant turns of the generator episode that wrote it, what a trajectory probe reads."""
+    record: dict[str, Any] = {"repo": repo, "diff": diff}
+    if turns is not None:
+        record["turns"] = [str(t) for t in turns]
+    return json.dumps(record, sort_keys=True)
 
 
 def resolve_repos(repos: str | Sequence[str]) -> list[str]:
@@ -51,11 +55,11 @@ def resolve_repos(repos: str | Sequence[str]) -> list[str]:
     return names
 
 
-def episode_bug(context: Context, collected: dict[str, str | None]) -> str:
+def episode_bug(context: Context, collected: dict[str, str | None], turns: Sequence[str] | None = None) -> str:
     """One line of an ``episodes`` file from a finished generator episode (``episodes.generator_context``): its id,
-    repo and the diff of the library files it left (``Sample.artifacts["files"]``)."""
-    diff = episode_diff(context, collected)
-    return json.dumps({"id": context.id, "repo": context.data["repo"], "diff": diff}, sort_keys=True)
+    repo, the diff of the library files it left (``Sample.artifacts["files"]``) and, given, its assistant turns."""
+    record = json.loads(bug_record(context.data["repo"], episode_diff(context, collected), turns))
+    return json.dumps({"id": context.id, **record}, sort_keys=True)
 
 
 class SweDomain(Domain):
@@ -65,8 +69,9 @@ class SweDomain(Domain):
         repos: a split of ``propel.domains.swe.repos.SPLITS`` (repo-disjoint: ``probe_train``, ``rl_train``,
             ``eval``) or repo names.
         procedural: take candidate bugs from the procedural generator (round-robin over the repos).
-        episodes: a JSON-lines file of generator-episode bugs (``{"id", "repo", "diff"}`` per line); its bugs come
-            before the procedural ones, in file order. Lines naming a repo outside ``repos`` are skipped.
+        episodes: a JSON-lines file of generator-episode bugs (``{"id", "repo", "diff"}`` per line, and the
+            episode's assistant ``turns`` for trajectory probes); its bugs come before the procedural ones, in file
+            order. Lines naming a repo outside ``repos`` are skipped.
         batch_size: bugs per sandbox job when checking validity.
         timeout_factor: a suite run may take this many times the clean run (``BugValidator``).
     """
@@ -123,16 +128,21 @@ class SweDomain(Domain):
             try:
                 record = json.loads(line)
                 rid, repo, diff = str(record["id"]), str(record["repo"]), str(record["diff"])
+                turns = record.get("turns")
+                if turns is not None and not (isinstance(turns, list) and all(isinstance(t, str) for t in turns)):
+                    raise TypeError("turns must be a list of strings")
             except (ValueError, KeyError, TypeError) as e:
                 raise ConfigError(f"domain.episodes: line {number} of {path} is not {{id, repo, diff}}: {e}") from None
             if repo in self.repos:
-                out.append(self._context(f"swe-episode-{rid}", get_repo(repo), diff, "episode"))
+                out.append(self._context(f"swe-episode-{rid}", get_repo(repo), diff, "episode", turns=turns))
         return out
 
-    def _context(self, cid: str, profile: RepoProfile, diff: str, source: str, **extra: Any) -> Context:
+    def _context(
+        self, cid: str, profile: RepoProfile, diff: str, source: str, turns: list[str] | None = None, **extra: Any
+    ) -> Context:
         """A bug's context: the generator's prompt for its repo, the bug as the ready completion."""
         text = generator_prompt(profile)
-        data = {"completion": bug_record(profile.name, diff), "source": source, **extra}
+        data = {"completion": bug_record(profile.name, diff, turns), "source": source, **extra}
         prompt = Prompt(messages=[{"role": "user", "content": text}])
         return Context(id=cid, prompt=prompt, group=profile.name, data=data)
 
@@ -146,7 +156,11 @@ class SweDomain(Domain):
             return ParseFailure("not_a_bug_record")
         if record.get("repo") not in self.repos:
             return ParseFailure("unknown_repo")
-        return Task(domain=self.name, data={"repo": record["repo"], "diff": record["diff"]})
+        data = {"repo": record["repo"], "diff": record["diff"]}
+        turns = record.get("turns")
+        if isinstance(turns, list) and turns and all(isinstance(t, str) for t in turns):
+            data["turns"] = turns
+        return Task(domain=self.name, data=data)
 
     def validity(self, tasks: Sequence[Task], sandbox: Sandbox) -> list[Verdict]:
         """``BugValidator`` per repo (batched); a valid task gets ``failing`` (its fail-to-pass tests) and
@@ -219,8 +233,17 @@ class SweDomain(Domain):
         return f"{task.data['repo']}:{changed[0]}"
 
     def render(self, task: Task) -> str:
-        """The bug's diff (what probes and diversity metrics read)."""
+        """The bug's diff (what diversity metrics read)."""
         return task.data["diff"]
+
+    def probe_input(self, task: Task) -> list[str]:
+        """A trajectory: the assistant turns of the generator episode that wrote the bug; a bug written without an
+        episode (procedural) is the one-turn trajectory of its diff."""
+        return list(task.data.get("turns") or [task.data["diff"]])
+
+    def episode_completion(self, context: Context, artifacts: dict[str, Any]) -> str:
+        """A generator episode's bug: the diff of the library files it left, against its clean checkout."""
+        return bug_record(context.data["repo"], episode_diff(context, artifacts.get("files") or {}))
 
 
 @lru_cache(maxsize=256)

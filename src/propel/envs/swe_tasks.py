@@ -1,0 +1,35 @@
+"""Bug-injection episodes for the SWE generator's RL: clean checkouts of real repos as ``ToolEnv`` workspaces."""
+
+from __future__ import annotations
+
+import random
+
+from propel.domains.base import Context
+from propel.domains.swe.checkout import checkout
+from propel.domains.swe.domain import resolve_repos
+from propel.domains.swe.episodes import generator_context
+from propel.domains.swe.repos import get_repo
+from propel.envs.base import TaskSource
+
+
+class BugInjectionTasks(TaskSource):
+    """Generator episodes (``EpisodeDataModule(tasks=..., domain=SweDomain(...))``): each context is the clean
+    checkout of a repo drawn from ``repos`` (seeded), with the bug-injection prompt (``episodes.generator_context``).
+
+    Args:
+        repos: a split of ``propel.domains.swe.repos.SPLITS`` (``rl_train`` by default: disjoint from the probe's and
+            the evaluation's repos) or repo names.
+    """
+
+    def __init__(self, repos: str | list[str] = "rl_train") -> None:
+        self.repos = resolve_repos(repos)
+
+    def contexts(self, n: int, seed: int = 0) -> list[Context]:
+        rng = random.Random(seed)
+        out = []
+        for i in range(n):
+            profile = get_repo(rng.choice(self.repos))
+            context = generator_context(profile, checkout(profile), index=i)
+            context.id = f"swe-gen-{seed}-{profile.name}-{i}"
+            out.append(context)
+        return out

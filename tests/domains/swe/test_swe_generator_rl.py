@@ -1,0 +1,131 @@
+"""The SWE generator's RL rollouts (issue 19 item 7): bug-injection episodes in clean checkouts, each episode's bug
+(the diff of the files it left) checked by ``BugValidator`` in the sandbox, so the probe reward's validity gate reads
+what the episode really made. Scripted generator on the parse repo, local (bubblewrap) backend."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+
+import pytest
+import torch
+
+from propel.datamodules.episodes import EpisodeDataModule
+from propel.domains.math import MathExpressionDomain
+from propel.domains.swe import SweDomain
+from propel.engines.base import SamplingSpec
+from propel.engines.scripted import ScriptedEngine
+from propel.envs import ToolCall, ToolEnv, format_tool_call
+from propel.envs.swe_tasks import BugInjectionTasks
+from propel.errors import ConfigError
+from propel.rewards import CombinedReward, OverlongPenalty, ProbeReward
+from propel.rollouts.steps import ContextBatch
+
+SUBMIT = format_tool_call(ToolCall("submit", {}))
+INJECT = "sed -i 's/return self.converter(string)$/return self.converter(string[::-1])/' parse.py"
+BREAK = "echo 'def (' >> parse.py"
+
+
+def test_tasks_are_clean_checkouts_drawn_by_seed(swe_repo):
+    swe_repo("parse")
+    tasks = BugInjectionTasks(["parse", "inflection"])
+    a, b = tasks.contexts(4, seed=3), tasks.contexts(4, seed=3)
+    assert [c.id for c in a] == [c.id for c in b] and len({c.id for c in a}) == 4
+    assert {c.data["repo"] for c in a} <= {"parse", "inflection"} and all(c.group == c.data["repo"] for c in a)
+    parse = next(c for c in a if c.data["repo"] == "parse")
+    assert "parse.py" in parse.data["files"] and "parse.py" in parse.data["collect"]
+    assert "inject" in parse.prompt.messages[0]["content"].lower()
+    with pytest.raises(ConfigError, match="unknown SWE repo"):
+        BugInjectionTasks(["nope"])
+
+
+def test_episode_bugs_are_checked_and_gate_the_probe_reward(swe_repo, sandbox, tokenizer):
+    swe_repo("parse")
+    # four episodes of one context: a real bug, no edit at all, a syntax error, a bug then more turns
+    plans = [[INJECT], [], [BREAK], [INJECT, "ls"]]
+    data = EpisodeDataModule(
+        partial(ToolEnv, max_turns=4, command_timeout_s=30.0),
+        BugInjectionTasks(["parse"]),
+        contexts_per_step=1,
+        sandbox=sandbox,
+        concurrency=1,  # one episode after another: the script's counter follows them in order
+        domain=SweDomain(["parse"]),
+    )
+    batch = ContextBatch(index=0, contexts=data.tasks.contexts(1, seed=0))
+    engine = ScriptedEngine(tokenizer, _sequential(plans))
+    ((bug, empty, broken, longer),) = data.rollout(engine, batch, SamplingSpec(n=4, max_new_tokens=128)).groups
+
+    assert bug.valid and bug.info["reason"] == "ok" and bug.topic == "parse:parse.py"
+    assert bug.task.data["failing"] and "+        return self.converter(string[::-1])" in bug.info["task_text"]
+    assert json.loads(bug.artifacts["task_completion"])["repo"] == "parse"
+    assert (empty.valid, empty.info["reason"]) == (False, "empty_diff")
+    assert (broken.valid, broken.info["reason"]) == (False, "suite_broken")
+    assert longer.valid and len(longer.assistant_texts) == 3
+
+    # the reward: the probe's logit on the episode's assistant turns when the bug is valid, the floor otherwise
+    seen = []
+
+    def probe(items):
+        seen.extend(items)
+        return torch.tensor([float(len(turns)) for turns in items])
+
+    reward = CombinedReward(
+        [ProbeReward(probe=probe, text="turns", invalid_penalty=-3.0), OverlongPenalty(max_length=10_000)]
+    )
+    total = reward([bug, empty, broken, longer]).total
+    assert total.tolist() == [2.0, -3.0, -3.0, 3.0]
+    assert seen == [bug.assistant_texts, longer.assistant_texts]  # only valid bugs are scored, as trajectories
+
+
+def _sequential(plans):
+    """A script for episodes run one after another: episode k runs ``plans[k]`` (bash commands), then submits."""
+    state = {"episode": 0}
+
+    def script(prompt: str) -> str:
+        turns = prompt.count("<|im_start|>assistant") - 1
+        plan = plans[state["episode"]]
+        if turns < len(plan):
+            return format_tool_call(ToolCall("bash", {"command": plan[turns]}))
+        state["episode"] += 1
+        return SUBMIT
+
+    return script
+
+
+def test_a_single_turn_domain_cannot_score_episodes():
+    with pytest.raises(ConfigError, match="single-turn"):
+        EpisodeDataModule(ToolEnv, BugInjectionTasks(["parse"]), domain=MathExpressionDomain())
+
+
+def test_the_swe_grpo_config_trains_a_step(swe_repo, tiny_model_dir, tmp_path, monkeypatch):
+    """``propel fit -c configs/swe/grpo.yaml`` at tiny scale: episodes in parse checkouts, each bug checked, the
+    probe reward gated; a random policy injects no bug, so every episode is invalid (``empty_diff``) and gets the
+    floor, and the step's trajectories record why."""
+    from propel.cli import main
+    from propel.rollouts.trajectories import read_trajectories
+    from tests.cli.test_cli_grpo import ROOT, probe_artifact
+
+    swe_repo("parse")
+    monkeypatch.chdir(tmp_path)  # the config reads runs/swe/probe/artifact and writes under runs/swe
+    probe_artifact(tmp_path / "runs" / "swe" / "probe" / "artifact", tiny_model_dir)
+    main(
+        [
+            "fit",
+            "-c",
+            str(ROOT / "configs" / "swe" / "grpo.yaml"),
+            f"--model.init_args.model={tiny_model_dir}",
+            "--model.init_args.group_size=2",
+            "--model.init_args.max_new_tokens=8",
+            "--data.init_args.tasks.init_args.repos=[parse]",
+            "--data.init_args.domain.init_args.repos=[parse]",
+            "--data.init_args.contexts_per_step=1",
+            "--data.init_args.env.init_args.max_turns=1",
+            "--trainer.max_steps=1",
+            "--trainer.logger=false",
+        ]
+    )
+    (path,) = sorted((tmp_path / "runs" / "swe" / "trajectories").glob("*.parquet"))
+    samples = read_trajectories(path)
+    assert len(samples) == 2 and all(s.context.data["repo"] == "parse" for s in samples)
+    assert [(s.valid, s.info["reason"]) for s in samples] == [(False, "empty_diff")] * 2
+    assert (tmp_path / "runs" / "swe" / "checkpoints" / "last.ckpt").exists()
