@@ -121,7 +121,7 @@ def test_infra_failures_are_rerun_then_stop_the_job(tokenizer, sandbox):
     FlakyEnv.resets, FlakyEnv.fail = itertools.count(), 10**6  # the sandbox never comes back
     with pytest.raises(
         RuntimeError,
-        match=r"4 agent solver episodes failed outside the policy after 2 retries.*"
+        match=r"4 agent episodes failed outside the policy after 2 retries.*m-0.*"
         r"sandbox went away",
     ):
         AgentSolver(FlakyEnv, retries=2).trials(domain, engine, [task], SPEC, sandbox, ["m-0"])

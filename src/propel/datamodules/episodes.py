@@ -109,7 +109,7 @@ class EpisodeDataModule(ContextStreamDataModule):
         """Each episode's task, parsed and checked for validity (batched per repo by the domain)."""
         if not samples:
             return
-        completions = [self.domain.episode_completion(s.context, s.artifacts) for s in samples]
+        completions = [self.domain.episode_completion(s.context, s.artifacts, s.assistant_texts) for s in samples]
         GeneratorEnv(self.domain, self.sandbox).score(samples, completions)
         for s, text in zip(samples, completions, strict=True):
             s.artifacts["task_completion"] = text

@@ -125,12 +125,17 @@ class Domain(ABC):
         """Human-readable task text (what diversity metrics read, and probes unless ``probe_input`` says more)."""
         return json.dumps(task.data, sort_keys=True)
 
+    def task_metrics(self, task: Task) -> dict[str, float]:
+        """Per-task numbers an evaluation averages over valid tasks, with intervals, and a base-vs-trained comparison
+        compares (SWE: diff size, failing tests); none by default."""
+        return {}
+
     def probe_input(self, task: Task) -> str | list[str]:
         """What a probe reads of a task: its rendering, or the turns of the generator episode that wrote it (a
         trajectory: each turn pooled over its tokens, then across turns; ``propel.probes.ActivationExtractor``)."""
         return self.render(task)
 
-    def episode_completion(self, context: Context, artifacts: dict[str, Any]) -> str | None:
-        """The task a generator *episode* produced, as the completion ``parse`` reads (from what the episode left:
-        ``artifacts["files"]``); None where this domain's generator is single-turn."""
+    def episode_completion(self, context: Context, artifacts: dict[str, Any], turns: Sequence[str] = ()) -> str | None:
+        """The task a generator *episode* produced, as the completion ``parse`` reads (from what the episode left,
+        ``artifacts["files"]``, and its assistant ``turns``); None where this domain's generator is single-turn."""
         return None

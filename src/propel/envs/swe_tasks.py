@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import random
-
 from propel.domains.base import Context
-from propel.domains.swe.checkout import checkout
 from propel.domains.swe.domain import resolve_repos
-from propel.domains.swe.episodes import generator_context
-from propel.domains.swe.repos import get_repo
+from propel.domains.swe.episodes import generator_contexts
 from propel.envs.base import TaskSource
 
 
 class BugInjectionTasks(TaskSource):
     """Generator episodes (``EpisodeDataModule(tasks=..., domain=SweDomain(...))``): each context is the clean
-    checkout of a repo drawn from ``repos`` (seeded), with the bug-injection prompt (``episodes.generator_context``).
+    checkout of a repo drawn from ``repos`` (seeded), with the bug-injection prompt (``episodes.generator_contexts``).
 
     Args:
         repos: a split of ``propel.domains.swe.repos.SPLITS`` (``rl_train`` by default: disjoint from the probe's and
@@ -25,11 +21,4 @@ class BugInjectionTasks(TaskSource):
         self.repos = resolve_repos(repos)
 
     def contexts(self, n: int, seed: int = 0) -> list[Context]:
-        rng = random.Random(seed)
-        out = []
-        for i in range(n):
-            profile = get_repo(rng.choice(self.repos))
-            context = generator_context(profile, checkout(profile), index=i)
-            context.id = f"swe-gen-{seed}-{profile.name}-{i}"
-            out.append(context)
-        return out
+        return generator_contexts(self.repos, n, seed)

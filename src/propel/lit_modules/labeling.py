@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import zlib
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -21,7 +22,7 @@ from propel.engines.factory import check_kind, make_engine, make_policy_engine
 from propel.errors import ConfigError
 from propel.models.policy import load_policy, lora_rank_of
 from propel.pools.rows import pool_row
-from propel.rollouts.agent_trials import AgentSolver
+from propel.rollouts.agent_trials import AgentEpisodes, AgentSolver
 from propel.rollouts.environment import GeneratorEnv
 from propel.rollouts.record import Sample
 from propel.rollouts.single_turn import sample_single_turn
@@ -50,6 +51,9 @@ class LabelingModule(LightningModule):
         solver_agent: run each solver trial as a multi-turn agent episode (``propel.rollouts.AgentSolver``: an
             environment such as ``ToolEnv``, concurrency, schedule); solved = the domain's ``agent_grade`` of what the
             episode left. None: one completion per trial, graded by ``domain.grade``.
+        generator_agent: write each task in an agent episode (``propel.rollouts.AgentEpisodes``; SWE: inject a bug
+            in a clean checkout, ``SweDomain(generate=true)``); the task is what the episode left
+            (``domain.episode_completion``), checked like a generated one. None: one completion per task.
     """
 
     def __init__(
@@ -67,6 +71,7 @@ class LabelingModule(LightningModule):
         seed: int = 0,
         sandbox: Sandbox | None = None,
         solver_agent: AgentSolver | None = None,
+        generator_agent: AgentEpisodes | None = None,
     ):
         super().__init__()
         check_kind(engine)
@@ -75,12 +80,14 @@ class LabelingModule(LightningModule):
                 f"domain {domain.name!r} takes reference answers from an oracle: set `oracle` (a model, ideally not "
                 "the solver) or the domain's oracle_model"
             )
-        self.save_hyperparameters(ignore=["domain", "sandbox", "solver", "solver_agent"])
+        if generator_agent is not None and type(domain).episode_completion is Domain.episode_completion:
+            raise ConfigError(f"generator_agent: {type(domain).__name__}'s tasks are not written by agent episodes")
+        self.save_hyperparameters(ignore=["domain", "sandbox", "solver", "solver_agent", "generator_agent"])
         self.domain = domain
         self.env = GeneratorEnv(domain, sandbox)
         self.solver = solver or SolverSpec()
-        self.solver_agent = solver_agent
-        if solver_agent is not None:
+        self.solver_agent, self.generator_agent = solver_agent, generator_agent
+        if solver_agent is not None or generator_agent is not None:
             self.env.needs_sandbox = True  # agent episodes run in sandbox sessions whatever the domain's validity needs
         self.engines: dict[str, Engine] = {}
         self._tasks = self._solver_tokens = 0
@@ -167,9 +174,9 @@ class LabelingModule(LightningModule):
         # contexts that carry their task's text (``data["completion"]``: SWE's procedural bugs and recorded generator
         # episodes) skip the generator engine; the rest are sampled; all are scored together
         sampled = [c for c in batch if _given(c) is None]
-        fresh = iter(g[0] for g in sample_single_turn(self.generator_engine, sampled, spec)) if sampled else iter(())
+        fresh = iter(g[0] for g in self._generate(sampled, spec)) if sampled else iter(())
         samples = [next(fresh) if _given(c) is None else Sample("", _given(c), context=c) for c in batch]
-        self.env.score(samples)
+        self.env.score(samples, [self._task_text(s) for s in samples])
         valid = [s for s in samples if s.valid]
         trials = dict(zip(map(id, valid), self.run_trials(valid), strict=True))
         rows = []
@@ -180,6 +187,18 @@ class LabelingModule(LightningModule):
         self._tasks += len(batch)
         self._seconds += time.perf_counter() - start
         return rows
+
+    def _generate(self, contexts: list[Context], spec: SamplingSpec) -> list[list[Sample]]:
+        """One task per context: a completion, or an agent episode (whose stop strings are its environment's)."""
+        if self.generator_agent is None:
+            return sample_single_turn(self.generator_engine, contexts, spec)
+        return self.generator_agent.run(self.generator_engine, contexts, replace(spec, stop=[]), self.sandbox)
+
+    def _task_text(self, sample: Sample) -> str:
+        """The text ``parse`` reads: a completion, or what a generator episode left (``Domain.episode_completion``)."""
+        if self.generator_agent is None or _given(sample.context) is not None:
+            return sample.completion
+        return self.domain.episode_completion(sample.context, sample.artifacts, sample.assistant_texts)
 
     def run_trials(self, samples: list[Sample]) -> list[Trials]:
         """The solver's graded trials of each sample's (valid) task: completions, or agent episodes."""

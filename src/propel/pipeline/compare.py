@@ -18,7 +18,7 @@ from propel.lit_modules.evaluation import SCORES, SUMMARY
 from propel.metrics.intervals import Interval, bootstrap_difference, describe_change, newcombe
 from propel.pipeline.report import markdown_table, plot_histograms
 from propel.pipeline.signal_cost import COLUMNS as COST_COLUMNS
-from propel.pools.summary import MEANS, RATES
+from propel.pools.summary import MEANS, RATES, TASK_METRIC
 
 COMPARED = (
     "tasks",
@@ -69,11 +69,13 @@ def lift(
         if None in counts or trained.get(name) is None or base.get(name) is None:
             continue
         out[name] = _entry(name, newcombe(*counts, confidence=confidence))
-    for name in MEANS:
+    task_metrics = [k for k in (trained_scores or {}) if k.startswith(TASK_METRIC)]
+    for name in [*MEANS, *task_metrics]:
         new, old = (trained_scores or {}).get(name), (base_scores or {}).get(name)
         if new and old:
             ci = bootstrap_difference(new, old, n_resamples=n_resamples, confidence=confidence, seed=seed)
-            out[name] = _entry(name, ci)
+            key = f"{name[len(TASK_METRIC) :]}_mean" if name.startswith(TASK_METRIC) else name
+            out[key] = _entry(key, ci)
     return out
 
 
@@ -107,7 +109,8 @@ def compare(
     changes = lift(base, trained, base_scores, trained_scores)
     pct = round(100 * float(base.get("confidence") or 0.95))
     rows = []
-    for key in COMPARED:
+    task_means = [k for k in trained if k.endswith("_mean") and k in base]  # the domain's per-task metrics
+    for key in [*COMPARED, *task_means]:
         row = {"metric": key, names[0]: _with_interval(base, key), names[1]: _with_interval(trained, key)}
         if key in changes and "estimate" in changes[key]:
             c = changes[key]

@@ -115,6 +115,24 @@ def evaluation_summary(
     return summary
 
 
+TASK_METRIC = "task/"
+"""Prefix of per-task metric scores (``Domain.task_metrics``) in an evaluation's ``scores.json``."""
+
+
+def task_metric_summary(
+    values: dict[str, list[float]], confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0
+) -> tuple[dict[str, float | None], dict[str, list[float] | None]]:
+    """``<name>_mean`` of each per-task metric over valid tasks, and its seeded percentile bootstrap interval."""
+    from propel.metrics.intervals import bootstrap
+
+    means, intervals = {}, {}
+    for name, scores in values.items():
+        means[f"{name}_mean"] = _mean(scores)
+        ci = bootstrap(scores, n_resamples=n_resamples, confidence=confidence, seed=seed)
+        intervals[f"{name}_mean"] = [ci.low, ci.high] if ci is not None else None
+    return means, intervals
+
+
 def _mean(values: Sequence[float]) -> float | None:
     return float(sum(values) / len(values)) if len(values) > 1 else None
 

@@ -2,7 +2,7 @@
 scored by an environment; multi-turn agent episodes run by ``EpisodeRunner``) and how it becomes training tensors
 (``pack``) or files (``write_trajectories``)."""
 
-from propel.rollouts.agent_trials import AgentSolver
+from propel.rollouts.agent_trials import AgentEpisodes, AgentSolver
 from propel.rollouts.environment import Environment, GeneratorEnv
 from propel.rollouts.episodes import EpisodeRunner
 from propel.rollouts.packing import PackedBatch, pack
@@ -12,6 +12,7 @@ from propel.rollouts.steps import ContextBatch, Rollout, RolloutSource
 from propel.rollouts.trajectories import read_trajectories, write_trajectories
 
 __all__ = [
+    "AgentEpisodes",
     "AgentSolver",
     "ContextBatch",
     "Environment",

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from propel.domains.base import Domain, Task
+from propel.domains.base import Context, Domain, Task
 from propel.domains.trials import SolverSpec, Trials
-from propel.engines.base import Engine, Prompt
+from propel.engines.base import Engine, Prompt, SamplingSpec
 from propel.envs.base import AgentEnv
 from propel.envs.shell_tasks import DEMONSTRATION
 from propel.errors import ConfigError
@@ -24,8 +24,11 @@ from propel.rollouts.record import Sample
 from propel.sandbox.base import Sandbox
 
 
-class AgentSolver:
-    """Solver trials as agent episodes (``LabelingModule(solver_agent=...)``; evaluation inherits it).
+class AgentEpisodes:
+    """How a job that does not train runs agent episodes: the environment, concurrency, schedule and retries.
+
+    ``LabelingModule(generator_agent=...)`` takes it for generator episodes (a task written in a workspace: SWE's
+    bugs); ``AgentSolver`` adds solver trials on top.
 
     Args:
         env: builds one ``AgentEnv`` per episode (a ``class_path`` in YAML), e.g. ``propel.envs.ToolEnv``.
@@ -47,15 +50,45 @@ class AgentSolver:
         demonstration: bool = False,
     ) -> None:
         if not callable(env):
-            raise TypeError(f"solver_agent.env must build an AgentEnv (a class_path in YAML), got {type(env).__name__}")
+            raise TypeError(f"agent env must build an AgentEnv (a class_path in YAML), got {type(env).__name__}")
         if concurrency < 1:
-            raise ConfigError(f"solver_agent.concurrency must be >= 1, got {concurrency}")
+            raise ConfigError(f"agent concurrency must be >= 1, got {concurrency}")
         if schedule not in SCHEDULES:
-            raise ConfigError(f"solver_agent.schedule must be one of {SCHEDULES}, got {schedule!r}")
+            raise ConfigError(f"agent schedule must be one of {SCHEDULES}, got {schedule!r}")
         if retries < 0:
-            raise ConfigError(f"solver_agent.retries must be >= 0, got {retries}")
+            raise ConfigError(f"agent retries must be >= 0, got {retries}")
         self.make_env, self.concurrency, self.schedule = env, concurrency, schedule
         self.max_context_tokens, self.retries, self.demonstration = max_context_tokens, retries, demonstration
+
+    def run(
+        self, engine: Engine, contexts: Sequence[Context], sampling: SamplingSpec, sandbox: Sandbox | None
+    ) -> list[list[Sample]]:
+        """``sampling.n`` episodes per context (a group each, in order); an episode that failed outside the policy
+        is rerun up to ``retries`` times, and one that keeps failing stops the job with its error."""
+        if self.demonstration:
+            contexts = [replace(c, prompt=Prompt(messages=[*DEMONSTRATION, *c.prompt.messages])) for c in contexts]
+        runner = EpisodeRunner(engine, self.make_env, sandbox, self.concurrency, self.schedule, self.max_context_tokens)
+        groups, _ = runner.run(contexts, sampling)
+        for _ in range(self.retries):
+            failed = _failed(groups)
+            if not failed:
+                break
+            redo, _ = runner.run([contexts[g] for g, _ in failed], replace(sampling, n=1))
+            for (g, k), (sample,) in zip(failed, redo, strict=True):
+                groups[g][k] = sample
+        if failed := _failed(groups):
+            g, k = failed[0]
+            raise RuntimeError(
+                f"{len(failed)} agent episodes failed outside the policy after {self.retries} retries (first: "
+                f"{contexts[g].id!r}: {groups[g][k].infra_error}); fix the sandbox or engine and rerun (rows written "
+                "so far are kept)"
+            )
+        return groups
+
+
+class AgentSolver(AgentEpisodes):
+    """Solver trials as agent episodes (``LabelingModule(solver_agent=...)``; evaluation inherits it); arguments as
+    ``AgentEpisodes``."""
 
     def trials(
         self,
@@ -70,26 +103,7 @@ class AgentSolver:
         if not tasks:
             return [], []
         contexts = [domain.agent_context(task, task_id) for task, task_id in zip(tasks, ids, strict=True)]
-        if self.demonstration:
-            for c in contexts:
-                c.prompt = Prompt(messages=[*DEMONSTRATION, *c.prompt.messages])
-        runner = EpisodeRunner(engine, self.make_env, sandbox, self.concurrency, self.schedule, self.max_context_tokens)
-        sampling = spec.sampling()  # stop strings: the environment's
-        groups, _ = runner.run(contexts, sampling)
-        for _ in range(self.retries):
-            failed = _failed(groups)
-            if not failed:
-                break
-            redo, _ = runner.run([contexts[g] for g, _ in failed], replace(sampling, n=1))
-            for (g, k), (sample,) in zip(failed, redo, strict=True):
-                groups[g][k] = sample
-        if failed := _failed(groups):
-            g, k = failed[0]
-            raise RuntimeError(
-                f"{len(failed)} agent solver episodes failed outside the policy after {self.retries} retries "
-                f"(first: task {ids[g]!r}: {groups[g][k].infra_error}); fix the sandbox or engine and rerun (rows "
-                "written so far are kept)"
-            )
+        groups = self.run(engine, contexts, spec.sampling(), sandbox)  # stop strings: the environment's
         trials = [
             Trials(
                 [bool(x) for x in domain.agent_grade(task, [s.artifacts for s in group], sandbox)],

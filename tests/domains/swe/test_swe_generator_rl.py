@@ -4,6 +4,7 @@ what the episode really made. Scripted generator on the parse repo, local (bubbl
 
 from __future__ import annotations
 
+import itertools
 import json
 from functools import partial
 
@@ -37,6 +38,11 @@ def test_tasks_are_clean_checkouts_drawn_by_seed(swe_repo):
     assert "inject" in parse.prompt.messages[0]["content"].lower()
     with pytest.raises(ConfigError, match="unknown SWE repo"):
         BugInjectionTasks(["nope"])
+    # evaluation draws the same episodes from the domain (generate=true), and only then
+    generating = SweDomain(["parse", "inflection"], procedural=False, generate=True)
+    assert [c.id for c in generating.contexts(4, seed=3)] == [c.id for c in a]
+    with pytest.raises(ConfigError, match="generate=true takes its bugs from a generator agent"):
+        SweDomain(["parse"], generate=True)  # procedural is on by default
 
 
 def test_episode_bugs_are_checked_and_gate_the_probe_reward(swe_repo, sandbox, tokenizer):
@@ -93,8 +99,13 @@ def _sequential(plans):
 
 
 def test_a_single_turn_domain_cannot_score_episodes():
+    from propel.lit_modules.labeling import LabelingModule
+    from propel.rollouts import AgentEpisodes
+
     with pytest.raises(ConfigError, match="single-turn"):
         EpisodeDataModule(ToolEnv, BugInjectionTasks(["parse"]), domain=MathExpressionDomain())
+    with pytest.raises(ConfigError, match="not written by agent episodes"):
+        LabelingModule(MathExpressionDomain(), generator_agent=AgentEpisodes(ToolEnv))
 
 
 def test_the_swe_grpo_config_trains_a_step(swe_repo, tiny_model_dir, tmp_path, monkeypatch):
@@ -129,3 +140,86 @@ def test_the_swe_grpo_config_trains_a_step(swe_repo, tiny_model_dir, tmp_path, m
     assert len(samples) == 2 and all(s.context.data["repo"] == "parse" for s in samples)
     assert [(s.valid, s.info["reason"]) for s in samples] == [(False, "empty_diff")] * 2
     assert (tmp_path / "runs" / "swe" / "checkpoints" / "last.ckpt").exists()
+
+
+def _evaluate(out, tiny_model_dir, tokenizer, sandbox, revert_every: int):
+    """``propel test``'s module on parse: the generator agent injects INJECT, each repair trial k reverts parse.py
+    when k % revert_every == 0 (else submits at once)."""
+    import lightning.pytorch as pl
+
+    from propel.datamodules.task_pool import TaskPoolDataModule
+    from propel.domains.swe.checkout import checkout
+    from propel.domains.swe.repos import get_repo
+    from propel.domains.trials import SolverSpec
+    from propel.lit_modules.evaluation import EvaluationModule
+    from propel.rollouts import AgentEpisodes, AgentSolver
+
+    clean = (checkout(get_repo("parse")) / "parse.py").read_text()
+    repairs = itertools.count()
+
+    def script(prompt: str) -> str:
+        turns = prompt.count("<|im_start|>assistant") - 1
+        if "inject ONE" in prompt:  # the generator
+            return format_tool_call(ToolCall("bash", {"command": INJECT})) if turns == 0 else SUBMIT
+        if turns == 0 and next(repairs) % revert_every == 0:
+            return format_tool_call(ToolCall("write_file", {"path": "parse.py", "content": clean}))
+        return SUBMIT
+
+    domain = SweDomain(["parse"], procedural=False, generate=True)
+    env = partial(ToolEnv, max_turns=3, command_timeout_s=30.0, max_collect_chars=400_000)
+    module = EvaluationModule(
+        domain,
+        generator=str(tiny_model_dir),
+        output_dir=str(out),
+        solver=SolverSpec(n_trials=3, band=(1, 2), max_new_tokens=20_000),
+        generator_max_new_tokens=20_000,
+        generator_agent=AgentEpisodes(env, concurrency=2, max_context_tokens=None),
+        solver_agent=AgentSolver(env, concurrency=3, max_context_tokens=None),
+        sandbox=sandbox,
+    )
+    module.engines[str(tiny_model_dir)] = ScriptedEngine(tokenizer, script)  # generator and solver
+    trainer = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer.test(module, datamodule=TaskPoolDataModule(domain, pool_dir=str(out), n_tasks=2, seed=1, batch_size=2))
+    return module.summary
+
+
+def test_evaluation_runs_the_generator_agent_and_reports_bug_sizes(
+    swe_repo, sandbox, tokenizer, tiny_model_dir, tmp_path
+):
+    from propel.pipeline.compare import compare_dirs
+    from propel.pools import read_pool
+
+    swe_repo("parse")
+    base = _evaluate(tmp_path / "base", tiny_model_dir, tokenizer, sandbox, revert_every=3)
+    pool = read_pool(tmp_path / "base")
+    assert len(pool) == 2 and pool["id"].str.startswith("swe-gen-1-parse-").all() and pool["valid"].all()
+    task = json.loads(pool["task"].iloc[0])["data"]
+    assert task["turns"][0].startswith("<tool_call>") and "string[::-1]" in task["diff"]  # the episode's own turns
+    assert base["valid_rate"] == 1.0 and base["solve_count_hist"] == [0, 2, 0, 0] and base["utility"] == 1.0
+    assert base["diff_lines_mean"] == 2.0 and base["failing_tests_mean"] == len(task["failing"]) > 0
+    assert base["intervals"]["diff_lines_mean"] == [2.0, 2.0]
+
+    trained = _evaluate(tmp_path / "trained", tiny_model_dir, tokenizer, sandbox, revert_every=1)
+    assert trained["solve_count_hist"] == [0, 0, 0, 2] and trained["utility"] == 0.0  # every repair solves
+    text = compare_dirs(tmp_path / "base", tmp_path / "trained", tmp_path / "compare")
+    assert "| diff_lines_mean | 2 [2, 2] | 2 [2, 2] | +0 [+0, +0] |" in text
+    assert "| utility |" in text and "failing_tests_mean" in text
+
+
+def test_the_shipped_probe_and_eval_configs_resolve():
+    """configs/swe/probe.yaml builds its ProbeJob (trajectories, repo folds); configs/swe/eval.yaml parses with the
+    CLI's own parser (the generator agent on the held-out repos, n=3 repair episodes)."""
+    import yaml
+
+    from propel.pipeline.lightning_cli import resolve_lightning
+    from propel.pipeline.probe_job import parse_probe
+    from tests.cli.test_cli_grpo import ROOT
+
+    job = parse_probe(["-c", str(ROOT / "configs/swe/probe.yaml")])
+    assert job.sweep.split == "group_kfold" and job.sweep.n_folds == len(job.domain.repos) == 4
+    assert job.trajectory_pooling == "mean" and job.rvp.contexts == 0
+    cfg = resolve_lightning("test", yaml.safe_load((ROOT / "configs/swe/eval.yaml").read_text()))
+    init = cfg["model"]["init_args"]
+    assert init["domain"]["init_args"]["repos"] == "eval" and init["domain"]["init_args"]["generate"] is True
+    assert init["generator_agent"]["class_path"] == "propel.rollouts.AgentEpisodes"
+    assert init["solver"]["n_trials"] == 3 and list(init["solver"]["band"]) == [1, 2]

@@ -22,7 +22,7 @@ from typing import Any
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
 from propel.domains.swe.checkout import checkout
 from propel.domains.swe.diffs import apply_diff
-from propel.domains.swe.episodes import episode_diff, generator_prompt, solver_context
+from propel.domains.swe.episodes import episode_diff, generator_contexts, generator_prompt, solver_context
 from propel.domains.swe.mutations import generate_bugs
 from propel.domains.swe.prepare import load_manifest
 from propel.domains.swe.repos import SPLITS, RepoProfile, get_repo
@@ -74,6 +74,9 @@ class SweDomain(Domain):
             order. Lines naming a repo outside ``repos`` are skipped.
         batch_size: bugs per sandbox job when checking validity.
         timeout_factor: a suite run may take this many times the clean run (``BugValidator``).
+        generate: the contexts are bug-injection episodes on clean checkouts instead (``episodes.generator_contexts``),
+            for a generator agent to write the bugs (``LabelingModule(generator_agent=...)``: evaluation of a base or
+            trained generator); needs ``procedural: false`` and no ``episodes`` file.
     """
 
     name = "swe"
@@ -85,10 +88,16 @@ class SweDomain(Domain):
         episodes: str | None = None,
         batch_size: int = 4,
         timeout_factor: float = 10.0,
+        generate: bool = False,
     ) -> None:
         self.repos = resolve_repos(repos)
-        if not procedural and episodes is None:
-            raise ConfigError("domain: set procedural=true or an episodes file, or there are no bugs to label")
+        if generate and (procedural or episodes is not None):
+            raise ConfigError(
+                "domain: generate=true takes its bugs from a generator agent; set procedural=false and no episodes file"
+            )
+        if not (procedural or generate) and episodes is None:
+            raise ConfigError("domain: set procedural=true, an episodes file or generate=true, or there are no bugs")
+        self.generate = generate
         self.procedural, self.episodes = procedural, episodes
         self.batch_size, self.timeout_factor = batch_size, timeout_factor
         self.repair_reasons: Counter = Counter()
@@ -98,7 +107,10 @@ class SweDomain(Domain):
     # contexts ---------------------------------------------------------------------------------------------------
     def contexts(self, n: int, seed: int = 0) -> list[Context]:
         """Up to ``n`` bug contexts: the episode file's first, then procedural candidates round-robin over the repos
-        (ids ``swe-<seed>-<repo>-<i>``; candidates for a larger ``n`` extend those for a smaller one)."""
+        (ids ``swe-<seed>-<repo>-<i>``; candidates for a larger ``n`` extend those for a smaller one); with
+        ``generate``, bug-injection episodes on clean checkouts."""
+        if self.generate:
+            return generator_contexts(self.repos, n, seed)
         out = self._episode_contexts()[:n]
         if self.procedural and len(out) < n:
             per_repo = -(-(n - len(out)) // len(self.repos))
@@ -232,6 +244,11 @@ class SweDomain(Domain):
         changed = task.data.get("changed") or ["?"]
         return f"{task.data['repo']}:{changed[0]}"
 
+    def task_metrics(self, task: Task) -> dict[str, float]:
+        """A valid bug's size (lines its diff adds or removes) and the previously passing tests it makes fail."""
+        lines = [ln for ln in task.data["diff"].splitlines() if ln[:1] in "+-" and ln[:3] not in ("+++", "---")]
+        return {"diff_lines": float(len(lines)), "failing_tests": float(len(task.data.get("failing") or ()))}
+
     def render(self, task: Task) -> str:
         """The bug's diff (what diversity metrics read)."""
         return task.data["diff"]
@@ -241,9 +258,11 @@ class SweDomain(Domain):
         episode (procedural) is the one-turn trajectory of its diff."""
         return list(task.data.get("turns") or [task.data["diff"]])
 
-    def episode_completion(self, context: Context, artifacts: dict[str, Any]) -> str:
-        """A generator episode's bug: the diff of the library files it left, against its clean checkout."""
-        return bug_record(context.data["repo"], episode_diff(context, artifacts.get("files") or {}))
+    def episode_completion(self, context: Context, artifacts: dict[str, Any], turns: Sequence[str] = ()) -> str:
+        """A generator episode's bug: the diff of the library files it left, against its clean checkout, with the
+        episode's assistant turns (what the trajectory probe reads)."""
+        diff = episode_diff(context, artifacts.get("files") or {})
+        return bug_record(context.data["repo"], diff, list(turns) or None)
 
 
 @lru_cache(maxsize=256)

@@ -10,14 +10,15 @@ image. The diff goes to ``BugValidator.check`` (generator) or ``BugValidator.gra
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import random
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from propel.domains.base import Context
-from propel.domains.swe.checkout import repo_files
+from propel.domains.swe.checkout import checkout, repo_files
 from propel.domains.swe.diffs import unified_diff
 from propel.domains.swe.prompts import GENERATOR_PROMPT, SOLVER_PROMPT
-from propel.domains.swe.repos import RepoProfile
+from propel.domains.swe.repos import RepoProfile, get_repo
 from propel.engines.base import Prompt
 from propel.testsuite.vendor import ZIP_NAME, testlib_zip
 
@@ -70,6 +71,19 @@ def generator_context(profile: RepoProfile, root: str | os.PathLike, index: int 
     """A bug-injection episode on the clean checkout (``index`` tells contexts of the same repo apart)."""
     files = _workspace(profile, root, None)
     return _context(f"swe-gen-{profile.key}-{index}", profile, generator_prompt(profile), files)
+
+
+def generator_contexts(repos: Sequence[str], n: int, seed: int = 0) -> list[Context]:
+    """``n`` bug-injection episodes on clean checkouts of repos drawn from ``repos`` (seeded; ids
+    ``swe-gen-<seed>-<repo>-<i>``): the generator's tasks in RL and in evaluation."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        profile = get_repo(rng.choice(list(repos)))
+        context = generator_context(profile, checkout(profile), index=i)
+        context.id = f"swe-gen-{seed}-{profile.name}-{i}"
+        out.append(context)
+    return out
 
 
 def solver_context(
