@@ -60,7 +60,7 @@ class EpisodeDataModule(ContextStreamDataModule):
         domain: Domain | None = None,
     ) -> None:
         super().__init__(tasks, contexts_per_step, seed)
-        if domain is not None and type(domain).episode_completion is Domain.episode_completion:
+        if domain is not None and not domain.writes_tasks_in_episodes:
             name = type(domain).__name__
             raise ConfigError(f"data.domain: {name}'s generator is single-turn (it has no episode_completion)")
         self.domain = domain

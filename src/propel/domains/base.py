@@ -135,6 +135,11 @@ class Domain(ABC):
         trajectory: each turn pooled over its tokens, then across turns; ``propel.probes.ActivationExtractor``)."""
         return self.render(task)
 
+    @property
+    def writes_tasks_in_episodes(self) -> bool:
+        """Whether a generator *agent* can write this domain's tasks (it implements ``episode_completion``)."""
+        return type(self).episode_completion is not Domain.episode_completion
+
     def episode_completion(self, context: Context, artifacts: dict[str, Any], turns: Sequence[str] = ()) -> str | None:
         """The task a generator *episode* produced, as the completion ``parse`` reads (from what the episode left,
         ``artifacts["files"]``, and its assistant ``turns``); None where this domain's generator is single-turn."""

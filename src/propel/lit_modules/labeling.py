@@ -80,7 +80,7 @@ class LabelingModule(LightningModule):
                 f"domain {domain.name!r} takes reference answers from an oracle: set `oracle` (a model, ideally not "
                 "the solver) or the domain's oracle_model"
             )
-        if generator_agent is not None and type(domain).episode_completion is Domain.episode_completion:
+        if generator_agent is not None and not domain.writes_tasks_in_episodes:
             raise ConfigError(f"generator_agent: {type(domain).__name__}'s tasks are not written by agent episodes")
         self.save_hyperparameters(ignore=["domain", "sandbox", "solver", "solver_agent", "generator_agent"])
         self.domain = domain
