@@ -75,6 +75,17 @@ def test_summary_numbers():
     assert "distinct_3" not in intervals  # a corpus ratio with no per-text decomposition: no interval
 
 
+def test_per_task_metrics_are_means_with_bootstrap_intervals():
+    """A domain's per-task numbers (SWE: diff size) get ``<name>_mean`` and the bootstrap interval of the Self-BLEU
+    means; one valid task has a mean but nothing to resample."""
+    args = ([True, True, False], [1, 2, None], ["a b c", "d e f", "x"], ["t", "u", None], 4, (1, 2))
+    summary = evaluation_summary(*args, task_metrics={"diff_lines": [2.0, 6.0], "failing_tests": [3.0]})
+    assert summary["diff_lines_mean"] == 4.0 and summary["failing_tests_mean"] == 3.0
+    ci = bootstrap([2.0, 6.0], n_resamples=2000, confidence=0.95, seed=0)
+    assert summary["intervals"]["diff_lines_mean"] == [ci.low, ci.high]
+    assert summary["intervals"]["failing_tests_mean"] is None
+
+
 def test_degenerate_diversity_has_no_value_not_zero():
     """One valid task: no Self-BLEU among valid tasks (None, not 0.0 = "maximally diverse"), no topic share."""
     summary = evaluation_summary([True, False], [1, None], ["a b c d", "x"], [None, None], 2, (1, 1))

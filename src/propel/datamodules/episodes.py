@@ -99,8 +99,8 @@ class EpisodeDataModule(ContextStreamDataModule):
         if self.domain is not None:
             start = time.perf_counter()
             self._score_tasks([s for group in groups for s in group if s.infra_error is None])
-            times.environment_s += time.perf_counter() - start
-            times.wall_s += time.perf_counter() - start
+            seconds = time.perf_counter() - start
+            times.environment_s, times.wall_s = times.environment_s + seconds, times.wall_s + seconds
         return Rollout(
             groups, {"generation_s": times.generation_s, "environment_s": times.environment_s, "wall_s": times.wall_s}
         )

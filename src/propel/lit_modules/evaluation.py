@@ -19,13 +19,7 @@ from propel.errors import ConfigError
 from propel.lit_modules.labeling import LabelingModule
 from propel.pools.io import read_pool, write_part
 from propel.pools.manifest import check_manifest, run_settings
-from propel.pools.summary import (
-    TASK_METRIC,
-    diversity_scores,
-    evaluation_summary,
-    print_summary_table,
-    task_metric_summary,
-)
+from propel.pools.summary import diversity_scores, evaluation_summary, print_summary_table
 
 SUMMARY = "summary.json"
 SCORES = "scores.json"
@@ -96,17 +90,15 @@ class EvaluationModule(LabelingModule):
         topics = [t if isinstance(t, str) else None for t in frame["topic"]]
         hp = self.hparams
         scores = diversity_scores(valid, texts)
-        self.summary = evaluation_summary(
-            valid, counts, texts, topics, self.n_trials, self.band, hp.confidence, hp.n_resamples, hp.seed, scores
-        )
         per_task: dict[str, list[float]] = {}  # the domain's per-task numbers over valid tasks (SWE: diff size)
         for task, ok in zip(frame["task"], valid, strict=True):
             for name, value in (self.domain.task_metrics(Task.from_json(task)) if ok else {}).items():
                 per_task.setdefault(name, []).append(float(value))
-        means, intervals = task_metric_summary(per_task, hp.confidence, hp.n_resamples, hp.seed)
-        self.summary.update(means)
-        self.summary["intervals"].update(intervals)
-        scores.update({f"{TASK_METRIC}{name}": values for name, values in per_task.items()})
+        self.summary = evaluation_summary(
+            valid, counts, texts, topics, self.n_trials, self.band, hp.confidence, hp.n_resamples, hp.seed, scores,
+            task_metrics=per_task,
+        )  # fmt: skip
+        scores.update({f"{name}_mean": values for name, values in per_task.items()})  # keys as the summary's means
         self.summary.update({"generator": hp.generator, "adapter": hp.adapter, **throughput})
         (self.output_dir / SUMMARY).write_text(json.dumps(self.summary, indent=1))
         (self.output_dir / SCORES).write_text(json.dumps(scores))

@@ -18,7 +18,7 @@ from propel.lit_modules.evaluation import SCORES, SUMMARY
 from propel.metrics.intervals import Interval, bootstrap_difference, describe_change, newcombe
 from propel.pipeline.report import markdown_table, plot_histograms
 from propel.pipeline.signal_cost import COLUMNS as COST_COLUMNS
-from propel.pools.summary import MEANS, RATES, TASK_METRIC
+from propel.pools.summary import MEANS, RATES
 
 COMPARED = (
     "tasks",
@@ -69,13 +69,12 @@ def lift(
         if None in counts or trained.get(name) is None or base.get(name) is None:
             continue
         out[name] = _entry(name, newcombe(*counts, confidence=confidence))
-    task_metrics = [k for k in (trained_scores or {}) if k.startswith(TASK_METRIC)]
-    for name in [*MEANS, *task_metrics]:
+    task_means = [k for k in (trained_scores or {}) if k not in MEANS]  # the domain's per-task metrics
+    for name in [*MEANS, *task_means]:
         new, old = (trained_scores or {}).get(name), (base_scores or {}).get(name)
         if new and old:
             ci = bootstrap_difference(new, old, n_resamples=n_resamples, confidence=confidence, seed=seed)
-            key = f"{name[len(TASK_METRIC) :]}_mean" if name.startswith(TASK_METRIC) else name
-            out[key] = _entry(key, ci)
+            out[name] = _entry(name, ci)
     return out
 
 

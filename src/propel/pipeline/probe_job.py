@@ -76,7 +76,7 @@ class ProbeJob:
         engine_kwargs: dict[str, Any] | None = None,
         seed: int = 0,
     ) -> None:
-        from propel.probes.pooling import POOLINGS, TRAJECTORY_POOLINGS
+        from propel.probes.pooling import POOLINGS, TRAJECTORY_POOLINGS, check_poolings
 
         self.pool, self.domain, self.output_dir = Path(pool), domain, Path(output_dir)
         self.reference_model = reference_model
@@ -88,11 +88,10 @@ class ProbeJob:
         if not self.layers:
             raise ConfigError("probe layers: name at least one layer")
         self.batch_size, self.max_length = batch_size, max_length
-        if trajectory_pooling not in TRAJECTORY_POOLINGS:
-            raise ConfigError(
-                f"probe trajectory_pooling: unknown {trajectory_pooling!r}; choose from {list(TRAJECTORY_POOLINGS)}"
-            )
-        self.trajectory_pooling = trajectory_pooling
+        try:
+            (self.trajectory_pooling,) = check_poolings(trajectory_pooling, TRAJECTORY_POOLINGS, "trajectory_pooling")
+        except ValueError as e:
+            raise ConfigError(f"probe {e}") from None
         self.sweep = replace(sweep)
         if self.sweep.split not in ("random", "stratified_kfold", "group_kfold"):
             raise ConfigError(

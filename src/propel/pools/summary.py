@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from propel.domains.trials import in_band
 
@@ -59,6 +59,7 @@ def evaluation_summary(
     n_resamples: int = 2000,
     seed: int = 0,
     scores: dict[str, list[float]] | None = None,
+    task_metrics: Mapping[str, Sequence[float]] | None = None,
 ) -> dict:
     """Utility, validity, diversity and the solve-count histogram of one evaluation, each with its interval.
 
@@ -73,7 +74,11 @@ def evaluation_summary(
 
     One entry per generation in each sequence: the rendered task (or raw completion), its topic when known, its
     solve count when valid. ``scores``: ``diversity_scores`` of the same generations when computed already.
+    ``task_metrics``: the domain's per-task numbers over valid tasks (``Domain.task_metrics``, e.g. SWE's diff size),
+    each summarized as ``<name>_mean`` with a bootstrap interval like the Self-BLEU means.
     """
+    import numpy as np
+
     from propel.metrics.diversity import distinct_n, top_topic_count, top_topic_rate
     from propel.metrics.intervals import bootstrap, wilson
 
@@ -104,33 +109,17 @@ def evaluation_summary(
         "band": list(band),
         "confidence": confidence,
     }
+    per_task = {f"{name}_mean": list(values) for name, values in (task_metrics or {}).items()}
+    summary.update({name: float(np.mean(values)) if values else None for name, values in per_task.items()})
     intervals = {}
     for name, (count, total) in RATES.items():
         ci = wilson(summary[count], summary[total], confidence) if summary[name] is not None else None
         intervals[name] = [ci.low, ci.high] if ci is not None else None
-    for name in MEANS:
-        ci = bootstrap(scores[name], n_resamples=n_resamples, confidence=confidence, seed=seed)
+    for name, values in [*((n, scores[n]) for n in MEANS), *per_task.items()]:
+        ci = bootstrap(values, n_resamples=n_resamples, confidence=confidence, seed=seed)
         intervals[name] = [ci.low, ci.high] if ci is not None else None
     summary["intervals"] = intervals
     return summary
-
-
-TASK_METRIC = "task/"
-"""Prefix of per-task metric scores (``Domain.task_metrics``) in an evaluation's ``scores.json``."""
-
-
-def task_metric_summary(
-    values: dict[str, list[float]], confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0
-) -> tuple[dict[str, float | None], dict[str, list[float] | None]]:
-    """``<name>_mean`` of each per-task metric over valid tasks, and its seeded percentile bootstrap interval."""
-    from propel.metrics.intervals import bootstrap
-
-    means, intervals = {}, {}
-    for name, scores in values.items():
-        means[f"{name}_mean"] = _mean(scores)
-        ci = bootstrap(scores, n_resamples=n_resamples, confidence=confidence, seed=seed)
-        intervals[f"{name}_mean"] = [ci.low, ci.high] if ci is not None else None
-    return means, intervals
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -32,13 +32,22 @@ from propel.errors import ConfigError
 from propel.sandbox.base import Sandbox
 
 
-def bug_record(repo: str, diff: str, turns: Sequence[str] | None = None) -> str:
-    """A bug as the domain's task text (what ``parse`` reads and the pool's ``completion`` column holds); ``turns``:
-    the assistant turns of the generator episode that wrote it, what a trajectory probe reads."""
+def _bug(repo: str, diff: str, turns: Sequence[str] | None) -> dict[str, Any]:
     record: dict[str, Any] = {"repo": repo, "diff": diff}
     if turns is not None:
         record["turns"] = [str(t) for t in turns]
-    return json.dumps(record, sort_keys=True)
+    return record
+
+
+def _turns(value: Any) -> list[str] | None:
+    """A record's ``turns`` when it is a list of strings, else None."""
+    return value if isinstance(value, list) and all(isinstance(t, str) for t in value) else None
+
+
+def bug_record(repo: str, diff: str, turns: Sequence[str] | None = None) -> str:
+    """A bug as the domain's task text (what ``parse`` reads and the pool's ``completion`` column holds); ``turns``:
+    the assistant turns of the generator episode that wrote it, what a trajectory probe reads."""
+    return json.dumps(_bug(repo, diff, turns), sort_keys=True)
 
 
 def resolve_repos(repos: str | Sequence[str]) -> list[str]:
@@ -58,7 +67,7 @@ def resolve_repos(repos: str | Sequence[str]) -> list[str]:
 def episode_bug(context: Context, collected: dict[str, str | None], turns: Sequence[str] | None = None) -> str:
     """One line of an ``episodes`` file from a finished generator episode (``episodes.generator_context``): its id,
     repo, the diff of the library files it left (``Sample.artifacts["files"]``) and, given, its assistant turns."""
-    record = json.loads(bug_record(context.data["repo"], episode_diff(context, collected), turns))
+    record = _bug(context.data["repo"], episode_diff(context, collected), turns)
     return json.dumps({"id": context.id, **record}, sort_keys=True)
 
 
@@ -141,7 +150,7 @@ class SweDomain(Domain):
                 record = json.loads(line)
                 rid, repo, diff = str(record["id"]), str(record["repo"]), str(record["diff"])
                 turns = record.get("turns")
-                if turns is not None and not (isinstance(turns, list) and all(isinstance(t, str) for t in turns)):
+                if turns is not None and _turns(turns) is None:
                     raise TypeError("turns must be a list of strings")
             except (ValueError, KeyError, TypeError) as e:
                 raise ConfigError(f"domain.episodes: line {number} of {path} is not {{id, repo, diff}}: {e}") from None
@@ -169,8 +178,8 @@ class SweDomain(Domain):
         if record.get("repo") not in self.repos:
             return ParseFailure("unknown_repo")
         data = {"repo": record["repo"], "diff": record["diff"]}
-        turns = record.get("turns")
-        if isinstance(turns, list) and turns and all(isinstance(t, str) for t in turns):
+        turns = _turns(record.get("turns"))
+        if turns:
             data["turns"] = turns
         return Task(domain=self.name, data=data)
 
