@@ -151,3 +151,42 @@ def test_shared_prefill_gives_the_same_samples(tiny_model, temperature):
             torch.testing.assert_close(torch.tensor(x.logprobs), torch.tensor(y.logprobs), rtol=1e-4, atol=1e-4)
     if temperature:
         assert len({tuple(c.token_ids) for c in shared[0]}) > 1  # the n rows of one prompt are sampled apart
+
+
+def _peaked_with_processors(model, tok):
+    """The tiny model with peaked logits (its final norm scaled) and a generation config that sets every kind of
+    processor transformers would otherwise apply: penalties, n-gram bans, min-p, suppressed tokens."""
+    with torch.no_grad():
+        model.model.norm.weight.mul_(20.0)  # near-uniform logits hide the processors; peaked ones show them in nats
+    gc = model.generation_config
+    gc.repetition_penalty, gc.no_repeat_ngram_size, gc.min_p = 3.0, 2, 0.2
+    gc.suppress_tokens = [tok.eos_token_id, tok.convert_tokens_to_ids(".")]
+    return model
+
+
+@pytest.mark.parametrize("warp", [{}, {"temperature": 0.0}, {"temperature": 0.7, "top_k": 20, "top_p": 0.9}])
+def test_the_model_generation_config_never_changes_what_is_sampled(tiny_model, warp):
+    """transformers fills every GenerationConfig field the engine leaves unset from ``model.generation_config``
+    (Qwen2.5-Instruct ships repetition_penalty 1.05): the engine must sample, and record logprobs, under exactly the
+    distribution the trainer scores with ``token_logprobs``."""
+    model, tok = tiny_model
+    engine = HFEngine(_peaked_with_processors(model, tok), tok)
+    torch.manual_seed(3)
+    out = engine.generate([RAW, CHAT], SamplingSpec(n=2, max_new_tokens=24, logprobs=True, **warp))
+    worst = 0.0
+    for prompt, group in zip([RAW, CHAT], out, strict=True):
+        for c in group:
+            want = _rescore(engine, prompt, c.token_ids, **warp)  # temperature 0 scores as 1, as the trainer does
+            worst = max(worst, float((torch.tensor(c.logprobs) - want).abs().max()))
+    assert worst <= 1e-5, worst
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("bad_words_ids", [[5]]), ("forced_eos_token_id", 2), ("sequence_bias", {(5,): 3.0}), ("top_h", 0.5)],
+)
+def test_a_generation_config_field_with_no_neutral_value_is_refused_by_name(tiny_model, field, value):
+    model, tok = tiny_model
+    setattr(model.generation_config, field, value)
+    with pytest.raises(ValueError, match=field):
+        HFEngine(model, tok).generate([RAW], SamplingSpec(n=1, max_new_tokens=4))

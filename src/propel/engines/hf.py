@@ -1,7 +1,8 @@
 """The default rollout engine: batched HF ``generate`` on the live (possibly LoRA) policy, in-process.
 
 Being the same model object the trainer updates, it needs no weight sync. Logprobs of the sampled tokens are
-recorded during generation under the distribution actually sampled from (temperature, top-k, top-p applied).
+recorded during generation under the distribution actually sampled from (temperature, top-k, top-p applied), which is
+the one the trainer scores: nothing the model's own ``generation_config`` sets is applied (``hf_config``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from propel.engines.base import Completion, Engine, Prompt, SamplingSpec
+from propel.engines.hf_config import sampling_generation_config
 from propel.models.lora import merged_lora_view
 
 
@@ -126,7 +128,7 @@ class HFEngine(Engine):
     @torch.no_grad()
     def _generate_batch(self, prompts: list[list[int]], sampling: SamplingSpec) -> list[Completion]:
         """``sampling.n`` completions of each prompt (prompt-major order)."""
-        from transformers import GenerationConfig, LogitsProcessorList
+        from transformers import LogitsProcessorList
         from transformers.generation.logits_process import (
             TemperatureLogitsWarper,
             TopKLogitsWarper,
@@ -156,9 +158,10 @@ class HFEngine(Engine):
         if recorder is not None:
             processors.append(recorder)
         eos = sorted(self._eos_ids())
-        config = GenerationConfig(
+        config = sampling_generation_config(
+            self.model,
+            greedy=greedy,
             max_new_tokens=sampling.max_new_tokens,
-            do_sample=not greedy,
             temperature=1.0,
             top_k=0,
             top_p=1.0,
