@@ -190,3 +190,25 @@ def test_a_generation_config_field_with_no_neutral_value_is_refused_by_name(tiny
     setattr(model.generation_config, field, value)
     with pytest.raises(ValueError, match=field):
         HFEngine(model, tok).generate([RAW], SamplingSpec(n=1, max_new_tokens=4))
+
+
+def test_the_eos_set_is_the_tokenizers_and_the_generation_configs_and_generation_stops_on_each(tiny_model):
+    """One EOS set, from the engine: ``eos_ids`` is what ``generate`` stops on (and what an episode strips)."""
+    from propel.engines.scripted import ScriptedEngine
+
+    model, tok = tiny_model
+    other = tok.convert_tokens_to_ids("<|endoftext|>")
+    model.generation_config.eos_token_id = [tok.eos_token_id, other]
+    engine = HFEngine(model, tok)
+    assert engine.eos_ids() == {tok.eos_token_id, other}
+
+    def certain(module, args, logits):  # <|endoftext|> becomes the next token: generation must stop right on it
+        return logits.index_add(-1, torch.tensor([other]), torch.full((*logits.shape[:-1], 1), 100.0))
+
+    hook = model.lm_head.register_forward_hook(certain)
+    try:
+        c = engine.generate([RAW], SamplingSpec(n=1, max_new_tokens=8, temperature=0.0))[0][0]
+    finally:
+        hook.remove()
+    assert c.token_ids == [other] and c.finish_reason == "stop"
+    assert ScriptedEngine(tok, str).eos_ids() == {tok.eos_token_id}  # the bundled folder's generation_config: [2]

@@ -210,3 +210,44 @@ def test_a_template_that_rewrites_history_goes_step_wise(tokenizer, tmp_path):
     assert read_trajectories(write_trajectories(group, tmp_path / "t.parquet")) == group
     with pytest.raises(TemplateNotAppendOnly):
         EpisodeRunner(engine, MemoryFilesEnv, stepwise=False).run(_contexts(1), SamplingSpec(n=1, max_new_tokens=64))
+
+
+class OtherEndOfTurn(ScriptedEngine):
+    """Ends replies with ``<|endoftext|>``: an id of this engine's EOS set other than the tokenizer's EOS (as Qwen's
+    ``<|endoftext|>`` or Llama-3.1's ``<|eom_id|>`` are in their generation configs' lists)."""
+
+    def eos_ids(self) -> frozenset[int]:
+        return frozenset({self.tokenizer.eos_token_id, self.tokenizer.convert_tokens_to_ids("<|endoftext|>")})
+
+    def _completion(self, text, sampling):
+        c = super()._completion(text, sampling)
+        if c.token_ids and c.token_ids[-1] == self.tokenizer.eos_token_id:
+            c.token_ids[-1] = self.tokenizer.convert_tokens_to_ids("<|endoftext|>")
+        return c
+
+
+def test_a_turn_ended_by_any_id_of_the_engines_eos_set_is_closed_once(tokenizer):
+    """The runner strips the engine's whole EOS set (one set, from the engine), so the environment never sees the
+    end token's text, and the generated end token closes the turn: the template's own closing is not added after it,
+    and the episode stays one token-exact segment."""
+    other = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    actions = []
+
+    class Watching(MemoryFilesEnv):
+        def step(self, action):
+            actions.append(action)
+            return super().step(action)
+
+    def script(prompt: str) -> str:
+        return "Let me think." if prompt.count("<|im_start|>assistant") == 1 else _script(prompt)
+
+    engine = OtherEndOfTurn(tokenizer, script)
+    (group,), _ = EpisodeRunner(engine, Watching, concurrency=1).run(_contexts(1), SamplingSpec(n=1, max_new_tokens=64))
+    s = group[0]
+    assert actions[0] == "Let me think." and not any("<|endoftext|>" in a for a in actions)
+    assert s.turns[0].text == "Let me think." and s.turns[0].token_ids[-1] == other
+    assert s.segments == [] and s.info["finish_reason"] == "submitted"
+    ids = s.prompt_ids + s.response_ids
+    at = ids.index(other)
+    assert ids[at + 1] != tokenizer.eos_token_id  # no second terminator after the generated one
+    assert tokenizer.decode(ids[at + 1 : at + 3]) == "\n<|im_start|>"  # the next message opens right after it

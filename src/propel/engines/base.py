@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,6 +53,26 @@ class Completion:
     finish_reason: str = "length"  # "stop" | "length"
 
 
+def eos_token_ids(tokenizer, generation_config=None) -> frozenset[int]:
+    """The end-of-sequence ids generation stops on: the tokenizer's EOS and every id of ``generation_config``'s
+    ``eos_token_id`` (an int or a list: Llama-3.1 lists ``<|eom_id|>`` and ``<|eot_id|>``, Qwen ``<|endoftext|>``
+    next to ``<|im_end|>``)."""
+    ids = {tokenizer.eos_token_id} if getattr(tokenizer, "eos_token_id", None) is not None else set()
+    eos = getattr(generation_config, "eos_token_id", None)
+    if eos is not None:
+        ids.update(int(i) for i in (eos if isinstance(eos, (list, tuple)) else [eos]))
+    return frozenset(ids)
+
+
+def folder_generation_config(path: str | None):
+    """The ``generation_config.json`` of a local model folder (what vLLM stops on by default), or None."""
+    if not path or not os.path.isfile(os.path.join(path, "generation_config.json")):
+        return None
+    from transformers import GenerationConfig
+
+    return GenerationConfig.from_pretrained(path)
+
+
 class Engine(ABC):
     """Generates completions; ``update_weights`` syncs it to the current policy.
 
@@ -82,6 +103,12 @@ class Engine(ABC):
         if prompt.token_ids is not None:
             return list(prompt.token_ids)
         return self.tokenizer(self.render(prompt), add_special_tokens=prompt.messages is None)["input_ids"]
+
+    def eos_ids(self) -> frozenset[int]:
+        """The ids that end a completion (``finish_reason="stop"``): the one set an episode strips from a turn's
+        message and takes as the turn's closing. By default the tokenizer's EOS and the ids of the
+        ``generation_config.json`` next to it (what vLLM stops on); an engine that knows its model's config says so."""
+        return eos_token_ids(self.tokenizer, folder_generation_config(getattr(self.tokenizer, "name_or_path", None)))
 
     def update_weights(self, policy) -> None:  # noqa: B027 - optional hook
         """Make later generations follow ``policy``'s current weights."""

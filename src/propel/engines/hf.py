@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from propel.engines.base import Completion, Engine, Prompt, SamplingSpec
+from propel.engines.base import Completion, Engine, Prompt, SamplingSpec, eos_token_ids
 from propel.engines.hf_config import sampling_generation_config
 from propel.models.lora import merged_lora_view
 
@@ -81,12 +81,9 @@ class HFEngine(Engine):
     def context_length(self) -> int | None:
         return getattr(self.model.config, "max_position_embeddings", None)
 
-    def _eos_ids(self) -> set[int]:
-        eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
-        ids = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
-        if self.tokenizer.eos_token_id is not None:
-            ids.add(self.tokenizer.eos_token_id)
-        return ids
+    def eos_ids(self) -> frozenset[int]:
+        """The tokenizer's EOS and the model's ``generation_config`` EOS list: what ``generate`` stops on."""
+        return eos_token_ids(self.tokenizer, getattr(self.model, "generation_config", None))
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingSpec) -> list[list[Completion]]:
         if sampling.n < 1 or sampling.max_new_tokens < 1:
@@ -157,7 +154,7 @@ class HFEngine(Engine):
         recorder = _SampledLogprobs() if sampling.logprobs else None
         if recorder is not None:
             processors.append(recorder)
-        eos = sorted(self._eos_ids())
+        eos = sorted(self.eos_ids())
         config = sampling_generation_config(
             self.model,
             greedy=greedy,

@@ -57,6 +57,8 @@ class Conversation:
         self.text = self._render(add_generation_prompt=True)
         self.ids: list[int] = self._encode(self.text)
         self.prompt_length = len(self.ids)
+        self._closed_by: frozenset[int] | None = None
+        """The EOS set, while the last assistant turn ended with one of its ids (until the next message)."""
 
     def _render(self, add_generation_prompt: bool) -> str:
         kwargs = {"tools": self.template_tools} if self.template_tools else {}
@@ -70,12 +72,17 @@ class Conversation:
     def _decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
-    def add_assistant(self, token_ids: list[int], eos_ids: set[int]) -> str:
-        """Append a generated turn as is; returns its message content (the text without a final end-of-turn token)."""
-        body = token_ids[:-1] if token_ids and token_ids[-1] in eos_ids else token_ids
-        content = self._decode(body)
+    def add_assistant(self, token_ids: list[int], eos_ids: set[int] | frozenset[int]) -> str:
+        """Append a generated turn as is; returns its message content (the text without a final end-of-turn token).
+
+        A turn that ends with an id of ``eos_ids`` (the engine's whole EOS set, which may hold several: Qwen's
+        ``<|endoftext|>`` next to ``<|im_end|>``) is closed by that id: the next message's delta leaves out the
+        template's own closing token, so a turn is never terminated twice."""
+        closed = bool(token_ids) and token_ids[-1] in eos_ids
+        content = self._decode(token_ids[:-1] if closed else token_ids)
         self.ids.extend(token_ids)
-        self.text += self._decode(token_ids)
+        self.text += content if closed else self._decode(token_ids)
+        self._closed_by = frozenset(eos_ids) if closed else None
         self.messages.append({"role": "assistant", "content": content})
         return content
 
@@ -94,7 +101,10 @@ class Conversation:
                 f"the chat template re-renders earlier turns differently at character {at} "
                 f"({self.text[at : at + 40]!r} became {full[at : at + 40]!r}); incremental token ids would not match"
             )
-        return full, self._encode(full[len(self.text) :])
+        delta = self._encode(full[len(self.text) :])
+        if self._closed_by is not None and delta and delta[0] in self._closed_by:
+            delta = delta[1:]  # the template's end-of-turn token: the generated one already closed the turn
+        return full, delta
 
     def restart(self, role: str, content: str) -> list[int]:
         """Append an environment message and re-tokenize the whole conversation as the template now renders it
@@ -102,6 +112,7 @@ class Conversation:
         self.messages.append({"role": role, "content": content})
         self.text = self._render(add_generation_prompt=True)
         self.ids = self._encode(self.text)
+        self._closed_by = None
         return self.ids
 
     def add_message(self, role: str, content: str, rendered: tuple[str, list[int]] | None = None) -> list[int]:
@@ -111,4 +122,5 @@ class Conversation:
         self.messages.append({"role": role, "content": content})
         self.ids.extend(delta)
         self.text = full
+        self._closed_by = None
         return delta

@@ -128,8 +128,7 @@ class EpisodeRunner:
         self._warned = False
         limits = [x for x in (engine.context_length(), max_context_tokens) if x]
         self.max_context = min(limits) if limits else None
-        tokenizer = engine.tokenizer
-        self.eos_ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+        self.eos_ids = engine.eos_ids()  # the ids the engine stops on: one set, from the engine
 
     # ------------------------------------------------------------------------------------------------- run
     def run(self, contexts: Sequence[Context], sampling: SamplingSpec) -> tuple[list[list[Sample]], EpisodeTimes]:
