@@ -73,3 +73,20 @@ def test_a_template_with_tool_support_renders_the_tools_itself(tokenizer):
     conv = Conversation(tok, OPENING, TOOLS)
     assert conv.messages == OPENING and "Tools: bash, read_file, write_file, submit" in conv.text
     assert conv.ids == _encode_all(tok, OPENING, tools=TOOLS)
+
+
+def test_a_non_canonical_split_is_kept_as_generated(tokenizer):
+    """A sampler may split a word into sub-tokens the tokenizer would merge: the conversation keeps those ids, and
+    the next message's delta follows them."""
+    from propel.engines.base import SamplingSpec
+    from propel.engines.scripted import ScriptedEngine
+
+    conv = Conversation(tokenizer, OPENING, TOOLS)
+    call = format_tool_call(ToolCall("bash", {"command": "echo hello > a.txt"}))
+    split = ScriptedEngine(tokenizer, str, split_tokens=True)._completion(call, SamplingSpec(max_new_tokens=500))
+    assert split.token_ids != tokenizer(call, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    before = list(conv.ids)
+    assert conv.add_assistant(split.token_ids, {tokenizer.eos_token_id}) == call
+    appended = conv.add_message("tool", "[exit code 0]\n")
+    assert conv.ids == before + split.token_ids + appended
+    assert tokenizer.decode(conv.ids) == tokenizer.decode(_encode_all(tokenizer, conv.messages))

@@ -251,3 +251,23 @@ def test_a_turn_ended_by_any_id_of_the_engines_eos_set_is_closed_once(tokenizer)
     at = ids.index(other)
     assert ids[at + 1] != tokenizer.eos_token_id  # no second terminator after the generated one
     assert tokenizer.decode(ids[at + 1 : at + 3]) == "\n<|im_start|>"  # the next message opens right after it
+
+
+def test_non_canonical_token_splits_reach_the_engine_exactly_as_generated(tokenizer):
+    """The engine emits words as sub-tokens the tokenizer would merge: every ``generate`` input must be the episode's
+    ``prompt_ids + response_ids`` so far, never a re-tokenization of the text (which would merge them back)."""
+    engine = Recording(tokenizer, _script, split_tokens=True)
+    groups, _ = EpisodeRunner(engine, MemoryFilesEnv, concurrency=2).run(
+        _contexts(), SamplingSpec(n=2, max_new_tokens=256)
+    )
+    expected = []
+    for s in (s for g in groups for s in g):
+        assert s.info["finish_reason"] == "submitted" and s.info["reward"] == 1.0
+        so_far = list(s.prompt_ids)
+        for turn in s.turns:
+            if turn.trainable:
+                expected.append(so_far)
+                canonical = tokenizer(tokenizer.decode(turn.token_ids), add_special_tokens=False)["input_ids"]
+                assert canonical != turn.token_ids  # the split is not the tokenizer's own
+            so_far = so_far + turn.token_ids
+    assert sorted(engine.seen) == sorted(expected)

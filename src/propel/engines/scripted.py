@@ -21,6 +21,9 @@ class ScriptedEngine(Engine):
         script: maps the exact prompt text (chat template applied, all earlier turns included) to the reply.
         context_length: the limit ``context_length()`` reports (None: unlimited).
         delay_s: seconds each ``generate`` call sleeps (stands in for generation time in benchmarks).
+        split_tokens: emit every token that is two vocabulary tokens glued together as those two. A sampler may
+            produce any split of a text, not only the tokenizer's own; a trajectory must keep the split it got, so
+            code that re-tokenizes generated text fails with this engine where it passes with canonical ids.
     """
 
     def __init__(
@@ -29,10 +32,13 @@ class ScriptedEngine(Engine):
         script: Callable[[str], str],
         context_length: int | None = None,
         delay_s: float = 0.0,
+        split_tokens: bool = False,
     ) -> None:
         self.tokenizer, self.script, self._context_length, self.delay_s = tokenizer, script, context_length, delay_s
+        self.split_tokens = split_tokens
         self.calls: list[int] = []
         """Batch sizes of the ``generate`` calls so far."""
+        self._splits: dict[int, tuple[int, int] | None] = {}
 
     def context_length(self) -> int | None:
         return self._context_length
@@ -54,6 +60,8 @@ class ScriptedEngine(Engine):
             at, stop = min(hits)
             text = text[: at + len(stop)]
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if self.split_tokens:
+            ids = [part for i in ids for part in (self._split(i) or (i,))]
         if at is None and self.tokenizer.eos_token_id is not None:
             ids = ids + [self.tokenizer.eos_token_id]
         finish = "stop"
@@ -63,3 +71,16 @@ class ScriptedEngine(Engine):
         if at is not None and finish == "stop":
             shown = shown[:at]
         return Completion(text=shown, token_ids=ids, logprobs=[0.0] * len(ids), finish_reason=finish)
+
+    def _split(self, token_id: int) -> tuple[int, int] | None:
+        """Two vocabulary tokens whose concatenation is ``token_id``'s piece (same bytes, so the same text), or None
+        (special tokens and single characters are kept whole)."""
+        if token_id not in self._splits:
+            self._splits[token_id] = None
+            piece = self.tokenizer.convert_ids_to_tokens(token_id)
+            if token_id not in self.tokenizer.all_special_ids and len(piece) > 1:
+                vocab = self.tokenizer.get_vocab()
+                cuts = [k for k in range(1, len(piece)) if piece[:k] in vocab and piece[k:] in vocab]
+                if cuts:
+                    self._splits[token_id] = (vocab[piece[: cuts[0]]], vocab[piece[cuts[0] :]])
+        return self._splits[token_id]
