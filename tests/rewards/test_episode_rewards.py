@@ -60,3 +60,39 @@ def test_turn_rewards_from_real_episodes(tokenizer):
     assert TurnRewards(reduce="mean")([s, _episode([3], 1)]).tolist() == pytest.approx([-0.2 / 3, 0.0])
     with pytest.raises(ValueError, match="reduce"):
         TurnRewards(reduce="max")
+
+
+def _stepwise() -> Sample:
+    """A step-wise episode of two segments, three assistant turns, two -0.1 observations: one in each segment (the
+    first segment's last observation keeps its text and info but no tokens: they open the second segment's prompt)."""
+    first = Sample(
+        "p",
+        "",
+        prompt_ids=[1, 2, 3],
+        turns=[
+            Turn("assistant", "a", [5, 5]),
+            Turn("tool", "t", [7], trainable=False, info={"reward": -0.1}),
+            Turn("assistant", "a", [5, 5]),
+            Turn("tool", "t", [], trainable=False),
+        ],
+    )
+    last = Sample(
+        "p",
+        "c",
+        prompt_ids=[1, 2, 3, 5, 5, 7, 7],
+        turns=[Turn("assistant", "b", [6, 6, 6]), Turn("tool", "t", [8], trainable=False, info={"reward": -0.1})],
+        segments=[first],
+        info={"finish_reason": "max_turns", "turns": 2},
+    )
+    return last
+
+
+def test_turn_rewards_and_episode_stats_read_every_segment_of_a_stepwise_episode():
+    """Both -0.1 turns count (not only the last segment's), the mean is over the episode's three assistant turns, and
+    the episode's tokens are every segment's row (what packing trains on), not the last segment's alone."""
+    from propel.rollouts.episode_stats import episode_stats
+
+    s = _stepwise()
+    assert TurnRewards()([s]).tolist() == pytest.approx([-0.2])
+    assert TurnRewards(reduce="mean")([s]).tolist() == pytest.approx([-0.2 / 3])
+    assert episode_stats([s])["episode/length_tokens"] == (3 + 5) + (7 + 4)

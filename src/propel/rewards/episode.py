@@ -49,9 +49,9 @@ class TurnRewards(Reward):
 
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
         out = []
-        for s in samples:
-            total = sum(float(t.info["reward"]) for t in s.turns if "reward" in t.info)
-            actions = sum(t.trainable for t in s.turns)
+        for s in samples:  # all_turns: a step-wise episode's earlier segments carry turn rewards too
+            total = sum(float(t.info["reward"]) for t in s.all_turns if "reward" in t.info)
+            actions = sum(t.trainable for t in s.all_turns)
             out.append(total / max(actions, 1) if self.reduce == "mean" else total)
         return torch.tensor(out, dtype=torch.float32)
 

@@ -9,6 +9,12 @@ from propel.envs.base import FINISH_REASONS
 from propel.rollouts.record import Sample
 
 
+def _tokens(sample: Sample) -> int:
+    """The tokens of an episode's training rows: each segment's prompt and turns (a step-wise episode packs one row
+    per segment; an append-only one is its single row)."""
+    return sum(len(seg.prompt_ids) + len(seg.response_ids) for seg in [*sample.segments, sample])
+
+
 def episode_stats(samples: Sequence[Sample]) -> dict[str, float]:
     """Means over the step's episodes (empty for single-turn rollouts, which carry no ``finish_reason``)."""
     episodes = [s for s in samples if "finish_reason" in s.info]
@@ -22,7 +28,7 @@ def episode_stats(samples: Sequence[Sample]) -> dict[str, float]:
         "episode/tool_error_rate": sum(bool(t.info.get("error")) for t in observations) / max(1, len(observations)),
         "episode/solved_rate": sum(bool(s.artifacts.get("verifier", {}).get("passed")) for s in episodes) / n,
         "episode/infra_failures": float(sum(s.infra_error is not None for s in episodes)),
-        "episode/length_tokens": sum(len(s.prompt_ids) + len(s.response_ids) for s in episodes) / n,
+        "episode/length_tokens": sum(_tokens(s) for s in episodes) / n,
         "episode/segments": sum(len(s.segments) + 1 for s in episodes) / n,  # > 1: step-wise (template not append-only)
     }
     stats.update({f"episode/finish_{r}": reasons.get(r, 0) / n for r in FINISH_REASONS})
