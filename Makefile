@@ -44,6 +44,7 @@ demo-grpo-distill: setup
 bench: setup
 	.venv/bin/python benchmarks/sandbox.py --jobs 200 --workers 2
 	.venv/bin/python benchmarks/self_bleu.py --sizes 1000 10000 --nltk-sample 20
+	.venv/bin/python benchmarks/triage_integrity.py
 	.venv/bin/python benchmarks/extraction.py
 	.venv/bin/python benchmarks/grpo_step.py --steps 3
 	.venv/bin/python benchmarks/episodes.py

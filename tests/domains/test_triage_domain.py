@@ -23,7 +23,7 @@ from propel.domains.triage import (
     write_jsonl,
     write_parquet,
 )
-from propel.domains.triage.schema import REQUIRED
+from propel.domains.triage.schema import REQUIRED, Ticket, split_steps
 from propel.errors import ConfigError
 from propel.rollouts.record import Sample
 
@@ -118,6 +118,65 @@ def test_parser_finds_submissions_in_every_accepted_shape():
     assert parse_submission('{"other": 1}').reason == "no_submission"
     bad = parse_submission(json.dumps({**body, "confidence": True, "citations": ["", 3]}))
     assert bad.reason == "invalid: citations,confidence" and bad.confidence is None and bad.citations == ["", ""]
+    assert not bad.rejected and bad.field_errors == {
+        "citations": "not a non-empty list of ids",
+        "confidence": "not a number: True",  # a boolean is not a number
+    }
+    assert parse_submission(json.dumps({**body, "confidence": 1.5})).field_errors == {
+        "confidence": "not a number in [0, 1]"
+    }
+    assert parse_submission(json.dumps({**body, "confidence": "0.9"})).field_errors == {
+        "confidence": "not a number: '0.9'"
+    }
+    assert parse_submission(json.dumps({"resolution": "Flush."})).field_errors == dict.fromkeys(
+        ("citations", "confidence", "escalate"), "missing"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("no json {here", "no_submission"),
+        (
+            '{"resolution": "a", "resolution": "b", "citations": [], "confidence": 1, "escalate": false}',
+            "duplicate_keys: resolution",
+        ),
+        ('{"resolution": "a", "citations": [], "confidence": 1, "escalate": false, "note": 1}', "extra_keys: note"),
+        (
+            '{"name": "submit_resolution", "arguments": {"resolution": "a", "confidence": 1, "confidence": 0}}',
+            "duplicate_keys: confidence",
+        ),
+        ('{"name": "submit_resolution", "id": 7, "arguments": {"resolution": "a"}}', "extra_keys: id"),
+        ('{"name": "submit_resolution", "arguments": "{\\"resolution\\": \\"a\\", \\"x\\": 1}"}', "extra_keys: x"),
+        ('{"name": "submit_resolution", "arguments": "not json"}', "malformed_arguments: not JSON"),
+        ('{"name": "submit_resolution", "arguments": [1]}', "malformed_arguments: not an object"),
+        ('{"resolution": "a"} then {"resolution": "b"}', "multiple_submissions"),
+    ],
+)
+def test_parser_rejects_what_it_would_otherwise_choose_silently(text, reason):
+    """Duplicate keys (JSON keeps the last), extra keys, a second submission, bad tool-call arguments: each is a
+    named reason and the answer is rejected, not graded on a guess."""
+    answer = parse_submission(text)
+    assert answer.reason == reason and answer.rejected
+
+
+def test_articles_split_into_steps_and_tickets_carry_gold_and_distractor_steps():
+    assert split_steps("1. Restart it.\n2) Check the logs.\n- Tell the user.") == (
+        "Restart it.",
+        "Check the logs.",
+        "Tell the user.",
+    )
+    assert split_steps("Restart it. Then check the logs! Done?") == ("Restart it.", "Then check the logs!", "Done?")
+    t = generate_tickets(8, seed=0)[4]
+    runbook = next(a for a in t.articles if a.id == t.gold_ids[0])
+    assert t.gold_steps == runbook.steps and len(runbook.steps) == 4 and runbook.steps[0] in runbook.body
+    distractors = [a for a in t.articles if a.id in t.distractor_ids]
+    assert t.distractor_steps == tuple(s for a in distractors for s in a.steps) and len(t.distractor_steps) == 12
+    data = t.grading_data()
+    assert data["gold_steps"] == list(t.gold_steps) and data["distractor_steps"] == list(t.distractor_steps)
+    assert json.loads(json.dumps(data)) == data  # plain JSON: it travels in contexts and pools
+    no_gold = Ticket(t.ticket_id, t.category, t.subject, t.body, t.articles, (), "Restart it. Then test.", False)
+    assert no_gold.gold_steps == ("Restart it.", "Then test.") and len(no_gold.distractor_steps) == 16
 
 
 def test_ticket_source_splits_stably_and_draws_deterministically(tmp_path):

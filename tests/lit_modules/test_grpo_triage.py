@@ -12,6 +12,7 @@ import pytest
 import torch
 import yaml
 
+from propel.domains.triage.parse import REJECTIONS
 from propel.pipeline.lightning_cli import resolve_lightning
 from propel.wandb_offline import find_run_file, read_history
 
@@ -89,7 +90,11 @@ def _check(tmp_path: Path, history: list[dict]) -> None:
     table = json.loads(table_files[0].read_text())
     assert table["columns"][6:12] == list(COMPONENTS) and "triage.reason" in table["columns"]
     reasons = [row[table["columns"].index("triage.reason")] for row in table["data"]]
-    assert all(r in ("ok", "no_submission", "multiple_submissions") or r.startswith("invalid") for r in reasons)
+    # a rejected answer (issue 37: duplicate or extra keys, malformed arguments too) scores 0 on every component
+    assert all(r == "ok" or r.startswith("invalid: ") or r.split(":")[0] in REJECTIONS for r in reasons), reasons
+    for row in table["data"]:
+        if row[table["columns"].index("triage.reason")].split(":")[0] in REJECTIONS:
+            assert row[6:12] == [0.0] * 6, row
     windows = json.loads((tmp_path / "curves" / "reward_windows.json").read_text())
     assert {r["component"] for r in windows["rows"]} == {"total", *COMPONENTS}
     assert (tmp_path / "curves" / "reward_windows.md").read_text().startswith("| component |")

@@ -2,7 +2,9 @@
 a reference resolution, whether they call for escalation, and ticket templates.
 
 Placeholders filled per ticket: ``{host}``, ``{site}``, ``{user}``, ``{when}``. Resolutions summarise the runbook in
-other words (an honest answer paraphrases; a verbatim copy of the article is what the repetition penalty catches).
+other words and cover every one of its steps (the resolution reward's step rule checks that each reference is a right
+fix for its own runbook and for no other); an honest answer paraphrases, a verbatim copy of the article is what the
+repetition penalty's copy check catches.
 """
 
 from __future__ import annotations
@@ -65,8 +67,9 @@ ISSUES = (
             "Confirm TCP port 179 is allowed on the ACL.",
             "Clear the session with clear bgp neighbor soft and watch it reach Established.",
         ),
-        "Compare the neighbor configuration (peer address, remote AS, MD5 key) with the peering sheet, make sure the "
-        "ACL permits TCP 179, then soft-clear the BGP neighbor and confirm the session is Established.",
+        "Read the neighbor state in show bgp summary, compare the neighbor configuration (peer address, remote AS, MD5 "
+        "key) with the peering sheet, make sure the ACL permits TCP 179, then soft-clear the BGP neighbor and confirm "
+        "the session is Established.",
         False,
         ("BGP session won't come up on {host}", "BGP neighbor down at {site}"),
         (
@@ -85,7 +88,7 @@ ISSUES = (
             "Verify the zone record exists.",
         ),
         "Test both internal resolvers with nslookup, restart the resolver if a forwarder is failing, confirm the "
-        "record exists in the zone and flush the DNS cache on the affected clients.",
+        "record exists in the zone and flush the DNS cache on the affected clients (ipconfig /flushdns).",
         False,
         ("Cannot resolve intranet names", "DNS lookups failing in {site}"),
         (
@@ -103,8 +106,8 @@ ISSUES = (
             "Re-push the client profile.",
             "Ask the user to reconnect on a wired network.",
         ),
-        "Look up the user's attempts in the VPN gateway log, renew the client certificate if it expired or was "
-        "revoked, re-push the VPN profile and have the user reconnect.",
+        "Look up the user's attempts in the VPN gateway log, check the client certificate is still valid and renew it "
+        "if it expired or was revoked, re-push the VPN profile and have the user reconnect over a wired network.",
         False,
         ("VPN keeps disconnecting for {user}", "{user} cannot connect to VPN"),
         ("{user} gets an authentication error on the VPN to {host} {when}. Other users at {site} connect fine.",),
@@ -119,7 +122,7 @@ ISSUES = (
             "Remove stale leases.",
             "Verify the relay (ip helper-address) on the VLAN interface.",
         ),
-        "Confirm the DHCP scope is full, clear stale leases and shorten the lease time or widen the scope, and check "
+        "Confirm the DHCP scope is full, remove stale leases and shorten the lease time or widen the scope, and check "
         "the VLAN's ip helper-address points at the DHCP server.",
         False,
         ("No network on new laptops in {site}", "Clients getting 169.254 addresses"),
@@ -154,8 +157,8 @@ ISSUES = (
             "Activate the LTE backup.",
             "Escalate to the network on-call if the outage exceeds 15 minutes.",
         ),
-        "Confirm the site is down in monitoring, open a ticket with the carrier for the circuit, switch the site to "
-        "the LTE backup and escalate to the network on-call as a P1 outage.",
+        "Confirm the outage in the monitoring system, open a carrier ticket for the circuit, activate the LTE backup "
+        "and escalate to the network on-call as a P1 outage after 15 minutes.",
         True,
         ("{site} office completely offline", "Whole site down in {site}"),
         ("Every user in {site} lost connectivity {when}; {host} is unreachable from the data centre.",),
@@ -187,8 +190,9 @@ ISSUES = (
             "Do not reimage before the security team reviews it.",
             "Escalate to the security on-call.",
         ),
-        "Isolate the machine through the EDR console, preserve the evidence, leave it untouched for forensics and "
-        "escalate to the security on-call as an incident.",
+        "Cut the machine off the network from the EDR console, preserve its memory and disk for forensics, leave it "
+        "untouched until the security team has looked at it (no reimaging) and escalate to the security on-call as an "
+        "incident.",
         True,
         ("EDR alert: trojan detected on {host}", "Antivirus quarantined files on {host}"),
         (
@@ -206,8 +210,8 @@ ISSUES = (
             "Issue a temporary access pass.",
             "Have the user enrol the new device.",
         ),
-        "Verify the user's identity, revoke the lost MFA registrations, issue a temporary access pass and walk them "
-        "through enrolling the new phone.",
+        "Verify the user's identity with their manager or on a video call, revoke the lost MFA registrations, issue a "
+        "temporary access pass and walk them through enrolling the new phone.",
         False,
         ("Lost phone, cannot pass MFA", "{user} needs an MFA reset"),
         ("{user} lost their phone {when} and cannot complete MFA to sign in from {site}.",),
@@ -241,8 +245,8 @@ ISSUES = (
             "Review access logs for use of the key.",
             "Escalate to the security on-call.",
         ),
-        "Revoke and rotate the exposed credentials at once, review the access logs for misuse and escalate to the "
-        "security on-call as a P1 incident.",
+        "Disable the leaked key right away and revoke it, replace all other secrets stored alongside it in that file, "
+        "review the access logs for any activity with the key and escalate to the security on-call as a P1 incident.",
         True,
         ("API key pushed to public GitHub", "Secret found in a public repo"),
         ("A scanner found an access key for {host} in a public repository {when}. The commit came from {user}.",),
@@ -257,8 +261,9 @@ ISSUES = (
             "Unlock the account.",
             "Have the user update the saved password.",
         ),
-        "Trace the lockout source in the domain controller logs, remove the stale saved password on the offending "
-        "device, then unlock the account.",
+        "Trace where the lockouts come from in the domain controller logs, remove old cached credentials from the "
+        "user's phone and any mapped drives, unlock the account and ask the user to update the password saved on each "
+        "device.",
         False,
         ("{user} locked out every morning", "Account keeps locking"),
         (
@@ -325,8 +330,8 @@ ISSUES = (
             "Stop untagged resources after owner confirmation.",
             "Set a budget alert.",
         ),
-        "Break the bill down by service and tag, identify the idle or oversized resources, stop them with the "
-        "owner's approval and add a budget alert.",
+        "Break the bill down by service and tag in the cost explorer, identify the idle or oversized resources, stop "
+        "the untagged ones once their owner approves and add a budget alert.",
         False,
         ("Cloud bill doubled this month", "Cost alert for the {site} account"),
         ("Finance flagged that the cloud bill doubled {when}; nobody knows what {host} and its GPUs are doing.",),
@@ -342,7 +347,7 @@ ISSUES = (
             "Escalate to the cloud on-call.",
         ),
         "Confirm the regional outage on the provider status page, fail over to the secondary region following the "
-        "DR runbook and escalate to the cloud on-call.",
+        "DR runbook, communicate the outage to stakeholders and escalate to the cloud on-call.",
         True,
         ("All services in the primary region down", "Region-wide outage affecting {host}"),
         (
@@ -360,8 +365,8 @@ ISSUES = (
             "Re-run the snapshot manually.",
             "Confirm the retention policy.",
         ),
-        "Read the failed snapshot job's error, fix the backup role or snapshot quota, re-run it manually and verify "
-        "retention.",
+        "Read the failed snapshot job's error, fix the backup role or snapshot quota, re-run it manually and review "
+        "the retention policy.",
         False,
         ("Snapshot backup failed for {host}", "Backup job error on volumes"),
         ("The volume snapshot for {host} failed {when} with a permissions error.",),
@@ -377,8 +382,8 @@ ISSUES = (
             "Clear old packages and temp files.",
             "Extend the volume if usage keeps growing.",
         ),
-        "Find what fills the disk with du, rotate and compress the logs, remove old temp files and extend the volume "
-        "if growth continues.",
+        "Find the large files with du or ncdu, rotate and compress the logs, remove old packages and temp files, and "
+        "extend the volume if usage keeps growing.",
         False,
         ("Disk full on {host}", "No space left on device on {host}"),
         ("Applications on {host} fail with 'No space left on device' {when}; the /var partition is at 100%.",),
@@ -393,8 +398,8 @@ ISSUES = (
             "Order a replacement disk under the warranty.",
             "Escalate to the data-centre on-call for the swap.",
         ),
-        "Identify the failed disk on the RAID controller, avoid reboots, order the replacement under warranty and "
-        "escalate to the data-centre on-call to swap it.",
+        "Identify the failed disk on the RAID controller, keep the server running (no reboot), get a replacement drive "
+        "ordered under warranty and escalate to the data-centre on-call to swap it.",
         True,
         ("RAID degraded alert on {host}", "Disk failure warning on {host}"),
         ("The RAID controller of {host} in {site} reports a degraded array {when}; one disk shows as failed.",),
@@ -425,8 +430,8 @@ ISSUES = (
             "Restart the service in a maintenance window as a stop-gap.",
             "Open a bug with the service owners.",
         ),
-        "Confirm the leak from the RSS graph, take a heap dump, restart the service during a window as a workaround "
-        "and file a bug with its owners.",
+        "Confirm the leak from the RSS graph, take a heap dump, restart the service in a maintenance window as a "
+        "stop-gap and file a bug with its owners.",
         False,
         ("{host} memory usage climbing", "Service on {host} gets OOM killed"),
         ("The API service on {host} grows by 1 GB per hour {when} until the OOM killer ends it.",),

@@ -1,12 +1,14 @@
 """What a triage ticket is: the ticket, the articles retrieved for it (gold and distractors), and its gold answer.
 
 One row per ticket, the same in Parquet and JSONL (``COLUMNS``): ``articles`` is a list of ``{id, title, body}``;
-``gold_ids`` are the ids of the articles that resolve the ticket, ``distractor_ids`` the other retrieved ones.
-A reward grades against ``Ticket.grading_data()``, the context's gold ``data``.
+``gold_ids`` are the ids of the articles that resolve the ticket, the first being the runbook whose steps a right
+resolution covers; ``distractor_ids`` are the other retrieved ones. A reward grades against
+``Ticket.grading_data()``, the context's gold ``data``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -18,6 +20,17 @@ OPTIONAL = ("category", "distractor_ids")
 """Columns filled in when absent: ``category`` = ``general``, ``distractor_ids`` = the non-gold articles."""
 COLUMNS = ("ticket_id", "category", "subject", "body", "articles", "gold_ids", "distractor_ids")
 COLUMNS += ("gold_resolution", "escalate")
+_LISTED = re.compile(r"^\s*(?:\d+[.)]|[-*\u2022])\s+(.+?)\s*$")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def split_steps(text: str) -> tuple[str, ...]:
+    """The steps of a procedure: its numbered or bulleted lines when it has at least two, else its sentences (a
+    prose article or a reference resolution)."""
+    listed = [m.group(1) for m in map(_LISTED.match, text.splitlines()) if m]
+    if len(listed) >= 2:
+        return tuple(listed)
+    return tuple(s.strip() for s in _SENTENCE.split(text.strip()) if s.strip())
 
 
 @dataclass(frozen=True)
@@ -28,6 +41,11 @@ class Article:
     """Stable id the model cites (e.g. ``KB-NET-004``)."""
     title: str
     body: str
+
+    @property
+    def steps(self) -> tuple[str, ...]:
+        """The article's steps (``split_steps`` of the body): what the resolution reward matches answers against."""
+        return split_steps(self.body)
 
 
 @dataclass(frozen=True)
@@ -42,9 +60,11 @@ class Ticket:
     articles: tuple[Article, ...]
     """What retrieval put in the prompt, in prompt order: the gold articles and the distractors, shuffled."""
     gold_ids: tuple[str, ...]
-    """Articles that resolve the ticket (a subset of the articles' ids; may be empty)."""
+    """Articles that resolve the ticket (a subset of the articles' ids; may be empty). The first is the runbook: a
+    right resolution covers its steps (later ones, e.g. an escalation policy, are cited, not required as steps)."""
     gold_resolution: str
-    """A reference resolution (what ROUGE-L compares with)."""
+    """A reference resolution: its sentences are the steps to cover when there is no gold article; ROUGE-L against
+    it is logged as a diagnostic."""
     escalate: bool
     """Whether the right call is to escalate (e.g. a security incident, a hardware failure)."""
     distractor_ids: tuple[str, ...] = field(default=())
@@ -68,6 +88,19 @@ class Ticket:
         """The ticket as the user wrote it (subject and body): what parsimony's length budget is tied to."""
         return f"{self.subject}\n{self.body}"
 
+    @property
+    def gold_steps(self) -> tuple[str, ...]:
+        """The steps a right resolution covers: the runbook's (the first gold article), or the reference
+        resolution's sentences for a ticket without a gold article."""
+        if not self.gold_ids:
+            return split_steps(self.gold_resolution)
+        return next(a for a in self.articles if a.id == self.gold_ids[0]).steps
+
+    @property
+    def distractor_steps(self) -> tuple[str, ...]:
+        """Every step of the retrieved articles that do not resolve the ticket (following one is a wrong fix)."""
+        return tuple(step for a in self.articles if a.id in self.distractor_ids for step in a.steps)
+
     def grading_data(self) -> dict[str, Any]:
         """The gold data the triage rewards read (``sample.context.data``)."""
         return {
@@ -78,6 +111,8 @@ class Ticket:
             "articles_text": "\n".join(f"{a.title}\n{a.body}" for a in self.articles),
             "gold_ids": list(self.gold_ids),
             "gold_resolution": self.gold_resolution,
+            "gold_steps": list(self.gold_steps),
+            "distractor_steps": list(self.distractor_steps),
             "escalate": bool(self.escalate),
         }
 

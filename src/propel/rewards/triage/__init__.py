@@ -1,13 +1,22 @@
-"""The six IT-triage reward components (seed 003), one class each, combined by ``CombinedReward`` with YAML weights:
-format, resolution (ROUGE-L), citation grounding, calibration (Brier), parsimony (monotone) and repetition."""
+"""The six IT-triage reward components (seed 003), one class each, combined by ``CombinedReward`` with YAML weights.
 
-from propel.rewards.triage.base import INFO_KEY, TriageReward, rouge_l, submission
+Content first (``docs/triage_rewards.md``): resolution is the share of the gold runbook's steps the answer covers
+(``steps.py``); format (beyond the parse), parsimony and repetition are style, paid in proportion to that content
+(``gate.py``); grounding (citation F1) and calibration (Brier against "is a right fix") stand on their own. Text is
+normalised before anything is counted (``normalize.py``) and a malformed answer scores 0 everywhere (``parse.py``).
+"""
+
+from propel.rewards.triage.base import INFO_KEY, TriageReward, content, rouge_l, submission
 from propel.rewards.triage.calibration import TriageCalibration
+from propel.rewards.triage.copying import copied_span
 from propel.rewards.triage.format import TriageFormat
+from propel.rewards.triage.gate import StyleReward
 from propel.rewards.triage.grounding import CitationGrounding
+from propel.rewards.triage.normalize import normalize, word_count
 from propel.rewards.triage.parsimony import Parsimony, parsimony
-from propel.rewards.triage.repetition import RepetitionPenalty, longest_copy, loop_fraction
+from propel.rewards.triage.repetition import RepetitionPenalty, loop_fraction
 from propel.rewards.triage.resolution import TriageResolution
+from propel.rewards.triage.steps import StepCheck, check_steps, key_terms
 
 
 def triage_rewards() -> list[TriageReward]:
@@ -27,14 +36,21 @@ __all__ = [
     "CitationGrounding",
     "Parsimony",
     "RepetitionPenalty",
+    "StepCheck",
+    "StyleReward",
     "TriageCalibration",
     "TriageFormat",
     "TriageResolution",
     "TriageReward",
-    "longest_copy",
+    "check_steps",
+    "content",
+    "copied_span",
+    "key_terms",
     "loop_fraction",
+    "normalize",
     "parsimony",
     "rouge_l",
     "submission",
     "triage_rewards",
+    "word_count",
 ]

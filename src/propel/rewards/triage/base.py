@@ -1,14 +1,16 @@
-"""What the six triage rewards share: the parsed answer, the ticket's gold data, ROUGE-L, and a per-sample record.
+"""What the six triage rewards share: the parsed answer, the ticket's gold data, the content verdict, ROUGE-L, and a
+per-sample record.
 
 Every component reads ``sample.completion`` (parsed once per text by ``submission``) and the context's gold
 ``data`` (``propel.domains.triage.Ticket.grading_data``), and writes its value and details into
-``sample.info["triage"]`` so the sample table can show why a sample scored what it did.
+``sample.info["triage"]`` so the sample table can show why a sample scored what it did. A rejected answer (no
+submission, two, a duplicate or extra key: ``propel.domains.triage.parse``) scores 0 on every component, and its
+``reason`` is recorded by each of them.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,11 +18,12 @@ import torch
 
 from propel.domains.triage.parse import Submission, parse_submission
 from propel.rewards.base import Reward
+from propel.rewards.triage.normalize import normalize
+from propel.rewards.triage.steps import StepCheck, check_steps
 from propel.rollouts.record import Sample
 
 INFO_KEY = "triage"
-GOLD_KEYS = ("gold_resolution", "gold_ids", "article_ids", "escalate", "ticket")
-_WORDS = re.compile(r"[a-z0-9]+")
+GOLD_KEYS = ("gold_resolution", "gold_ids", "article_ids", "escalate", "ticket", "gold_steps", "distractor_steps")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -29,9 +32,16 @@ def submission(text: str) -> Submission:
     return parse_submission(text)
 
 
-def words(text: str) -> list[str]:
-    """Lower-case alphanumeric words (what the n-gram and copy checks compare)."""
-    return _WORDS.findall(text.lower())
+def content(answer: Submission, gold: dict[str, Any]) -> StepCheck:
+    """The content verdict on the answer's resolution (``steps.py``): what the style components are gated by."""
+    return check_steps(
+        answer.resolution,
+        answer.escalate,
+        tuple(gold["gold_steps"]),
+        tuple(gold["distractor_steps"]),
+        bool(gold["escalate"]),
+        gold["ticket"],
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -44,14 +54,16 @@ def _scorer():
 
 
 def rouge_l(prediction: str, reference: str) -> float:
-    """ROUGE-L F-measure (``rouge-score``, Porter stemming) of ``prediction`` against ``reference``, in [0, 1]."""
+    """ROUGE-L F-measure (``rouge-score``, Porter stemming) of ``prediction`` against ``reference``, in [0, 1]; the
+    prediction is normalised first (``normalize``). Logged as a diagnostic, it pays nothing."""
+    prediction = normalize(prediction)
     if not prediction.strip() or not reference.strip():
         return 0.0
     return float(_scorer().score(reference, prediction)["rougeL"].fmeasure)
 
 
 class TriageReward(Reward):
-    """A triage component: ``score(submission, completion, gold) -> (value, details)`` per sample."""
+    """A triage component: ``score(submission, completion, gold) -> (value, details)`` per accepted sample."""
 
     name = "triage"
 
@@ -68,7 +80,8 @@ class TriageReward(Reward):
                     f"{type(self).__name__} grades against the ticket's gold data; sample {i} lacks {missing} (use "
                     "propel.domains.triage.TriageTickets contexts)"
                 )
-            value, details = self.score(submission(s.completion), s.completion, gold)
-            s.info.setdefault(INFO_KEY, {}).update({self.name: value, **details})
+            answer = submission(s.completion)
+            value, details = (0.0, {}) if answer.rejected else self.score(answer, s.completion, gold)
+            s.info.setdefault(INFO_KEY, {}).update({self.name: value, "reason": answer.reason, **details})
             values.append(value)
         return torch.tensor(values, dtype=torch.float32)

@@ -1,4 +1,4 @@
-"""Calibration: the stated confidence should match whether the answer is right (a Brier score)."""
+"""Calibration: the stated confidence should match whether the answer is a right fix (a Brier score)."""
 
 from __future__ import annotations
 
@@ -6,27 +6,28 @@ from typing import Any
 
 from propel.domains.triage.parse import Submission
 from propel.errors import ConfigError
-from propel.rewards.triage.base import TriageReward, rouge_l
+from propel.rewards.triage.base import TriageReward, content
+from propel.rewards.triage.steps import RIGHT_FIX
 
 
 class TriageCalibration(TriageReward):
-    """Range [0, 1]: ``1 - (confidence - correct)^2``. ``correct`` is 1 when the resolution's ROUGE-L against the
-    gold reaches ``threshold`` *and* the escalate flag equals the gold one, else 0. A missing or invalid confidence
-    (not a number in [0, 1]) scores 0, the worst Brier outcome. Confident-wrong (0.95, wrong) earns 0.0975,
-    hedged-wrong (0.1, wrong) 0.99: the model is paid for knowing when it does not know.
+    """Range [0, 1]: ``1 - (confidence - correct)^2``. ``correct`` is 1 when the resolution is a right fix: its
+    content (``steps.check_steps``: gold steps covered net of distractor steps) reaches ``threshold`` *and* the
+    escalate flag equals the gold one, else 0. A missing or invalid confidence (not a number in [0, 1]) scores 0,
+    the worst Brier outcome. Confident-wrong (0.95, wrong) earns 0.0975, hedged-wrong (0.1, wrong) 0.99: the model is
+    paid for knowing when it does not know, so this component is not gated by content.
 
     Args:
-        threshold: ROUGE-L F at or above which a resolution counts as right.
+        threshold: content at or above which a resolution (with the right flag) counts as a right fix.
     """
 
-    def __init__(self, name: str = "calibration", weight: float = 1.0, threshold: float = 0.3) -> None:
+    def __init__(self, name: str = "calibration", weight: float = 1.0, threshold: float = RIGHT_FIX) -> None:
         if not 0.0 < threshold <= 1.0:
             raise ConfigError(f"calibration threshold must be in (0, 1], got {threshold}")
         self.name, self.weight, self.threshold = name, weight, threshold
 
     def correct(self, answer: Submission, gold: dict[str, Any]) -> bool:
-        right_fix = rouge_l(answer.resolution, gold["gold_resolution"]) >= self.threshold
-        return right_fix and answer.escalate is not None and answer.escalate == bool(gold["escalate"])
+        return content(answer, gold).right_fix(self.threshold)
 
     def score(self, answer: Submission, completion: str, gold: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         correct = self.correct(answer, gold)

@@ -6,7 +6,8 @@ from typing import Any
 
 from propel.domains.triage.parse import Submission
 from propel.errors import ConfigError
-from propel.rewards.triage.base import TriageReward
+from propel.rewards.triage.gate import StyleReward
+from propel.rewards.triage.normalize import word_count
 
 
 def parsimony(length: int, budget: float, tail: float) -> float:
@@ -17,10 +18,11 @@ def parsimony(length: int, budget: float, tail: float) -> float:
     return max(0.0, 1.0 - (length - budget) / (tail * budget))
 
 
-class Parsimony(TriageReward):
-    """Range [0, 1]: ``parsimony(words in the whole completion, budget, tail)`` with ``budget = max(min_words,
-    ratio * words in the ticket)``. The whole completion counts (filler before the JSON is still filler). A
-    function of length only: it never pays for short stubs either way (format and resolution do not pay them).
+class Parsimony(StyleReward):
+    """Range [0, 1]: ``parsimony(words in the whole completion, budget, tail) * content`` with ``budget =
+    max(min_words, ratio * words in the ticket)``. The whole completion counts (filler before the JSON is still
+    filler), after normalisation with invisible characters read as spaces (``normalize.word_count``: words joined by
+    zero-width spaces count one by one). Gated by content (``gate.py``): a short stub with no right fix earns 0.
 
     Args:
         ratio: budget per word of the ticket (subject and body).
@@ -37,8 +39,8 @@ class Parsimony(TriageReward):
         self.ratio, self.min_words, self.tail = ratio, min_words, tail
 
     def budget(self, ticket: str) -> float:
-        return max(float(self.min_words), self.ratio * len(ticket.split()))
+        return max(float(self.min_words), self.ratio * word_count(ticket))
 
-    def score(self, answer: Submission, completion: str, gold: dict[str, Any]) -> tuple[float, dict[str, Any]]:
-        length, budget = len(completion.split()), self.budget(gold["ticket"])
+    def style(self, answer: Submission, completion: str, gold: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        length, budget = word_count(completion), self.budget(gold["ticket"])
         return parsimony(length, budget, self.tail), {"words": length, "budget": budget}

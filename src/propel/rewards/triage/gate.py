@@ -1,0 +1,33 @@
+"""The content gate: a style component pays in proportion to the answer's content, so style without a right fix
+earns nothing.
+
+Format (beyond the parse), parsimony and repetition measure *how* an answer is written. Paid on their own they
+outweighed the knowledge terms: ``{"resolution": "x", "citations": [gold ids], "confidence": 0, "escalate": <right
+flag>}`` collected 5.0 of 6. Gated, each pays ``base + (1 - base) * style * content``, where ``style`` is the
+component's own measure in [0, 1], ``content`` the resolution's step verdict (``steps.py``, in [0, 1]) and ``base``
+what any accepted answer earns (format's credit for a single well-formed submission; 0 for the others). A
+content-free answer keeps only ``base``, grounding and calibration (which still pays for an honest low confidence on a
+wrong answer); an answer covering half the gold steps gets half of each style component.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from propel.domains.triage.parse import Submission
+from propel.rewards.triage.base import TriageReward, content
+
+
+class StyleReward(TriageReward):
+    """A content-gated style component: subclasses measure ``style``; ``score`` gates it."""
+
+    base: float = 0.0
+    """Paid to every accepted answer, whatever its content."""
+
+    def style(self, answer: Submission, completion: str, gold: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        raise NotImplementedError
+
+    def score(self, answer: Submission, completion: str, gold: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        style, details = self.style(answer, completion, gold)
+        gate = content(answer, gold).content
+        return self.base + (1.0 - self.base) * style * gate, {**details, f"{self.name}_style": style}
