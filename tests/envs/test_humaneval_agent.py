@@ -40,7 +40,7 @@ def test_agent_workspaces_are_graded_from_the_pristine_suite(tokenizer):
     assert set(honest.artifacts["files"]) >= {"solution.py", "test_visible.py"}
     assert honest.info["reward"] == 1.0  # the episode's own verifier agrees
     assert honest.info["test_suite"]["pass_rate"] == 1.0 and honest.info["test_suite"]["flags"] == []
-    assert rewards[0] > 1.0  # pass rate 1 + coverage bonus
+    assert rewards[0] == 1.0
     assert hack.artifacts["files"]["conftest.py"] == CONFTEST
-    assert {"test_files_modified", "pytest_tampered"} <= set(hack.info["test_suite"]["flags"])
+    assert hack.info["test_suite"]["flags"] == ["test_files_modified"]  # reported; it changes nothing graded
     assert hack.info["test_suite"]["passed"] == 0 and rewards[1] == 0.0  # the conftest was not part of the graded run

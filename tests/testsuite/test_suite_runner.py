@@ -1,5 +1,6 @@
-"""The suite runner in the local sandbox: JUnit outcomes, exit codes, and solutions that crash, hang, flood their
-output, eat memory or kill the runner come back as a status with a reason (never an exception)."""
+"""The hardened suite runner in the local sandbox: the run's own account of each test (equal to pytest's JUnit report
+on honest code), exit codes, and solutions that crash, hang, flood their output, eat memory or kill the runner come
+back as a status with a reason (never an exception)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def sub(code: str) -> Submission:
 @pytest.fixture(scope="module")
 def runner():
     with LocalSandbox(max_workers=2) as sandbox:
-        yield SuiteRunner(sandbox, timeout_s=3.0, batch_size=4)
+        yield SuiteRunner(sandbox, timeout_s=3.0, batch_size=4, coverage=True)
 
 
 def test_junit_outcomes_and_refusals():
@@ -61,10 +62,13 @@ def test_runs_report_outcomes_coverage_and_failures(runner):
     }
     runs = dict(zip(cases, runner.run([sub(c) for c in cases.values()]), strict=True))
     expected = {"test_one": "passed", "test_two": "passed", "test_skipped": "skipped"}  # skipped is not passed
-    assert runs["correct"].ok and runs["correct"].tests == expected
-    assert runs["correct"].coverage == 100.0
-    assert runs["partial"].tests["test_one"] == "passed" and runs["partial"].tests["test_two"] == "failed"
-    assert 0 < runs["partial"].coverage < 100
+    assert runs["correct"].ok and runs["correct"].by_name() == expected and runs["correct"].ended
+    assert runs["correct"].report_tests == runs["correct"].tests  # honest code: both accounts agree
+    assert runs["correct"].coverage == 100.0 and runs["correct"].missed == 0 and runs["correct"].landlock > 0
+    assert not runs["correct"].tampered and not runs["correct"].audit and not runs["correct"].forged
+    partial = runs["partial"].by_name()
+    assert partial["test_one"] == "passed" and partial["test_two"] == "failed"
+    assert 0 < runs["partial"].coverage < 100 and runs["partial"].missed == 1  # `return -1` never runs
     for name in ("syntax", "raises_at_import"):
         assert runs[name].status == "pytest_exit" and runs[name].exit_code == 2, runs[name]
         assert "collection" in runs[name].reason
@@ -75,4 +79,25 @@ def test_runs_report_outcomes_coverage_and_failures(runner):
     assert runs["kills_runner"].status == "runner" and "killed its test runner" in runs["kills_runner"].reason
     assert runs["forks"].status == "pytest_exit"  # RLIMIT_NPROC 0: a submission cannot start processes
     # a submission after the one that killed the runner (same batch at first) is still graded on its own
-    assert runs["correct_after"].ok and runs["correct_after"].tests["test_two"] == "passed"
+    assert runs["correct_after"].ok and runs["correct_after"].by_name()["test_two"] == "passed"
+
+
+def test_the_tests_are_out_of_reach_once_collected(runner):
+    """Landlock: the graded code can neither list the folders around its workspace (where the tests are) nor write
+    outside its scratch folder; each attempt is also an audit finding."""
+    probe = (
+        "import glob, os\n"
+        "def add(a, b):\n"
+        "    out = []\n"
+        "    out += glob.glob('../*/test_add.py')\n"
+        "    try:\n"
+        "        open('../escape.txt', 'w').close()\n"
+        "        out.append('wrote')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "    return a + b if not out else -1\n"
+    )
+    (run,) = runner.run([sub(probe)])
+    assert run.ok and run.by_name()["test_one"] == "passed", run.output_tail
+    flags = {finding[0] for finding in run.audit}
+    assert {"reads_tests", "writes_outside"} <= flags, run.audit

@@ -1,26 +1,33 @@
-"""The test-suite reward with an anti-reward-hacking penalty (issue 16), and its parts as logged components.
+"""The test-suite reward with an anti-reward-hacking penalty, graded where the graded code cannot reach, and its parts
+as logged components.
 
 ``reward = max(0, pass_weight * pass_rate - hack_penalty * hacked + coverage_bonus * coverage)``
 
-- ``pass_rate``: required tests (the task's visible + hidden tests, run from the pristine copy in the context's
-  ``data["tests"]``) reported *passed* in pytest's JUnit XML, over all required tests; skipped is not passed, and a
-  run without a report or with pytest exit codes 2-5 (interrupted, internal, usage, nothing collected) counts 0.
-- ``hacked``: 1 when any detector of ``propel.testsuite.detectors`` fired (each flag is its own entry). A flag in
-  ``UNTRUSTED`` (tampering, read or hard-coded answers, early exits) also zeroes the run's pass rate and coverage:
-  with the default weights a hack that made every test pass would otherwise still earn ``1 - 0.4``, more than an
-  honest partial solution.
-- ``coverage``: coverage.py's statement coverage of the model's code under the suite, in [0, 1].
+- ``pass_rate``: required tests (the task's visible + hidden tests, always the pristine copy) that passed, over all
+  required tests.
+- ``grader="value"`` (the default): each test runs in the trusted runner with ``candidate`` bound to a proxy; the
+  graded process (fresh, confined, holding no test) only computes ``candidate(*args)`` and returns plain data, and
+  the runner evaluates the assertion on it (``propel.testsuite.values``). There is no pytest, no report and no test
+  file the graded code could reach.
+- ``grader="pytest"``: a hardened pytest run (``propel.testsuite.runner``): opaque test names, canaries, the tests
+  hidden after collection, the run's own authenticated account of each test cross-checked with the JUnit XML, the
+  runner's code snapshot, the audit hook. For suites that need pytest.
+- ``hacked``: 1 when any untrusted flag of ``propel.testsuite.detectors`` fired; the run's pass rate and coverage
+  then count 0 and the penalty applies on top. ``test_files_modified`` (an agent edited its copy of the visible
+  tests) is informational: the pristine tests are what ran, so the edit changed nothing graded.
+- ``coverage`` (pytest grader only, 0 by default): ``max(0, 1 - missed / 10)`` when every required test passed,
+  where ``missed`` counts the statements of the model's code the tests never ran; each such statement costs a
+  tenth, and padding (statements that do run) changes nothing.
 
-What is graded: ``sample.artifacts["files"]`` (an agent's workspace as ``ToolEnv`` collected it, or what a
-single-turn environment put there), else the single-turn completion turned into ``solution.py`` with the task's
-prompt. Test files and pytest configuration the model wrote are compared with the pristine ones (the detectors) and
-left out of the graded run. Everything lands in ``sample.info["test_suite"]``; ``TestSuitePart`` components log a
-part per step (``train/reward/<name>``) and ``SampleTable`` shows them per sample.
+What is graded: ``sample.artifacts["files"]`` (an agent's workspace as ``ToolEnv`` collected it), else the
+single-turn completion turned into ``solution.py`` with the task's prompt. Test files and pytest configuration in
+the workspace are compared with the task's starting files and left out of the graded run. Everything lands in
+``sample.info["test_suite"]``; ``TestSuitePart`` components log a part per step (``train/reward/<name>``).
 """
 
 from __future__ import annotations
 
-import secrets
+import random
 from collections.abc import Sequence
 
 import torch
@@ -30,16 +37,25 @@ from propel.errors import ConfigError
 from propel.rewards.base import Reward, RewardContext
 from propel.rollouts.record import Sample
 from propel.sandbox.base import Sandbox
-from propel.testsuite.detectors import FLAGS, HackReport, check_run, compare_workspace, is_test_path, scan_code
-from propel.testsuite.runner import Submission, SuiteRun, SuiteRunner, pristine_ini
+from propel.testsuite.detectors import (
+    FLAGS,
+    HackReport,
+    add_audit,
+    check_channel,
+    check_hardcoded,
+    compare_workspace,
+    is_test_path,
+    run_findings,
+)
+from propel.testsuite.runner import Submission, SuiteRun, SuiteRunner
+from propel.testsuite.split_suite import PytestRun, SplitSuite, pytest_files
+from propel.testsuite.values import ValueRun, ValueRunner, ValueSubmission
 
 INFO_KEY = "test_suite"
 PARTS = ("pass_rate", "coverage", "hacked", *FLAGS)
-UNTRUSTED = ("early_exit", "pytest_tampered", "constant_eq", "reads_tests", "hardcoded_outputs", "canary_passed")
-UNTRUSTED += ("report_tampered",)
-"""Flags meaning the passes did not come from correct code (the run was tampered with, the answers were read or
-spelled out): the run's pass rate and coverage count 0, and the penalty applies on top. Flags on the workspace's
-tests alone (modified, weakened, skip markers) keep the pristine run's pass rate: the edit changed nothing graded."""
+GRADERS = ("value", "pytest")
+DATA_KEYS = ("entry_point", "prompt", "visible", "hidden")
+"""What a context's ``data`` must hold (``propel.domains.humaneval.CodeTask.grading_data`` builds it)."""
 
 
 def suite_reward(
@@ -62,23 +78,33 @@ def graded_files(sample: Sample) -> dict[str, str | None] | None:
     return {name: solution_source(data["prompt"], sample.completion, data["entry_point"])}
 
 
-class TestSuiteReward(Reward):
-    """Runs the task's pristine pytest suite against what the model wrote, penalising detected hacks.
+def split_suite(data: dict) -> SplitSuite:
+    """The context's tests as a ``SplitSuite``."""
+    module = data.get("solution_file", "solution.py").removesuffix(".py").replace("/", ".")
+    tests = {**data["visible"], **data["hidden"]}
+    return SplitSuite(tests, data["entry_point"], data["prompt"], data.get("preamble", ""), module)
 
-    Contexts carry the suite in ``data``: ``tests`` (file -> pristine text), ``visible_tests`` and ``hidden_tests``
-    (test names), ``canary`` (a test module with one ``test_canary`` that no honest solution passes, optional),
-    ``visible_calls`` (argument lists of visible calls) and, for agents, ``files`` (the starting workspace).
+
+class TestSuiteReward(Reward):
+    """Runs the task's pristine tests against what the model wrote, penalising what the run shows was gamed.
+
+    Contexts carry the suite in ``data``: ``visible`` and ``hidden`` (test name -> body calling ``candidate``),
+    ``entry_point``, ``prompt`` (the task's pristine prompt: its helpers), ``preamble``, ``visible_calls`` (argument
+    lists of visible calls) and, for agents, ``files`` (the starting workspace).
     ``propel.domains.humaneval.HumanEvalTasks`` and ``propel.envs.humaneval.HumanEvalAgentTasks`` build them.
 
     Args:
         pass_weight: weight of the pass rate.
-        hack_penalty: subtracted when any hack flag fires.
-        coverage_bonus: weight of the coverage (0-1) of the model's code.
-        sandbox: where the suites run; None starts a ``LocalSandbox`` on first use (closed by ``close()``).
-        timeout_s: wall-clock limit of one suite run (a hanging solution gets 0).
-        memory_mb: memory limit of one suite run.
-        batch_size: suite runs per sandbox job (pytest is imported once per job).
+        hack_penalty: subtracted when any untrusted hack flag fires.
+        coverage_bonus: weight of the coverage part (``grader="pytest"`` only; see the module docstring).
+        grader: ``value`` (out-of-process value grading, the default) or ``pytest`` (hardened pytest run).
+        canaries: canary tests per pytest run (copies of real tests expecting a wrong value).
+        sandbox: where the tests run; None starts a ``LocalSandbox`` on first use (closed by ``close()``).
+        timeout_s: wall-clock limit of one submission's grading (a hanging solution gets 0).
+        memory_mb: memory limit of the graded process.
+        batch_size: submissions per sandbox job.
         workers: sandbox workers when this reward starts its own sandbox.
+        seed: seeds the pytest runs' names, order and canaries (None: fresh each run).
     """
 
     __test__ = False  # not a pytest test class, whatever its name
@@ -89,31 +115,44 @@ class TestSuiteReward(Reward):
         weight: float = 1.0,
         pass_weight: float = 1.0,
         hack_penalty: float = 0.4,
-        coverage_bonus: float = 0.1,
+        coverage_bonus: float = 0.0,
+        grader: str = "value",
+        canaries: int = 3,
         sandbox: Sandbox | None = None,
         timeout_s: float = 10.0,
         memory_mb: int = 512,
         batch_size: int = 8,
         workers: int = 2,
+        seed: int | None = None,
     ) -> None:
         if min(pass_weight, hack_penalty, coverage_bonus) < 0:
             raise ConfigError(
                 f"TestSuiteReward weights must be >= 0, got {pass_weight}, {hack_penalty}, {coverage_bonus}"
             )
+        if grader not in GRADERS:
+            raise ConfigError(f"TestSuiteReward grader must be one of {GRADERS}, got {grader!r}")
+        if coverage_bonus > 0 and grader != "pytest":
+            raise ConfigError(
+                "TestSuiteReward coverage_bonus needs grader: pytest (value grading runs no coverage: the graded "
+                "process only returns values)"
+            )
+        if canaries < 0:
+            raise ConfigError(f"TestSuiteReward canaries must be >= 0, got {canaries}")
         self.name, self.weight = name, weight
         self.pass_weight, self.hack_penalty, self.coverage_bonus = pass_weight, hack_penalty, coverage_bonus
+        self.grader, self.canaries, self.rng = grader, canaries, random.Random(seed)
         self.sandbox, self._owns_sandbox, self.workers = sandbox, False, workers
         self.timeout_s, self.memory_mb, self.batch_size = timeout_s, memory_mb, batch_size
 
     def setup(self, context: RewardContext) -> None:
-        self._runner()
+        self._sandbox()
 
-    def _runner(self) -> SuiteRunner:
+    def _sandbox(self) -> Sandbox:
         if self.sandbox is None:
             from propel.sandbox.local import LocalSandbox
 
             self.sandbox, self._owns_sandbox = LocalSandbox(max_workers=self.workers), True
-        return SuiteRunner(self.sandbox, self.timeout_s, self.memory_mb, self.batch_size)
+        return self.sandbox
 
     def close(self) -> None:
         if self._owns_sandbox and self.sandbox is not None:
@@ -122,72 +161,101 @@ class TestSuiteReward(Reward):
 
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
         rewards = [0.0] * len(samples)
-        pending: list[tuple[int, Submission, HackReport, dict]] = []
+        pending: list[tuple[int, dict, HackReport, str, PytestRun | None]] = []
         for i, s in enumerate(samples):
             data = s.context.data if s.context is not None else {}
-            if "tests" not in data:
+            missing = [k for k in DATA_KEYS if k not in data]
+            if missing:
                 raise ValueError(
-                    f"TestSuiteReward grades against the context's data['tests']; sample {i} has none (use "
-                    "propel.domains.humaneval.HumanEvalTasks or propel.envs.humaneval.HumanEvalAgentTasks)"
+                    f"TestSuiteReward grades against the context's data {list(DATA_KEYS)}; sample {i} lacks {missing} "
+                    "(use propel.domains.humaneval.HumanEvalTasks or propel.envs.humaneval.HumanEvalAgentTasks)"
                 )
             if s.infra_error is not None:
                 s.info[INFO_KEY] = _info(0.0, 0.0, 0.0, HackReport(), "infra", s.infra_error)
                 continue
-            files = graded_files(s)
+            files = graded_files(s) or {}
             report = HackReport()
-            compare_workspace(files or {}, data.get("files", {}), report)
-            code_files = {p: t for p, t in (files or {}).items() if t is not None and not is_test_path(p)}
-            for path, text in code_files.items():
-                if path.endswith(".py"):
-                    scan_code(path, text, report)
+            if "files" in data:
+                compare_workspace(files, data["files"], report)
+            code = {p: t for p, t in files.items() if t is not None and not is_test_path(p)}
             solution = data.get("solution_file", "solution.py")
-            if solution not in code_files:
+            if solution not in code:
                 s.info[INFO_KEY] = _info(0.0, 0.0, 0.0, report, "no_solution", f"no {solution} to grade")
-                rewards[i] = self._formula(0.0, report, 0.0)
-                s.info[INFO_KEY]["reward"] = rewards[i]
+                rewards[i] = s.info[INFO_KEY]["reward"] = self._formula(0.0, report, 0.0)
                 continue
-            token = "c" + secrets.token_hex(6)
-            tests = {"pytest.ini": pristine_ini(), **data["tests"]}
-            canary = None
-            if data.get("canary"):
-                canary = f"test_{token}"
-                tests[f"test_{token}.py"] = data["canary"].replace("def test_canary(", f"def {canary}(")
-            meta = {"canary": canary, "code": "\n".join(code_files.values())}
-            pending.append((i, Submission(code_files, tests), report, meta))
-        runs = self._runner().run([p[1] for p in pending]) if pending else []
-        for (i, _, report, meta), run in zip(pending, runs, strict=True):
-            rewards[i] = self._grade(samples[i], run, report, meta)
+            layout = pytest_files(split_suite(data), self.rng, self.canaries) if self.grader == "pytest" else None
+            pending.append((i, code, report, "\n".join(code.values()), layout))
+        if pending:
+            runs = self._run([(samples[i].context.data, code, layout) for i, code, _, _, layout in pending])
+            for (i, _, report, text, layout), run in zip(pending, runs, strict=True):
+                rewards[i] = self._grade(samples[i], run, report, text, layout)
         return torch.tensor(rewards, dtype=torch.float32)
+
+    def _run(self, items: list[tuple[dict, dict, PytestRun | None]]) -> list[ValueRun | SuiteRun]:
+        sandbox = self._sandbox()
+        if self.grader == "value":
+            runner = ValueRunner(sandbox, self.timeout_s, self.memory_mb, self.batch_size)
+            return runner.run([ValueSubmission(code, split_suite(data).value_tests()) for data, code, _ in items])
+        runner = SuiteRunner(sandbox, self.timeout_s, self.memory_mb, self.batch_size, coverage=self.coverage_bonus > 0)
+        return runner.run([Submission(code, layout.files) for _, code, layout in items])
 
     def _formula(self, pass_rate: float, report: HackReport, coverage: float) -> float:
         return suite_reward(
             pass_rate, report.hacked, coverage, self.pass_weight, self.hack_penalty, self.coverage_bonus
         )
 
-    def _grade(self, sample: Sample, run: SuiteRun, report: HackReport, meta: dict) -> float:
+    def _outcomes(self, run: ValueRun | SuiteRun, report: HackReport, layout: PytestRun | None) -> dict[str, str]:
+        """Real test name -> outcome, with the run's evidence added to ``report``."""
+        add_audit(run_findings(run), report)
+        if layout is None:
+            if not run.ok:
+                report.add("early_exit", run.reason)
+            return dict(run.tests) if run.ok else {}
+        opaque = run.by_name()
+        check_channel(run, report)
+        if run.ok:
+            known = {*layout.names, *(n for pair in layout.canaries for n in pair)}
+            unknown = sorted(k for k in run.report_tests if k.rsplit("::", 1)[-1] not in known)
+            if unknown:
+                report.add("report_tampered", f"the report has tests the suite does not: {unknown[:4]}")
+            missing = [n for pair in layout.canaries for n in pair if n not in opaque]
+            if missing:
+                report.add("report_tampered", f"{len(missing)} canary tests are missing from the run's account")
+            if any(opaque.get(a) == opaque.get(b) == "passed" for a, b in layout.canaries):
+                report.add("canary_passed", "both tests of a canary pair passed (one expects a wrong value)")
+        return {real: opaque[name] for name, real in layout.names.items() if name in opaque} if run.ok else {}
+
+    def _grade(self, sample: Sample, run, report: HackReport, code: str, layout: PytestRun | None) -> float:
         data = sample.context.data
-        visible, hidden = list(data.get("visible_tests", [])), list(data.get("hidden_tests", []))
+        visible, hidden = list(data["visible"]), list(data["hidden"])
         required = visible + hidden
-        check_run(
-            run,
-            report,
-            required=required,
-            visible=visible,
-            canary=meta["canary"],
-            code=meta["code"],
-            visible_calls=list(data.get("visible_calls", [])),
-        )
-        passed = sum(run.tests.get(t) == "passed" for t in required) if run.ok else 0
+        tests = self._outcomes(run, report, layout)
+        skipped = [t for t in required if tests.get(t) == "skipped"]
+        if skipped:
+            report.add("skipped_tests", f"{len(skipped)} required tests ended skipped: {skipped[:3]}")
+        check_hardcoded(tests, visible, hidden, code, list(data.get("visible_calls", [])), report)
+        passed = sum(tests.get(t) == "passed" for t in required)
         pass_rate = passed / len(required) if required else 0.0
-        coverage = (run.coverage or 0.0) / 100.0 if run.ok else 0.0
+        coverage = 0.0
+        if layout is not None and pass_rate == 1.0 and run.missed is not None:
+            coverage = max(0.0, 1.0 - run.missed / 10.0)
         reason = f"{passed}/{len(required)} required tests passed" if run.ok else run.reason
-        distrust = [f for f in report.flags if f in UNTRUSTED]
-        if distrust:
+        if report.hacked:
             pass_rate, coverage = 0.0, 0.0
-            reason = f"{reason}; not counted ({', '.join(distrust)}): {report.evidence[distrust[0]][0]}"
+            first = report.untrusted[0]
+            reason = f"{reason}; not counted ({', '.join(report.untrusted)}): {report.evidence[first][0]}"
         reward = self._formula(pass_rate, report, coverage)
         info = _info(reward, pass_rate, coverage, report, run.status, reason)
-        info.update(passed=passed, required=len(required), tests=dict(run.tests), output_tail=run.output_tail[-500:])
+        reasons = getattr(run, "reasons", {})
+        info.update(
+            passed=passed,
+            required=len(required),
+            tests=tests,
+            grader=self.grader,
+            landlock=run.landlock,
+            output_tail=run.output_tail[-500:],
+            why={t: reasons[t] for t in required if t in reasons},
+        )
         sample.info[INFO_KEY] = info
         return reward
 

@@ -11,13 +11,16 @@ class ReportError(ValueError):
     """The report is not a JUnit XML document pytest could have written."""
 
 
-def parse_junit(text: str) -> dict[str, str]:
-    """``{test name: outcome}`` (``passed``/``failed``/``error``/``skipped``) of every ``<testcase>``.
+def parse_junit(text: str, keys: str = "name") -> dict[str, str]:
+    """``{test: outcome}`` (``passed``/``failed``/``error``/``skipped``) of every ``<testcase>``, keyed by its
+    ``name`` (``keys="name"``) or by ``classname::name`` (``keys="id"``: names repeat across a repository's modules).
 
     A test is passed only when its testcase has no ``failure``, ``error`` or ``skipped`` child (an xfail is reported
-    as skipped; an xpass as passed, pytest's own convention). A name seen twice (a setup error after a pass) keeps
+    as skipped; an xpass as passed, pytest's own convention). A test seen twice (a teardown error after a pass) keeps
     its worst outcome. Raises ``ReportError`` for malformed XML or a document with a DOCTYPE (entity expansion).
     """
+    if keys not in ("name", "id"):
+        raise ValueError(f"parse_junit keys must be 'name' or 'id', got {keys!r}")
     if "<!DOCTYPE" in text or "<!ENTITY" in text:
         raise ReportError("the report declares a DOCTYPE or entities")
     try:
@@ -32,9 +35,10 @@ def parse_junit(text: str) -> dict[str, str]:
         name = case.get("name")
         if not name:
             continue
+        key = name if keys == "name" else f"{case.get('classname') or ''}::{name}"
         children = {child.tag for child in case}
         outcome = next((o for o in ("error", "failure", "skipped") if o in children), "passed")
         outcome = "failed" if outcome == "failure" else outcome
-        if name not in outcomes or rank[outcome] > rank[outcomes[name]]:
-            outcomes[name] = outcome
+        if key not in outcomes or rank[outcome] > rank[outcomes[key]]:
+            outcomes[key] = outcome
     return outcomes

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from propel.domains.swe.diffs import AppliedDiff, unified_diff
-from propel.domains.swe.suite import SuiteResult
 from propel.domains.swe.validity import REASONS
+from propel.testsuite.runner import SuiteRun
 
 KNOWN = ("return self.converter(string)", "return self.converter(string[::-1])")
 
@@ -90,13 +90,13 @@ def test_only_an_explicit_pass_counts(swe_repo, sandbox):
     v = BugValidator(profile, root, sandbox, manifest=manifest)
     applied = AppliedDiff(True, files={"parse.py": b"x = 1\n"})
     first, *rest = manifest.passing
-    vanished = v._judge(applied, SuiteResult("ran", "", tests=dict.fromkeys(rest, "passed")))
+    vanished = v._judge(applied, SuiteRun("ran", "", tests=dict.fromkeys(rest, "passed")))
     assert vanished.valid and vanished.failing == (first,)
-    skipped = v._judge(applied, SuiteResult("ran", "", tests={**dict.fromkeys(rest, "passed"), first: "skipped"}))
+    skipped = v._judge(applied, SuiteRun("ran", "", tests={**dict.fromkeys(rest, "passed"), first: "skipped"}))
     assert skipped.valid and skipped.failing == (first,)
-    gone = v._judge(applied, SuiteResult("ran", "", tests={"tests.other::test_new": "passed"}))
+    gone = v._judge(applied, SuiteRun("ran", "", tests={"tests.other::test_new": "passed"}))
     assert not gone.valid and gone.reason == "suite_broken"
-    crashed = v._judge(applied, SuiteResult("timeout", "too slow"))
+    crashed = v._judge(applied, SuiteRun("timeout", "too slow"))
     assert not crashed.valid and crashed.reason == "suite_broken"
 
 

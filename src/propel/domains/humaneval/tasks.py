@@ -4,8 +4,8 @@ Each problem's ``check(candidate)`` is split into one pytest test per top-level 
 it, e.g. imports and loop setup, are repeated in it; a loop holding assertions is one test; ``assert True`` lines
 are dropped). The first third of the tests (at least one) is the *visible* suite, shown to the model (in the
 prompt's docstring examples for single-turn, as ``test_visible.py`` in an agent's workspace); the rest is the
-*hidden* suite, run only at grading from the task's pristine copy. The call of the first visible test also gives
-the task's *canary*: ``assert candidate(<those args>) == <a fresh object>``, which no honest return value passes.
+*hidden* suite, run only at grading from the task's pristine copy (``propel.rewards.TestSuiteReward``: by value by
+default, or as a hardened pytest run).
 
 ``load_humaneval(path=None)`` reads the package's ``HumanEval.jsonl.gz`` (or the same JSONL format, gzipped or not,
 from a local path).
@@ -56,8 +56,6 @@ class CodeTask:
     """Test function name -> its body, shown to the model."""
     hidden: dict[str, str] = field(default_factory=dict)
     """Test function name -> its body, held out."""
-    canary_call: str | None = None
-    """Arguments of a visible call (``1, [2, 3]``) for the canary test, None when there is no plain call."""
 
     def test_file(self, names: list[str] | None = None, which: str = "visible") -> str:
         """A pytest module with the named tests (all of ``which`` by default)."""
@@ -133,25 +131,20 @@ class CodeTask:
         )
 
     def grading_data(self) -> dict:
-        """What ``TestSuiteReward`` grades with (the context's gold ``data``)."""
+        """What ``TestSuiteReward`` grades with (the context's gold ``data``): the tests as named bodies (graded by
+        value, or written into a hardened pytest run), the task's pristine prompt (the tests' helpers) and preamble."""
         return {
             "task_id": self.task_id,
             "prompt": self.prompt,
             "entry_point": self.entry_point,
             "solution_file": SOLUTION_FILE,
-            "tests": {VISIBLE_FILE: self.test_file(which="visible"), HIDDEN_FILE: self.test_file(which="hidden")},
+            "preamble": self.preamble,
+            "visible": dict(self.visible),
+            "hidden": dict(self.hidden),
             "visible_tests": list(self.visible),
             "hidden_tests": list(self.hidden),
             "visible_calls": self.visible_calls(),
-            "canary": self.canary_test() if self.canary_call is not None else None,
         }
-
-    def canary_test(self) -> str:
-        return (
-            f"from solution import {self.entry_point} as candidate\n\n\n"
-            "def test_canary():\n"
-            f"    assert candidate({self.canary_call}) == object()\n"
-        )
 
     def visible_calls(self) -> list[str]:
         """Source of the argument lists of ``candidate(...)`` calls in the visible tests (the hard-coding check)."""
@@ -198,14 +191,6 @@ def task_from_row(row: dict) -> CodeTask:
     n_visible = max(1, math.ceil(len(bodies) / 3)) if bodies else 0
     visible = {f"test_visible_{i}": b for i, b in enumerate(bodies[:n_visible])}
     hidden = {f"test_hidden_{i}": b for i, b in enumerate(bodies[n_visible:])}
-    canary = None
-    for body in visible.values():
-        for node in ast.walk(ast.parse(body)):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "candidate":
-                canary = ", ".join(ast.unparse(a) for a in node.args)
-                break
-        if canary is not None:
-            break
     return CodeTask(
         task_id=row["task_id"],
         prompt=row["prompt"],
@@ -214,7 +199,6 @@ def task_from_row(row: dict) -> CodeTask:
         preamble=preamble,
         visible=visible,
         hidden=hidden,
-        canary_call=canary,
     )
 
 

@@ -15,14 +15,15 @@ import os
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from propel.domains.swe.checkout import checkout, git, swe_cache
 from propel.domains.swe.repos import REPOS, RepoProfile, get_repo
-from propel.domains.swe.suite import RepoSuite
+from propel.domains.swe.suite import RUNNER_VERSION, RepoSuite
 from propel.errors import PropelError
 from propel.sandbox import Sandbox, make_sandbox
+from propel.testsuite.detectors import audit_baseline, run_findings
 
 RUNS = 2
 """Suite runs on the clean commit; a test must pass in each to be in ``passing``."""
@@ -45,6 +46,11 @@ class Manifest:
     """Outcome counts of the first run (``passed``, ``failed``, ``skipped``, ``error``)."""
     wall_s: float
     """Slowest run's wall time inside the sandbox."""
+    audit: list[list[str]] = field(default_factory=list)
+    """``(flag, event, detail)`` the clean code's own runs raise (audit findings, runner code the library itself
+    rebinds, such as toolz putting its ``tlz`` finder on ``sys.meta_path``): a variant is judged on what it adds."""
+    runner: int = 0
+    """``suite.RUNNER_VERSION`` the manifest was made with (another version: rebuilt)."""
 
     def save(self, path: str | os.PathLike) -> None:
         Path(path).write_text(json.dumps(asdict(self), indent=1) + "\n")
@@ -65,6 +71,12 @@ def preflight(profile: RepoProfile, sandbox: Sandbox, cache: str | os.PathLike |
     for run in runs:
         if not run.ok:
             raise PreflightError(f"{profile.key}: the clean suite did not run ({run.status}: {run.reason})")
+        if run.forged:
+            raise PreflightError(f"{profile.key}: the clean suite's result channel carried {run.forged} forged lines")
+        claimed = {t for t, o in run.report_tests.items() if o == "passed"}
+        if claimed != run.passed():
+            shown = sorted(claimed ^ run.passed())[:3]
+            raise PreflightError(f"{profile.key}: the run's own account and pytest's report disagree on {shown}")
     passed = [run.passed() for run in runs]
     stable = set.intersection(*passed)
     if not stable:
@@ -79,6 +91,8 @@ def preflight(profile: RepoProfile, sandbox: Sandbox, cache: str | os.PathLike |
         flaky=sorted(set.union(*passed) - stable),
         counts=dict(Counter(runs[0].tests.values())),
         wall_s=max(run.wall_s for run in runs),
+        audit=sorted(list(item) for item in audit_baseline(a for run in runs for a in run_findings(run))),
+        runner=RUNNER_VERSION,
     )
 
 
@@ -95,7 +109,7 @@ def load_manifest(
     path = manifest_path(profile, cache)
     if path.exists():
         manifest = Manifest.load(path)
-        if manifest.sha256 == profile.sha256:
+        if manifest.sha256 == profile.sha256 and manifest.runner == RUNNER_VERSION:
             return manifest
     if sandbox is None:
         with make_sandbox("local") as local:

@@ -9,9 +9,11 @@ none of the manifest's tests is in the report the suite is broken. A bug that ch
 of them (Self-play SWE-RL's check): reverting any one changed file alone must make some failing test pass again, else
 an unrelated edit rode along with the real bug. Every invalid bug carries one reason.
 
-A repair (a diff on top of the bug) solves it iff no hack detector fires (``REPAIR_REASONS``: it edits, deletes or
-skips tests, touches pytest's configuration or start-up hooks, or adds pytest tampering to the code), it applies, and
-every ``passing`` test of the manifest passes again, explicitly.
+A repair (a diff on top of the bug) solves it iff it touches no test file or pytest configuration, it applies, the
+suite runs, the run shows no tampering (``tampered``: the graded child's audit hook saw the library reach frames,
+code objects, the test files or the test runner beyond what the clean checkout's own run does, the runner's code was
+rebound, or pytest's report disagrees with what the test functions did: see ``propel.testsuite.detectors``), and
+every ``passing`` test of the manifest passes again, explicitly (a test silenced by a skip is ``skips_tests``).
 """
 
 from __future__ import annotations
@@ -19,45 +21,50 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from propel.domains.swe.diffs import AppliedDiff, apply_diff, diff_paths
 from propel.domains.swe.prepare import Manifest, load_manifest
 from propel.domains.swe.repos import RepoProfile
-from propel.domains.swe.suite import RepoSuite, SuiteResult
+from propel.domains.swe.suite import RepoSuite
 from propel.sandbox.base import Sandbox
-from propel.testsuite.detectors import HackReport, scan_code
+from propel.testsuite.detectors import HackReport, add_audit, check_channel, run_findings
 from propel.testsuite.detectors import is_test_path as is_generic_test_path
+from propel.testsuite.runner import SuiteRun
 
-REASONS = ("empty_diff", "not_applying", "touches_tests", "suite_broken", "no_failing_test", "unrelated_edit")
+REASONS = (
+    "empty_diff",
+    "not_applying",
+    "touches_tests",
+    "suite_broken",
+    "tampered",
+    "no_failing_test",
+    "unrelated_edit",
+)
 """Why a bug is invalid: nothing changed; git cannot read or apply it; it edits a test file or test configuration;
-the suite no longer runs to a report; no previously passing test fails; reverting one of its changed files alone
-restores none of the failing tests (that file's edit is unrelated to the bug)."""
+the suite no longer runs to a report; the run shows tampering (a bug must fail tests by being a bug, not by rigging
+the runner); no previously passing test fails; reverting one of its changed files alone restores none of the failing
+tests (that file's edit is unrelated to the bug)."""
 
 REPAIR_REASONS = (
     "touches_tests",
     "deletes_tests",
     "touches_pytest_config",
-    "skips_tests",
-    "tampers_pytest",
     "not_applying",
     "suite_broken",
+    "tampered",
+    "skips_tests",
     "tests_failing",
 )
-"""Why a repair does not solve its bug, in the order they are checked: the first five are hack detectors (it edits
-or adds a test file; deletes one; touches pytest's configuration or interpreter start-up hooks such as
-``conftest.py``, ``pytest.ini``, ``sitecustomize.py`` or a ``.pth`` file; adds skip markers to the code, or a test
-that passed before ends skipped or vanishes from the report; adds pytest or interpreter tampering to the code); then
-the diff does not apply to the buggy tree, the suite does not run, or some previously passing test still fails."""
+"""Why a repair does not solve its bug, in the order they are checked: it edits or adds a test file; deletes one;
+touches pytest's configuration or interpreter start-up hooks (``conftest.py``, ``pytest.ini``, ``sitecustomize.py``,
+a ``.pth`` file); the diff does not apply to the buggy tree; the suite does not run; the run shows tampering; a test
+that passed before ends skipped or vanishes from the report; some previously passing test still fails."""
 
 PYTEST_CONFIG_NAMES = frozenset(
     {"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "sitecustomize.py"}
     | {"usercustomize.py"}
 )
 """File names pytest or the interpreter read before any test runs (with ``*.pth``): a repair may not touch them."""
-
-_CODE_HACK_FLAGS = {"skip_markers": "skips_tests", "pytest_tampered": "tampers_pytest", "early_exit": "tampers_pytest"}
-"""Static hack flags (``propel.testsuite.detectors``) that a repair of library code may not newly raise."""
 
 MIN_TIMEOUT_S = 20.0
 """Shortest suite limit a bug gets, however fast the clean suite ran."""
@@ -129,6 +136,7 @@ class BugValidator:
         timeout = min(profile.timeout_s, max(MIN_TIMEOUT_S, timeout_factor * self.manifest.wall_s))
         self.suite = RepoSuite(profile, root, sandbox, batch_size=batch_size, timeout_s=timeout)
         self._passing = frozenset(self.manifest.passing)
+        self._baseline = {tuple(item) for item in self.manifest.audit}
 
     def check(self, diff: str) -> BugVerdict:
         return self.check_many([diff])[0]
@@ -178,9 +186,10 @@ class BugValidator:
             return hack
         if applied is not None and not applied.ok:
             return RepairVerdict(False, "not_applying", detail=applied.error)
-        if hack := self._code_hack(new, bug.files):
-            return hack
         run = self.suite.run_one(applied.files if applied is not None else bug.files)
+        evidence = self.tampering(run)
+        if evidence:
+            return RepairVerdict(False, "tampered", suite_status=run.status, detail="; ".join(evidence[:3]))
         if not run.ok:
             return RepairVerdict(False, "suite_broken", suite_status=run.status, detail=run.reason)
         failing = tuple(sorted(self._passing - run.passed()))
@@ -211,26 +220,14 @@ class BugValidator:
             return RepairVerdict(False, "touches_tests", detail=f"edits test files: {', '.join(sorted(tests))}")
         return None
 
-    def _code_hack(self, new: dict[str, bytes | None], bug_files: dict[str, bytes | None]) -> RepairVerdict | None:
-        """Skip markers, pytest or interpreter tampering and early exits that the repair adds to Python code (flags the
-        file already raised before the repair, e.g. a library that imports ``inspect``, do not count)."""
-        for path, data in sorted(new.items()):
-            if data is None or not path.endswith(".py"):
-                continue
-            before_data = bug_files.get(path)
-            if before_data is None and (Path(self.root) / path).is_file():
-                before_data = (Path(self.root) / path).read_bytes()
-            found = {}
-            for label, blob in (("before", before_data), ("after", data)):
-                report = HackReport()
-                if blob is not None:
-                    scan_code(path, blob.decode("utf-8", "replace"), report)
-                found[label] = {(f, e.split(": ", 1)[-1]) for f, items in report.evidence.items() for e in items}
-            added = sorted((f, e) for f, e in found["after"] - found["before"] if f in _CODE_HACK_FLAGS)
-            if added:
-                flag, evidence = added[0]
-                return RepairVerdict(False, _CODE_HACK_FLAGS[flag], detail=f"{path}: adds {evidence}")
-        return None
+    def tampering(self, run: SuiteRun) -> list[str]:
+        """What the run shows of tampering beyond the clean checkout's own behaviour: audit findings the clean run
+        does not have, the runner's code rebound, forged channel lines, a JUnit report passing tests whose functions
+        did not pass, or a run cut short without the guard's closing record."""
+        report = HackReport()
+        check_channel(run, report)
+        add_audit(run_findings(run), report, baseline=self._baseline)
+        return [f"{flag}: {items[0]}" for flag, items in report.evidence.items()]
 
     def _static(self, diff: str) -> tuple[BugVerdict | None, AppliedDiff | None]:
         if not diff.strip():
@@ -251,9 +248,12 @@ class BugValidator:
             return BugVerdict(False, "empty_diff", "the diff changes no file's content", paths), None
         return None, applied
 
-    def _judge(self, applied: AppliedDiff, run: SuiteResult) -> BugVerdict:
+    def _judge(self, applied: AppliedDiff, run: SuiteRun) -> BugVerdict:
         changed = tuple(sorted(applied.files))
         common = {"changed": changed, "suite_status": run.status, "wall_s": run.wall_s, "files": applied.files}
+        evidence = self.tampering(run)
+        if evidence:
+            return BugVerdict(False, "tampered", "; ".join(evidence[:3]), **common)
         if not run.ok:
             return BugVerdict(False, "suite_broken", f"{run.status}: {run.reason}", **common)
         if not self._passing & set(run.tests):

@@ -1,0 +1,257 @@
+"""The in-sandbox runner of real pytest suites (HumanEval-style files or a repository's own suite), hardened.
+
+For each suite in ``payload.json``, one after another: write the code under test into a fresh workspace (a
+repository's clean checkout with the variant laid over it, or the model's files) and the pristine tests into a
+folder of their own, draw a channel key, fork a child. The child, before anything of the model's runs: moves its
+output to a capped file, keeps only the channel's write end (fd 3), confines itself with Landlock (the workspace and
+the tests readable, only a scratch folder and the report folder writable, nothing else reachable), snapshots the
+runner's code (``integrity``), installs the audit hook and registers the guard plugin; then runs pytest (under
+coverage.py when asked), with no cache provider and no bytecode written. The runner drains the channel while it
+waits, kills what is left of the child's session, verifies the channel's records and sends back the child's
+account (outcomes, audit findings, rebindings, forged lines), the JUnit XML (to cross-check) and the exit code.
+
+pytest and coverage are imported once here, before the first fork; this process is non-dumpable and reads the frame
+token from stdin only after the last child is gone.
+"""
+
+import base64
+import contextlib
+import ctypes
+import fnmatch
+import json
+import os
+import pkgutil
+import secrets
+import shutil
+import sys
+import time
+
+from propel_box import audit, channel, confine, integrity, wait
+
+ZIP = "propel_testlib.zip"
+TRACER = "propel_ctracer.so"
+MAX_REPORT = 2_000_000
+MAX_TAIL = 2_000
+UNUSED_PLUGINS = ("cacheprovider", "warnings", "logging", "doctest", "pastebin", "legacypath", "debugging")
+UNUSED_PLUGINS += ("faulthandler", "stepwise", "setuponly", "setupplan", "unraisableexception", "threadexception")
+"""pytest plugins a suite of split assertions does without (a third of pytest's start-up); a repository's own suite
+(``"lean": false``) keeps all but the cache provider (its tests may use ``caplog``, ``recwarn``, doctests)."""
+
+
+def _write(root, files):
+    for name, data in files.items():
+        path = os.path.join(root, name)
+        if data is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(data))
+
+
+def _read(path, cap):
+    try:
+        with open(path, "rb") as f:
+            return f.read(cap)
+    except OSError:
+        return None
+
+
+def _child(dirs, suite, limits, key, write_fd):
+    import coverage
+    import pytest
+    from propel_box import guard
+
+    ws, tests, tmp, reports = dirs["ws"], dirs["tests"], dirs["tmp"], dirs["reports"]
+    try:
+        os.setsid()
+        out = os.open(os.path.join(reports, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.dup2(write_fd, 3)
+        os.closerange(4, 65536)
+        os.chdir(ws)
+        sys.path[:0] = [os.path.join(ws, p) for p in suite.get("python_path", ["."])]
+        os.environ.update(HOME=tmp, TMPDIR=tmp, PYTHONDONTWRITEBYTECODE="1")
+        sys.dont_write_bytecode = True
+        send = channel.writer(3, key)
+        runtime = confine.runtime_paths() + [dirs["zip"]]
+        abi = confine.restrict(read=runtime + [ws, tests], write=[tmp, reports], read_write_files=[os.devnull])
+        confine.apply_limits(limits)
+        send("start", str(abi))
+        test_globs = suite.get("test_globs", [])
+
+        def is_test(path):
+            if path == tests or path.startswith(tests + "/"):
+                return True
+            rel = os.path.relpath(path, ws)
+            return not rel.startswith("..") and any(fnmatch.fnmatchcase(rel, g) for g in test_globs)
+
+        def graded(filename):
+            return filename.startswith(ws + "/") and not is_test(filename)
+
+        before = integrity.snapshot()  # before pytest's own set-up: pytest's changes are integrity.PYTEST_OWN
+
+        def hide_tests():
+            if suite.get("hide_tests"):
+                confine.restrict(read=runtime + [ws], write=[tmp, reports], read_write_files=[os.devnull])
+
+        plugin = guard.make_guard(send, lambda: integrity.changes(before), hide_tests)
+        readable = runtime + [ws, tests, tmp]
+        audit.install(lambda *a: send("audit", *a), graded, is_test, [tmp], readable, graded_root=ws)
+        cov = None
+        if suite.get("coverage"):
+            import warnings
+
+            warnings.filterwarnings("ignore", category=coverage.exceptions.CoverageWarning)
+            cov = coverage.Coverage(data_file=None, include=[os.path.join(ws, "*")], config_file=False)
+    except BaseException:
+        os._exit(121)
+    code = 3
+    try:
+        args = [a.replace("{ws}", ws).replace("{tests}", tests) for a in suite["args"]]
+        unused = UNUSED_PLUGINS if suite.get("lean", True) else ("cacheprovider",)
+        plugins = [arg for name in unused for arg in ("-p", "no:" + name)]
+        args = ["-q", *plugins, "--junitxml", os.path.join(reports, "junit.xml"), *args]
+        if cov is not None:
+            cov.start()
+        try:
+            code = pytest.main(args, plugins=[plugin])
+        finally:
+            if cov is not None:
+                cov.stop()
+        if cov is not None:
+            import io
+
+            with contextlib.suppress(Exception):
+                percent = cov.report(file=io.StringIO(), ignore_errors=True)
+                statements = missed = 0
+                for measured in cov.get_data().measured_files():
+                    _, lines, _, missing, _ = cov.analysis2(measured)
+                    statements, missed = statements + len(lines), missed + len(missing)
+                with open(os.path.join(reports, "coverage.json"), "w") as f:
+                    json.dump({"percent": percent, "statements": statements, "missed": missed}, f)
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            import traceback
+
+            traceback.print_exc()
+    with contextlib.suppress(BaseException):
+        sys.stdout.flush()
+    os._exit(int(code) & 0xFF)
+
+
+def _run_suite(base, clean, suite, limits):
+    root = os.path.join(base, secrets.token_hex(8))
+    dirs = {name: os.path.join(root, secrets.token_hex(8)) for name in ("ws", "tests", "tmp", "reports")}
+    for folder in dirs.values():
+        os.makedirs(folder)
+    dirs["zip"] = os.path.abspath(ZIP)  # pytest imports a few modules lazily from the zip
+    _write(dirs["ws"], clean)
+    _write(dirs["ws"], suite.get("files", {}))
+    _write(dirs["tests"], suite.get("tests", {}))
+    key = secrets.token_bytes(32)
+    read_fd, write_fd = os.pipe()
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        _child(dirs, suite, limits, key, write_fd)
+    os.close(write_fd)
+    status, timed_out, drained = wait.wait_child(pid, limits["timeout_s"], drain=[read_fd])
+    os.close(read_fd)
+    records, forged = channel.read_records(drained.get(read_fd, b""), key)
+    from propel_box import guard
+
+    raw = _read(os.path.join(dirs["reports"], "junit.xml"), MAX_REPORT)
+    result = {
+        "exit_code": os.waitstatus_to_exitcode(status),
+        "timed_out": timed_out,
+        "wall_s": round(time.monotonic() - start, 4),
+        "report_b64": base64.b64encode(raw).decode("ascii") if raw else None,
+        "coverage": (_read(os.path.join(dirs["reports"], "coverage.json"), 1000) or b"").decode("utf-8", "replace"),
+        "output_tail": (_read(os.path.join(dirs["reports"], "output.txt"), 1 << 20) or b"").decode("utf-8", "replace")[
+            -MAX_TAIL:
+        ],
+        "channel": {
+            "tests": guard.outcomes(records),
+            "collected": next((fields for kind, fields in records if kind == "collected"), None),
+            "audit": [fields for kind, fields in records if kind == "audit"],
+            "tampered": [fields for kind, fields in records if kind == "tampered"],
+            "end": next((fields for kind, fields in records if kind == "end"), None),
+            "landlock": next((int(fields[0]) for kind, fields in records if kind == "start" and fields), 0),
+            "forged": forged,
+        },
+    }
+    shutil.rmtree(root, ignore_errors=True)
+    return result
+
+
+def _load(folder):
+    """A folder's files (base64) in memory, the folder deleted: a child cannot change what the next suite starts
+    from."""
+    files = {}
+    if not os.path.isdir(folder):
+        return files
+    for parent, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(parent, name)
+            with open(path, "rb") as f:
+                files[os.path.relpath(path, folder)] = base64.b64encode(f.read()).decode("ascii")
+    shutil.rmtree(folder)
+    return files
+
+
+class _TracerFinder:
+    """Serves ``coverage.tracer`` (coverage's C tracer) from its own file: an extension cannot load from the zip."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name != "coverage.tracer" or not os.path.exists(TRACER):
+            return None
+        import importlib.machinery
+        import importlib.util
+
+        where = os.path.abspath(TRACER)
+        return importlib.util.spec_from_file_location(
+            name, where, loader=importlib.machinery.ExtensionFileLoader(name, where)
+        )
+
+
+def main():
+    with open("payload.json", encoding="utf-8") as f:
+        payload = json.load(f)
+    os.unlink("payload.json")
+    work = os.getcwd()
+    with contextlib.suppress(OSError):
+        os.unlink(os.path.join(os.path.dirname(work), "stdin"))  # fd 0 stays open here; no child can open it
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    sys.dont_write_bytecode = True
+    keep = [p for p in sys.path if p not in ("", work) and "-packages" not in p]
+    sys.path[:] = [os.path.abspath(ZIP), *keep]
+    sys.meta_path.insert(0, _TracerFinder)  # an ABI mismatch fails the import: coverage then traces in Python
+    import _pytest
+    import coverage
+    import pytest  # noqa: F401
+
+    sys.meta_path.remove(_TracerFinder)
+    with contextlib.suppress(OSError):
+        os.unlink(TRACER)
+    for package in (_pytest, coverage):  # warm: children start with everything imported
+        for mod in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            if not mod.name.endswith("__main__"):
+                with contextlib.suppress(Exception):
+                    __import__(mod.name)
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: /proc/<this pid> is closed to the children
+    clean = _load("repo")
+    base = os.path.abspath("runs")
+    os.makedirs(base)
+    results = [_run_suite(base, clean, suite, payload["limits"]) for suite in payload["suites"]]
+    token = sys.stdin.read().strip()
+    sys.stdout.write(token + json.dumps(results) + token + "\n")
+    sys.stdout.flush()
