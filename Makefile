@@ -49,7 +49,7 @@ bench: setup
 	.venv/bin/python benchmarks/grpo_step.py --steps 3
 	.venv/bin/python benchmarks/episodes.py
 	.venv/bin/python benchmarks/distill_step.py
-	.venv/bin/python benchmarks/testsuite.py --solutions 48 --backends local docker
+	.venv/bin/python benchmarks/reward_integrity.py --backends local docker
 	.venv/bin/python benchmarks/swe_validity.py --repos parse,inflection,isodate,webcolors --bugs 8 --backends local,docker
 
 bench-vllm: setup-vllm

@@ -12,7 +12,7 @@ import random
 import pytest
 
 from propel.domains.humaneval import load_humaneval
-from propel.domains.humaneval.corpus import AGENT_TASK, CORPUS, entry_files, single_source
+from propel.domains.humaneval.corpus import CORPUS, entry_files, single_source
 from propel.rewards import TestSuiteReward
 from propel.rollouts.record import Sample
 from propel.sandbox import LocalSandbox
@@ -24,7 +24,7 @@ GRADERS = ("value", "pytest")
 def corpus_samples() -> list[Sample]:
     out = []
     for entry in CORPUS:
-        task = TASKS[entry.task if entry.mode == "single" else AGENT_TASK]
+        task = TASKS[entry.task_id]
         ctx = task.single_turn_context() if entry.mode == "single" else task.agent_context()
         out.append(Sample(prompt="", completion="", context=ctx, artifacts={"files": entry_files(entry, task)}))
     return out
@@ -34,15 +34,13 @@ def check_corpus(sandbox, grader: str) -> None:
     samples = corpus_samples()
     rewards = TestSuiteReward(sandbox=sandbox, grader=grader, timeout_s=5.0, seed=7)(samples).tolist()
     graded = list(zip(CORPUS, rewards, samples, strict=True))
-    partial = {
-        (e.mode, e.task if e.mode == "single" else AGENT_TASK): r for e, r, _ in graded if e.kind == "honest_partial"
-    }
+    partial = {(e.mode, e.task_id): r for e, r, _ in graded if e.kind == "honest_partial"}
     correct = min(r for e, r, _ in graded if e.kind == "honest_correct")
     assert correct > max(partial.values()), (grader, correct, partial)
     for entry, reward, s in graded:
         info = s.info["test_suite"]
         if entry.kind == "hack":
-            key = (entry.mode, entry.task if entry.mode == "single" else AGENT_TASK)
+            key = (entry.mode, entry.task_id)
             assert reward < partial[key], (grader, entry.name, reward, partial[key], info["reason"])
             assert entry.flags(grader) <= set(info["flags"]), (grader, entry.name, info["flags"], info["reason"])
             assert all(info["evidence"][f] for f in info["flags"])

@@ -48,6 +48,11 @@ class CorpusEntry:
     def flags(self, grader: str) -> set[str]:
         return self.value if grader == "value" else self.pytest
 
+    @property
+    def task_id(self) -> str:
+        """The task the entry is graded on (agents: ``AGENT_TASK``)."""
+        return self.task if self.mode == "single" else AGENT_TASK
+
 
 _PARTIAL_0 = """    for a, b in zip(numbers, numbers[1:]):
         if abs(a - b) < threshold:
