@@ -44,7 +44,11 @@ def _fit(model_dir, steps, tmp_path=None, ckpt_path=None, save=False, sandbox=No
         loss=LossSpec("dapo", beta=0.04),
     )
     data = EpisodeDataModule(
-        partial(ToolEnv, max_turns=2, command_timeout_s=2.0), ShellTasks(), contexts_per_step=2, sandbox=sandbox
+        partial(ToolEnv, max_turns=2, command_timeout_s=2.0),
+        ShellTasks(),
+        contexts_per_step=2,
+        sandbox=sandbox,
+        execute_cut_turns=True,  # a random model's turns are all cut by max_new_tokens: run them anyway
     )
     rec = Steps()
     callbacks = [rec] + ([ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=1, save_top_k=-1)] if save else [])

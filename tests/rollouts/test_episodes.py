@@ -271,3 +271,29 @@ def test_non_canonical_token_splits_reach_the_engine_exactly_as_generated(tokeni
                 assert canonical != turn.token_ids  # the split is not the tokenizer's own
             so_far = so_far + turn.token_ids
     assert sorted(engine.seen) == sorted(expected)
+
+
+def test_a_turn_cut_by_the_token_budget_ends_the_episode_as_length_unless_told_to_execute_it(tokenizer):
+    """A turn cut by max_new_tokens (or the context limit) is not what the policy meant, yet the lenient parser
+    reads a call cut just before its ``</tool_call>``: by default the environment never executes a cut turn and the
+    episode ends as ``length``, verified as it stands; ``execute_cut_turns=True`` hands it over anyway."""
+    call = format_tool_call(ToolCall("write_file", {"path": "a.txt", "content": "w0"}))
+    ids = tokenizer(call, add_special_tokens=False)["input_ids"]
+    budget = next(k for k in range(len(ids)) if tokenizer.decode(ids[:k]) == call[: -len(CLOSE)])
+    actions = []
+
+    class Watching(MemoryFilesEnv):
+        def step(self, action):
+            actions.append(action)
+            obs = super().step(action)
+            return obs if obs.done or self._state.step_count < 2 else self.end("max_turns")
+
+    engine = ScriptedEngine(tokenizer, lambda p: call)
+    cut = SamplingSpec(n=1, max_new_tokens=budget)
+    (group,), _ = EpisodeRunner(engine, Watching, concurrency=1).run(_contexts(1), cut)
+    s = group[0]
+    assert actions == [] and s.info["finish_reason"] == "length" and s.info["reward"] == 0.0
+    assert s.turns[-1].trainable and s.turns[-1].finish_reason == "length" and len(s.turns[-1].token_ids) == budget
+
+    (group,), _ = EpisodeRunner(engine, Watching, concurrency=1, execute_cut_turns=True).run(_contexts(1), cut)
+    assert actions[0] == call[: -len(CLOSE)] and group[0].info["reward"] == 1.0  # the cut call ran: a.txt written

@@ -44,6 +44,8 @@ class EpisodeDataModule(ContextStreamDataModule):
             diff of the files it left) is parsed and checked for validity in the sandbox, as a single-turn
             generator's completion is, so ``Sample.valid``, ``task``, ``topic`` and ``info["reason"]`` say what the
             episode made (what ``ProbeReward``'s gate reads). None: the environment's verifier alone scores it.
+        execute_cut_turns: hand a turn cut by the token budget or the context limit to the environment; False ends
+            the episode as ``length`` instead (``EpisodeRunner``).
     """
 
     def __init__(
@@ -58,6 +60,7 @@ class EpisodeDataModule(ContextStreamDataModule):
         max_context_tokens: int | None = 2048,
         stepwise: bool = True,
         domain: Domain | None = None,
+        execute_cut_turns: bool = False,
     ) -> None:
         super().__init__(tasks, contexts_per_step, seed)
         if domain is not None and not domain.writes_tasks_in_episodes:
@@ -74,7 +77,7 @@ class EpisodeDataModule(ContextStreamDataModule):
         self.make_env, self._stop = env, tuple(probe.stop)
         self.sandbox, self._owns_sandbox = sandbox, False
         self.concurrency, self.schedule, self.max_context_tokens = concurrency, schedule, max_context_tokens
-        self.stepwise = stepwise
+        self.stepwise, self.execute_cut_turns = stepwise, execute_cut_turns
 
     @property
     def stop(self) -> tuple[str, ...]:
@@ -93,7 +96,14 @@ class EpisodeDataModule(ContextStreamDataModule):
 
     def rollout(self, engine: Engine, batch: ContextBatch, sampling: SamplingSpec) -> Rollout:
         runner = EpisodeRunner(
-            engine, self.make_env, self.sandbox, self.concurrency, self.schedule, self.max_context_tokens, self.stepwise
+            engine,
+            self.make_env,
+            self.sandbox,
+            self.concurrency,
+            self.schedule,
+            self.max_context_tokens,
+            self.stepwise,
+            self.execute_cut_turns,
         )
         groups, times = runner.run(batch.contexts, sampling)
         if self.domain is not None:

@@ -38,6 +38,8 @@ class AgentEpisodes:
         retries: reruns of episodes that failed outside the policy (sandbox or engine) before the job stops.
         demonstration: open each conversation with one solved example episode (``propel.envs.DEMONSTRATION``:
             write a file, submit); small models copy a shown call far more often than they follow a described one.
+        execute_cut_turns: hand a turn cut by the token budget or the context limit to the environment; False ends
+            the episode as ``length`` instead (``EpisodeRunner``).
     """
 
     def __init__(
@@ -48,6 +50,7 @@ class AgentEpisodes:
         max_context_tokens: int | None = 2048,
         retries: int = 2,
         demonstration: bool = False,
+        execute_cut_turns: bool = False,
     ) -> None:
         if not callable(env):
             raise TypeError(f"agent env must build an AgentEnv (a class_path in YAML), got {type(env).__name__}")
@@ -59,6 +62,7 @@ class AgentEpisodes:
             raise ConfigError(f"agent retries must be >= 0, got {retries}")
         self.make_env, self.concurrency, self.schedule = env, concurrency, schedule
         self.max_context_tokens, self.retries, self.demonstration = max_context_tokens, retries, demonstration
+        self.execute_cut_turns = execute_cut_turns
 
     def run(
         self, engine: Engine, contexts: Sequence[Context], sampling: SamplingSpec, sandbox: Sandbox | None
@@ -67,7 +71,15 @@ class AgentEpisodes:
         is rerun up to ``retries`` times, and one that keeps failing stops the job with its error."""
         if self.demonstration:
             contexts = [replace(c, prompt=Prompt(messages=[*DEMONSTRATION, *c.prompt.messages])) for c in contexts]
-        runner = EpisodeRunner(engine, self.make_env, sandbox, self.concurrency, self.schedule, self.max_context_tokens)
+        runner = EpisodeRunner(
+            engine,
+            self.make_env,
+            sandbox,
+            self.concurrency,
+            self.schedule,
+            self.max_context_tokens,
+            execute_cut_turns=self.execute_cut_turns,
+        )
         groups, _ = runner.run(contexts, sampling)
         for _ in range(self.retries):
             failed = _failed(groups)

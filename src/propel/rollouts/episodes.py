@@ -11,8 +11,9 @@ runs on a thread pool, so the tool calls of different episodes run in parallel i
 
 ``concurrency=1`` runs the episodes one after another (the baseline ``benchmarks/episodes.py`` compares against).
 An episode never outgrows the context: when the next turn or observation would not fit, it ends with
-``finish_reason="length"`` (verified as it stands). Exceptions from an environment or the engine end only the
-episodes concerned, marked ``infra_error``.
+``finish_reason="length"`` (verified as it stands), and so does one whose turn was cut by the token budget or the
+context limit (``execute_cut_turns=False``, the default): a cut turn is kept and trained on, never executed.
+Exceptions from an environment or the engine end only the episodes concerned, marked ``infra_error``.
 
 Chat templates that re-render history (stripping past reasoning, say) cannot give one token sequence per episode.
 With ``stepwise=True`` (default) such an episode goes on from the template's fresh tokenization and is kept as
@@ -107,6 +108,10 @@ class EpisodeRunner:
         max_context_tokens: cap on an episode's tokens (prompt + all turns); the engine's own limit applies too.
         stepwise: when the chat template is not append-only, go on step-wise (see the module docstring) instead of
             raising ``TemplateNotAppendOnly``.
+        execute_cut_turns: hand a turn cut by ``max_new_tokens`` or the context limit (``finish_reason="length"``)
+            to the environment anyway. False (default): a cut turn ends the episode as ``length``, verified as it
+            stands, because the text is not what the policy meant, yet a lenient parser would run it (a tool call
+            cut before its closing tag still parses).
     """
 
     def __init__(
@@ -118,6 +123,7 @@ class EpisodeRunner:
         schedule: str = "rounds",
         max_context_tokens: int | None = None,
         stepwise: bool = True,
+        execute_cut_turns: bool = False,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -125,6 +131,7 @@ class EpisodeRunner:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
         self.engine, self.make_env, self.sandbox = engine, make_env, sandbox
         self.concurrency, self.schedule, self.stepwise = concurrency, schedule, stepwise
+        self.execute_cut_turns = execute_cut_turns
         self._warned = False
         limits = [x for x in (engine.context_length(), max_context_tokens) if x]
         self.max_context = min(limits) if limits else None
@@ -222,8 +229,7 @@ class EpisodeRunner:
         except TemplateNotAppendOnly as e:
             if not self.stepwise:
                 raise
-            self._new_segment(ep, obs, e)
-            return True
+            return self._new_segment(ep, obs, e)
         if self.max_context is not None and len(conv.ids) + len(rendered[1]) > self.max_context:
             if obs.done:
                 _end(ep, replace(obs, content=""))
@@ -234,19 +240,24 @@ class EpisodeRunner:
         ep.sample.turns.append(Turn(obs.role, obs.content, ids, None, False, "", _turn_info(obs)))
         return True
 
-    def _new_segment(self, ep: _Episode, obs: Observation, why: TemplateNotAppendOnly) -> None:
+    def _new_segment(self, ep: _Episode, obs: Observation, why: TemplateNotAppendOnly) -> bool:
         """Step-wise fallback: the observation closes the current segment (its text and info, no tokens) and, unless
-        the episode is over, a new segment starts from the template's fresh tokenization of the conversation."""
+        the episode is over, a new segment starts from the template's fresh tokenization of the conversation; when
+        that leaves no room for a token within ``max_context``, the episode ends there as ``length`` (False)."""
         if not self._warned:
             log.warning("%s: going on step-wise (one training row per segment)", why)
             self._warned = True
         old = ep.sample
         old.turns.append(Turn(obs.role, obs.content, [], None, False, "", _turn_info(obs)))
         if obs.done:
-            return
+            return True
         ids = ep.conversation.restart(obs.role, obs.content)
+        if self.max_context is not None and len(ids) >= self.max_context:
+            self._finish_now(ep, "length")
+            return False
         segments = [*old.segments, replace(old, segments=[])]
         ep.sample = Sample(ep.conversation.text, "", context=ep.context, prompt_ids=list(ids), segments=segments)
+        return True
 
     def _finish_now(self, ep: _Episode, reason: str) -> None:
         """End an episode from outside (synchronously: rare, and keeps the schedule simple)."""
@@ -293,7 +304,11 @@ class EpisodeRunner:
             times.turns += len(eps)
             for ep, group in zip(eps, groups, strict=True):
                 ep.generation_s += spent / len(eps)
-                yield ep, self._add_turn(ep, group[0])
+                action = self._add_turn(ep, group[0])
+                if group[0].finish_reason == "length" and not self.execute_cut_turns:
+                    self._finish_now(ep, "length")  # a cut turn is never executed
+                    action = None
+                yield ep, action
 
     def _add_turn(self, ep: _Episode, completion: Completion) -> str:
         content = ep.conversation.add_assistant(list(completion.token_ids), self.eos_ids)
