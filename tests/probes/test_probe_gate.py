@@ -41,3 +41,15 @@ def test_bad_settings():
         gated_reward(LOGITS, VALID, "soft_gate", soft_clip=(0.9, 0.1))
     with pytest.raises(ValueError, match="differ in length"):
         gated_reward(LOGITS, VALID[:2])
+
+
+def test_the_hard_gate_lifts_valid_rewards_to_the_floor_plus_a_margin():
+    """On-policy valid tasks can score below the pool minimum the floor was set from; the hard gate passes the logit
+    through, so without a clamp such a valid task would earn less than an invalid one."""
+    from propel.probes.gate import VALID_MARGIN
+
+    logits = torch.tensor([-7.0, -0.5, 0.3, float("nan")])
+    valid = torch.tensor([True, True, True, False])
+    out = gated_reward(logits, valid, "hard_gate", invalid_penalty=-2.0)
+    assert out.tolist() == pytest.approx([-2.0 + VALID_MARGIN, -0.5, 0.3, -2.0])
+    assert float(out[valid].min()) >= -2.0 + VALID_MARGIN > float(out[~valid].max())

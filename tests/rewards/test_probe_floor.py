@@ -12,7 +12,14 @@ import pytest
 import torch
 
 from propel.probes.artifact import ProbeArtifact, ProbeScorer
-from propel.probes.gate import LEGACY_FLOOR, check_floor, default_floor, logit_quantiles, member_floor
+from propel.probes.gate import (
+    LEGACY_FLOOR,
+    VALID_MARGIN,
+    check_floor,
+    default_floor,
+    logit_quantiles,
+    member_floor,
+)
 from propel.probes.heads import ProbeHead
 from propel.rewards.base import RewardContext
 from propel.rewards.probe import ProbeReward
@@ -65,9 +72,11 @@ def test_default_floor_ranks_every_invalid_below_every_valid(tiny_model_dir, tin
     samples = _samples()
     valid = torch.tensor([s.valid for s in samples])
 
-    old = _shared(tiny_model_dir, model, tok, artifact=folder, invalid_penalty=-1.0)(samples)
-    assert (old[valid] < -1.0).all()  # the bug: every valid task scores below the invalid floor
-    assert not check_floor(old, valid, -1.0).ok
+    high = _shared(tiny_model_dir, model, tok, artifact=folder, invalid_penalty=-1.0)
+    old = high(samples)
+    assert (high.last_logits[valid] < -1.0).all()  # the bug: every valid logit is below the invalid floor
+    assert (old[valid] == -1.0 + VALID_MARGIN).all()  # the gate lifts them: valid still wins, but unranked
+    assert not check_floor(old, valid, -1.0, high.floor_margin).ok
 
     reward = _shared(tiny_model_dir, model, tok, artifact=folder)
     r = reward(samples)
@@ -75,7 +84,7 @@ def test_default_floor_ranks_every_invalid_below_every_valid(tiny_model_dir, tin
     assert float(r[~valid].max()) < float(r[valid].min())  # every invalid below every valid
     assert (r[~valid] == reward.floor).all()
     assert check_floor(r, valid, reward.floor).ok
-    torch.testing.assert_close(r[valid], old[valid])  # the hard gate keeps the raw logit
+    torch.testing.assert_close(r[valid], reward.last_logits[valid])  # above the floor, the hard gate keeps the logit
 
 
 def test_ensemble_and_constraint_floor_below_every_member(tiny_model_dir, tiny_model, tmp_path):

@@ -55,8 +55,8 @@ def _single(probe, text: str) -> float:
 
 
 def test_hard_gate(probes):
-    r = ProbeReward(probes[0])(SAMPLES)
-    assert r[1].item() == -1.0
+    r = ProbeReward(probes[0], invalid_penalty=-100.0)(SAMPLES)  # below these probes' logits: none is lifted
+    assert r[1].item() == -100.0
     for i in (0, 2, 3):
         assert r[i].item() == pytest.approx(_single(probes[0], SAMPLES[i].completion), abs=1e-4)
     assert len(set(r.tolist())) == 4  # the probe actually discriminates
@@ -75,8 +75,8 @@ def test_worst_case_and_constraint_are_minimum_over_probes(probes):
     each = torch.stack([ProbeReward(p, mode="probe_only")(SAMPLES) for p in probes])
     wco = ProbeReward(worst_case(probes), mode="probe_only")(SAMPLES)
     torch.testing.assert_close(wco, each.min(0).values)
-    con = ProbeReward(constrained(probes[0], probes[1]))(SAMPLES)
-    assert con[1].item() == -1.0
+    con = ProbeReward(constrained(probes[0], probes[1]), invalid_penalty=-100.0)(SAMPLES)
+    assert con[1].item() == -100.0
     torch.testing.assert_close(con[[0, 2, 3]], each[:2].min(0).values[[0, 2, 3]])
 
 

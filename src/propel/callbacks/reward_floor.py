@@ -1,11 +1,13 @@
-"""RewardFloorCheck: during GRPO, check that valid samples out-score the invalid floor, as the gate intends.
+"""RewardFloorCheck: during GRPO, check that valid samples sit above the invalid floor, as the gate intends.
 
 A hard-gated probe reward pays invalid tasks a fixed floor. If the probe's logits on valid tasks sit below it (a
-floor of -1 with valid logits around -2), being invalid pays better and the generator learns to be invalid. The
-default floor (``propel.probes.gate.default_floor``) prevents that; this callback catches the case it cannot (an
-explicit ``invalid_penalty`` set too high, on-policy tasks drifting below the probe's pool range) on the first step
-(the base policy's samples) and every ``every_n_steps`` steps after. ``RVPSelection`` runs the same check on its
-fixed base-policy sample at fit start.
+floor of -1 with valid logits around -2), being invalid would pay better; the gate lifts such valid rewards to the
+floor + a margin, so validity still wins, but the reward then cannot rank those tasks. The default floor
+(``propel.probes.gate.default_floor``) keeps them rare; this callback catches the case it cannot (an explicit
+``invalid_penalty`` set too high, on-policy tasks drifting below the probe's pool range): it fails when more than
+``max_below`` of the valid samples sit under the floor (+ margin), whatever their mean, on the first step (the base
+policy's samples) and every ``every_n_steps`` steps after. ``RVPSelection`` runs the same check on its fixed
+base-policy sample at fit start.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_warn
 
 from propel.errors import ConfigError
-from propel.probes.gate import FloorCheck, check_floor
+from propel.probes.gate import MAX_BELOW, FloorCheck, check_floor
 
 ACTIONS = ("warn", "stop")
 
@@ -39,16 +41,18 @@ def act_on_floor(check: FloorCheck, name: str, action: str, trainer) -> None:
 
 
 class RewardFloorCheck(Callback):
-    """Compare each floored reward component's mean valid reward with its floor on the step's rollouts.
+    """Measure the share of valid samples under each floored reward component's floor on the step's rollouts.
 
     Reads the module's reward components (``pl_module.reward``, a ``CombinedReward``) for their ``floor`` (e.g.
     ``ProbeReward.floor``, ``SolverInLoopReward.floor``) and the step's ``rollout_state`` for their values.
 
     Args:
         every_n_steps: check the first step and then every this many steps.
-        action: ``warn`` (default) or ``stop`` (warn, then end training) when valid samples score below the floor.
+        action: ``warn`` (default) or ``stop`` (warn, then end training) when too many valid samples score below
+            the floor.
         components: names of the components to check; None checks every component that has a floor.
         log_prefix: metric prefix (``<prefix>/<component>/mean_valid``, ``.../floor``, ``.../below``).
+        max_below: largest share of valid samples under a component's floor (+ its ``floor_margin``) that passes.
     """
 
     def __init__(
@@ -57,9 +61,13 @@ class RewardFloorCheck(Callback):
         action: str = "warn",
         components: Sequence[str] | None = None,
         log_prefix: str = "reward_floor",
+        max_below: float = MAX_BELOW,
     ) -> None:
         if every_n_steps < 1:
             raise ConfigError(f"every_n_steps must be >= 1, got {every_n_steps}")
+        if not 0.0 <= max_below < 1.0:
+            raise ConfigError(f"max_below must be in [0, 1), got {max_below}")
+        self.max_below = max_below
         self.every_n_steps, self.action = every_n_steps, check_action(action)
         self.components = None if components is None else list(components)
         self.log_prefix = log_prefix
@@ -92,7 +100,8 @@ class RewardFloorCheck(Callback):
         valid = torch.tensor([bool(s.valid) and s.infra_error is None for s in state.samples])
         metrics = {}
         for comp in self._floored(pl_module):
-            check = check_floor(state.rewards.components[comp.name], valid, comp.floor)
+            margin = getattr(comp, "floor_margin", 0.0)
+            check = check_floor(state.rewards.components[comp.name], valid, comp.floor, margin, self.max_below)
             self.checks.append((state.step, comp.name, check))
             metrics.update(check.metrics(f"{self.log_prefix}/{comp.name}"))
             act_on_floor(check, f"reward {comp.name!r} at step {state.step}", self.action, trainer)

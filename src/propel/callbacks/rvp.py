@@ -46,8 +46,9 @@ class RVPSelection(Callback):
         valid: ``[num_contexts][G]`` validity of the generations, read by reward components' gates (default: all
             valid).
         min_within: warn at fit start when the within-group variance is below this (a near-constant reward).
-        floor_action: when ``reward_fn`` has a ``floor`` (``ProbeReward``) and the sample's valid generations score
-            below it on average at fit start: ``warn`` (default) or ``stop`` (warn, then end training).
+        floor_action: when ``reward_fn`` has a ``floor`` (``ProbeReward``) and more than
+            ``probes.gate.MAX_BELOW`` of the sample's valid generations score below it at fit start: ``warn``
+            (default) or ``stop`` (warn, then end training).
         log_prefix: metric name prefix.
     """
 
@@ -110,7 +111,7 @@ class RVPSelection(Callback):
             floor = getattr(self.reward_fn, "floor", None)
             if floor is not None:
                 valid = torch.tensor([s.valid for s in self.samples])
-                self.floor_check = check_floor(rewards, valid, floor)
+                self.floor_check = check_floor(rewards, valid, floor, getattr(self.reward_fn, "floor_margin", 0.0))
                 metrics.update(self.floor_check.metrics(f"{self.log_prefix}/floor"))
                 act_on_floor(self.floor_check, "RVP sample at fit start", self.floor_action, trainer)
             metrics.update({f"{self.log_prefix}/overall": overall, f"{self.log_prefix}/within": within})

@@ -4,8 +4,10 @@
 ``gated_reward``, so a probe is selected on the reward the policy will actually be trained with.
 
 The invalid floor must be the worst outcome: an invalid task that out-scores valid ones teaches the generator to be
-invalid. ``default_floor`` is the one rule for it (below every member's recorded minimum logit), and ``check_floor``
-is the one test that the rule held on real samples.
+invalid. ``default_floor`` is the one rule for it (below every member's recorded minimum logit); since on-policy
+valid tasks can still score lower than anything in the pool, the hard gate lifts a valid task's reward to at least
+the floor + ``VALID_MARGIN``, and ``check_floor`` measures how many valid samples needed that (the share under the
+floor, not the mean: a mean can sit far above the floor while a third of the valid tasks sit under it).
 """
 
 from __future__ import annotations
@@ -19,8 +21,21 @@ import torch
 from torch import Tensor
 
 PROBE_MODES = ("hard_gate", "soft_gate", "probe_only")
-"""``hard_gate``: valid -> logit, invalid -> penalty (default); ``soft_gate``: valid -> clipped probability,
-invalid -> penalty; ``probe_only``: the logit for every sample, validity ignored."""
+"""``hard_gate``: valid -> logit (at least penalty + ``VALID_MARGIN``), invalid -> penalty (default); ``soft_gate``:
+valid -> clipped probability, invalid -> penalty; ``probe_only``: the logit for every sample, validity ignored."""
+VALID_MARGIN = 0.5
+"""Least a valid task out-scores an invalid one under the hard gate: its reward is ``max(logit, floor + margin)``.
+Half of ``MIN_MARGIN`` (the default floor's least distance below the pool minimum), so the clamp only lifts logits
+well under anything the pool held, and a valid task always beats an invalid one by half a logit."""
+MAX_BELOW = 0.1
+"""Largest share of valid samples under the floor (+ margin) a ``FloorCheck`` accepts: past it the floor sits inside
+the on-policy range (those tasks' rewards are clamped together, or beaten by invalid ones)."""
+
+
+def floor_margin(mode: str) -> float:
+    """The margin above the floor the gate lifts valid rewards to: ``VALID_MARGIN`` for the hard gate, else 0 (the
+    soft gate's probabilities are bounded by its clip; ``probe_only`` has no floor)."""
+    return VALID_MARGIN if mode == "hard_gate" else 0.0
 
 
 def check_gate(mode: str, soft_clip: tuple[float, float]) -> tuple[float, float]:
@@ -45,11 +60,13 @@ def gated_reward(
     mode: str = "hard_gate",
     invalid_penalty: float = -1.0,
     soft_clip: tuple[float, float] = (0.0, 1.0),
+    margin: float = VALID_MARGIN,
 ) -> Tensor:
     """Rewards [N] (float32) from probe logits [N] and validity [N].
 
     Logits where ``needs_logit`` is false are never read (they may be NaN: the probe need not score invalid tasks).
-    The ``invalid_penalty`` must be the worst outcome: below the probe's logit range on valid tasks.
+    The ``invalid_penalty`` must be the worst outcome: the hard gate makes it so, lifting a valid task's logit to at
+    least ``invalid_penalty + margin``.
     """
     low, high = check_gate(mode, soft_clip)
     logits = torch.as_tensor(logits).float().reshape(-1)
@@ -58,7 +75,10 @@ def gated_reward(
         raise ValueError(f"logits and valid differ in length: {logits.numel()} vs {valid.numel()}")
     if mode == "probe_only":
         return logits.clone()
-    score = torch.sigmoid(logits).clamp(low, high) if mode == "soft_gate" else logits
+    if mode == "soft_gate":
+        score = torch.sigmoid(logits).clamp(low, high)
+    else:
+        score = logits.clamp(min=float(invalid_penalty) + float(margin))
     return torch.where(valid, score, torch.full_like(score, float(invalid_penalty)))
 
 
@@ -130,39 +150,50 @@ def default_floor(
 
 @dataclass(frozen=True)
 class FloorCheck:
-    """Mean reward of valid samples against the invalid floor, on one batch of samples."""
+    """The share of valid samples under the invalid floor, on one batch of samples."""
 
     mean_valid: float
-    """Mean reward of the valid samples (NaN when there are none)."""
+    """Mean reward of the valid samples (NaN when there are none): logged, not judged."""
     floor: float
     """The reward invalid samples get."""
     below: float
-    """Share of valid samples scoring at or below the floor."""
+    """Share of valid samples scoring at or below ``floor + margin`` (under the hard gate: those whose logit fell
+    there, lifted to it by the clamp)."""
     n_valid: int
+    margin: float = 0.0
+    """What the reward's gate lifts valid rewards to above the floor (``floor_margin``)."""
+    max_below: float = MAX_BELOW
+    """Largest ``below`` that passes."""
 
     @property
     def ok(self) -> bool:
-        """False when valid samples score, on average, no better than invalid ones."""
-        return self.n_valid == 0 or self.mean_valid > self.floor
+        """False when more than ``max_below`` of the valid samples sit under the floor (+ margin)."""
+        return self.n_valid == 0 or self.below <= self.max_below
 
     def message(self, name: str = "reward") -> str:
+        where = f"{self.floor:.3f}" + (f" + margin {self.margin:g}" if self.margin else "")
         return (
-            f"{name}: valid samples score below the invalid floor (mean valid reward {self.mean_valid:.3f} <= floor "
-            f"{self.floor:.3f}; {self.below:.0%} of {self.n_valid} valid samples at or below it), so being invalid "
-            "pays better than being valid: lower invalid_penalty or leave it unset for the probe's default floor"
+            f"{name}: {self.below:.0%} of {self.n_valid} valid samples score below the invalid floor {where} (more "
+            f"than {self.max_below:.0%}; mean valid reward {self.mean_valid:.3f}), so the reward cannot rank them "
+            "above invalid tasks: lower invalid_penalty or leave it unset for the probe's default floor"
         )
 
     def metrics(self, prefix: str) -> dict[str, float]:
         return {f"{prefix}/mean_valid": self.mean_valid, f"{prefix}/floor": self.floor, f"{prefix}/below": self.below}
 
 
-def check_floor(rewards: Tensor, valid: Tensor, floor: float) -> FloorCheck:
-    """Compare the valid samples' rewards [N] (validity [N]) with ``floor``."""
+def check_floor(
+    rewards: Tensor, valid: Tensor, floor: float, margin: float = 0.0, max_below: float = MAX_BELOW
+) -> FloorCheck:
+    """Compare the valid samples' rewards [N] (validity [N]) with ``floor + margin`` (``margin``: the reward's
+    ``floor_margin``, 0 for a reward that does not clamp)."""
     r = torch.as_tensor(rewards).detach().double().flatten()
     v = torch.as_tensor(valid).bool().flatten()
     if r.shape != v.shape:
         raise ValueError(f"rewards and valid differ in length: {r.numel()} vs {v.numel()}")
     vr = r[v & torch.isfinite(r)]
     if vr.numel() == 0:
-        return FloorCheck(math.nan, float(floor), 0.0, 0)
-    return FloorCheck(float(vr.mean()), float(floor), float((vr <= floor).double().mean()), int(vr.numel()))
+        return FloorCheck(math.nan, float(floor), 0.0, 0, float(margin), float(max_below))
+    line = float(floor) + float(margin) + 1e-6  # float32 rewards lifted to exactly floor + margin count as under
+    below = float((vr <= line).double().mean())
+    return FloorCheck(float(vr.mean()), float(floor), below, int(vr.numel()), float(margin), float(max_below))

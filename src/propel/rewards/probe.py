@@ -23,7 +23,7 @@ from typing import Protocol
 
 import torch
 
-from propel.probes.gate import PROBE_MODES, check_gate, default_floor, gated_reward, needs_logit
+from propel.probes.gate import PROBE_MODES, check_gate, default_floor, floor_margin, gated_reward, needs_logit
 from propel.rewards.base import Reward, RewardContext
 from propel.rollouts.record import Sample
 
@@ -88,9 +88,10 @@ class ProbeReward(Reward):
         constraint: folder of an auxiliary probe (e.g. trained on adversarially mined false positives, see
             ``propel.callbacks.adversarial``): the score becomes ``min(main, auxiliary)``.
         reference_model: the reference model for ``artifact``; None uses the one recorded in the artifact.
-        mode: ``hard_gate`` (default; invalid -> ``invalid_penalty``, valid -> logit), ``soft_gate`` (valid ->
-            ``clip(p, *soft_clip)`` with ``p`` the probe's calibrated probability, invalid -> ``invalid_penalty``)
-            or ``probe_only`` (logit for every sample, validity ignored).
+        mode: ``hard_gate`` (default; invalid -> ``invalid_penalty``, valid -> logit, lifted to at least
+            ``invalid_penalty + probes.gate.VALID_MARGIN`` so a valid task always out-scores an invalid one),
+            ``soft_gate`` (valid -> ``clip(p, *soft_clip)`` with ``p`` the probe's calibrated probability, invalid ->
+            ``invalid_penalty``) or ``probe_only`` (logit for every sample, validity ignored).
         invalid_penalty: reward of invalid samples in the gated modes; None (default) sets it below every probe's
             recorded pool minimum logit (``propel.probes.gate.default_floor``: the minimum minus one interquartile
             range, at least 1; ``soft_gate``: ``soft_clip[0] - 1``); probes without recorded quantiles fall back to
@@ -175,6 +176,12 @@ class ProbeReward(Reward):
             names, quantiles = self._quantiles()
             self._floor = default_floor(quantiles, self.mode, self.soft_clip, names)
         return self._floor
+
+    @property
+    def floor_margin(self) -> float:
+        """How far above ``floor`` the gate lifts a valid task's reward (``probes.gate.floor_margin``): what
+        ``RewardFloorCheck`` counts valid samples under."""
+        return floor_margin(self.mode)
 
     def _quantiles(self) -> tuple[list[str], list[dict | None]]:
         """Every scored probe's recorded pool quantiles (None where it has none), with a name for warnings."""
