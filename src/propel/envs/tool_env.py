@@ -2,7 +2,9 @@
 
 The task is a ``Context`` whose ``data`` holds the workspace's starting ``files``, a ``verify`` shell command that
 exits 0 when the task is solved (a test suite, a file check) and ``collect``, the workspace files handed back when the
-episode ends (read before the verifier runs, for a grader outside the environment: labeling's agent solver trials).
+episode ends (read before the verifier runs, for a grader outside the environment: labeling's agent solver trials),
+and optionally ``collect_whole``: the task needs those files whole (SWE rebuilds a diff from them), so a collection
+cut at ``max_collect_chars`` ends the episode as an infrastructure failure instead of handing back cut text.
 The verifier runs in the workspace when the episode ends, whatever ended it. Every command runs in the episode's
 ``Session`` of the trainer's sandbox (a container per episode with Docker, a bubblewrapped host folder locally) under
 a per-command timeout; long output is cut with a marker; a turn and a wall-time budget bound the episode. Whatever
@@ -54,7 +56,8 @@ class ToolEnv(AgentEnv):
         command_timeout_s: per-command limit (``bash``, ``read_file``); the command is killed past it.
         max_output_chars: observation text kept per command; the rest is replaced by a marker saying how much.
         verify_timeout_s: limit of the verifier command.
-        max_collect_chars: text kept of each collected file (longer files are cut; the cut is recorded).
+        max_collect_chars: text kept of each collected file (longer files are cut; the cut is recorded, and is an
+            infrastructure failure for a task whose ``data["collect_whole"]`` is set).
         malformed_call_reward: per-turn reward of an action that is not a valid tool call (e.g. -0.1 teaches a
             small model the call format; 0 gives none). Summed by ``propel.rewards.TurnRewards``.
         limits: the session's other limits (memory, processes, file size); the sandbox's defaults when None.
@@ -213,6 +216,13 @@ class ToolEnv(AgentEnv):
         """Collect the task's files, run the verifier in the workspace and end the episode with its reward."""
         data = self._context.data if self._context else {}
         self._state.files, cut = self._collect(data.get("collect", []))
+        if cut and data.get("collect_whole"):  # cut text is not the workspace: nothing may be graded or diffed on it
+            self._state.verifier = {"passed": False, "collect_truncated": cut}
+            shown = ", ".join(cut[:3]) + (f" and {len(cut) - 3} more" if len(cut) > 3 else "")
+            return self._fail(
+                f"collected files cut at max_collect_chars={self.max_collect_chars} ({shown}) but the task needs them "
+                "whole: raise ToolEnv max_collect_chars"
+            )
         verify = data.get("verify")
         verdict = {"passed": False}
         if verify:

@@ -49,3 +49,47 @@ def test_scripted_generator_and_solver_episodes(swe_repo, sandbox):
     assert "-        return self.converter(string[::-1])" in repair
     assert validator.grade_repair(bug, repair).solved
     assert not validator.grade_repair(bug, episode_diff(fix, {})).solved  # an idle solver solves nothing
+
+
+def test_a_truncated_collection_is_an_infrastructure_error_never_a_diff(sandbox, tokenizer):
+    """ToolEnv cuts collected files at max_collect_chars (100,000 by default) and tabulate's module is 108 kB: an
+    episode that leaves it untouched must not yield a diff deleting its tail (a repair graded as a broken suite, a
+    generator scored on a bug it never wrote). The episode is an infrastructure failure, and the domain refuses to
+    make a diff, a bug or a grade of such a collection."""
+    import pytest
+
+    from propel.domains.base import Task
+    from propel.domains.swe.checkout import checkout
+    from propel.domains.swe.domain import SweDomain
+    from propel.domains.swe.repos import get_repo
+
+    profile = get_repo("tabulate")
+    root = checkout(profile)
+    gen = generator_context(profile, root)
+    env = ToolEnv(max_turns=2, command_timeout_s=60.0, time_limit_s=300.0)
+    env.reset(gen, sandbox)
+    obs = env.step(_call("submit"))
+    assert obs.done and obs.finish_reason == "error"
+    assert "tabulate/__init__.py" in env.state.infra_error and "max_collect_chars" in env.state.infra_error
+
+    from propel.engines.base import SamplingSpec
+    from propel.engines.scripted import ScriptedEngine
+    from propel.rollouts.episodes import EpisodeRunner
+
+    runner = EpisodeRunner(ScriptedEngine(tokenizer, lambda p: _call("submit")), ToolEnv, sandbox)
+    ((sample,),), _ = runner.run([gen], SamplingSpec(n=1, max_new_tokens=64))
+    assert "max_collect_chars" in sample.infra_error and not sample.valid  # left out of the group statistics
+
+    from propel.domains.swe.episodes import TruncatedCollection
+
+    module = (root / "tabulate/__init__.py").read_text()
+    cut = {
+        "files": {"tabulate/__init__.py": module[:100_000]},
+        "verifier": {"collect_truncated": ["tabulate/__init__.py"]},
+    }
+    domain = SweDomain(repos=["tabulate"])
+    with pytest.raises(TruncatedCollection, match="tabulate/__init__.py"):
+        domain.episode_completion(gen, cut)
+    task = Task(domain="swe", data={"repo": "tabulate", "diff": "", "failing": ["test_x"]})
+    with pytest.raises(TruncatedCollection, match="tabulate/__init__.py"):
+        domain.agent_grade(task, [cut], None)

@@ -22,7 +22,13 @@ from typing import Any
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
 from propel.domains.swe.checkout import checkout
 from propel.domains.swe.diffs import apply_diff
-from propel.domains.swe.episodes import episode_diff, generator_contexts, generator_prompt, solver_context
+from propel.domains.swe.episodes import (
+    collected_files,
+    episode_diff,
+    generator_contexts,
+    generator_prompt,
+    solver_context,
+)
 from propel.domains.swe.mutations import generate_bugs
 from propel.domains.swe.prepare import load_manifest
 from propel.domains.swe.repos import SPLITS, RepoProfile, get_repo
@@ -233,9 +239,11 @@ class SweDomain(Domain):
         return self._grade(task, list(completions), sandbox)
 
     def agent_grade(self, task: Task, artifacts: Sequence[dict[str, Any]], sandbox: Sandbox | None) -> list[bool]:
-        """Repair episodes: the diff of the library files each episode left, graded by ``grade_repair``."""
+        """Repair episodes: the diff of the library files each episode left, graded by ``grade_repair``; a cut
+        collection raises ``TruncatedCollection`` (never a diff)."""
+        files = [collected_files(a) for a in artifacts]
         start = self.agent_context(task, "grade")
-        return self._grade(task, [episode_diff(start, a.get("files") or {}) for a in artifacts], sandbox)
+        return self._grade(task, [episode_diff(start, f) for f in files], sandbox)
 
     def _grade(self, task: Task, repairs: list[str], sandbox: Sandbox | None) -> list[bool]:
         if sandbox is None:
@@ -269,8 +277,8 @@ class SweDomain(Domain):
 
     def episode_completion(self, context: Context, artifacts: dict[str, Any], turns: Sequence[str] = ()) -> str:
         """A generator episode's bug: the diff of the library files it left, against its clean checkout, with the
-        episode's assistant turns (what the trajectory probe reads)."""
-        diff = episode_diff(context, artifacts.get("files") or {})
+        episode's assistant turns (what the trajectory probe reads); a cut collection raises ``TruncatedCollection``."""
+        diff = episode_diff(context, collected_files(artifacts))
         return bug_record(context.data["repo"], diff, list(turns) or None)
 
 

@@ -20,10 +20,27 @@ from propel.domains.swe.diffs import unified_diff
 from propel.domains.swe.prompts import GENERATOR_PROMPT, SOLVER_PROMPT
 from propel.domains.swe.repos import RepoProfile, get_repo
 from propel.engines.base import Prompt
+from propel.errors import PropelError
 from propel.testsuite.vendor import ZIP_NAME, testlib_zip
 
 MAX_FAILING_SHOWN = 10
 """Failing test ids listed in a solver's prompt (the rest are summarised)."""
+
+
+class TruncatedCollection(PropelError):
+    """An episode's collected files were cut (``ToolEnv`` ``max_collect_chars``): they are not the workspace, so no
+    diff, bug or grade may be made of them (the episode is an infrastructure failure, not the policy's doing)."""
+
+
+def collected_files(artifacts: Mapping) -> Mapping[str, str | None]:
+    """The files an episode left (``Sample.artifacts["files"]``), refusing a collection the environment cut."""
+    cut = (artifacts.get("verifier") or {}).get("collect_truncated")
+    if cut:
+        raise TruncatedCollection(
+            f"the episode's collected files were cut ({', '.join(map(str, cut))}): a diff of them would delete what "
+            "was cut; raise ToolEnv max_collect_chars"
+        )
+    return artifacts.get("files") or {}
 
 
 def suite_command(profile: RepoProfile) -> str:
@@ -52,7 +69,7 @@ def _context(context_id: str, profile: RepoProfile, text: str, files: Mapping[st
         id=context_id,
         prompt=Prompt(messages=[{"role": "user", "content": text}]),
         group=profile.name,
-        data={"repo": profile.name, "files": files, "collect": _collect(profile, files)},
+        data={"repo": profile.name, "files": files, "collect": _collect(profile, files), "collect_whole": True},
     )
 
 
