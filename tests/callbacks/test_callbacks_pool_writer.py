@@ -39,7 +39,8 @@ def test_parts_are_fsynced_before_and_after_the_rename(tmp_path, monkeypatch):
     events = _track(monkeypatch)
     row = dict(id="t1", group="g", domain="d", context="{}", completion="c", task=None, valid=True, reason="ok")
     part = write_part(tmp_path / "pool", [row])
-    tmp = str(part.with_name("." + part.name + ".tmp"))
+    tmp = events[0][1]
+    assert os.path.basename(tmp).startswith("." + part.name) and tmp.endswith(".tmp")
     assert events == [("fsync", tmp), ("replace", tmp), ("fsync", str(tmp_path / "pool"))]
     assert read_pool(tmp_path / "pool")["id"].tolist() == ["t1"]
 
@@ -50,6 +51,7 @@ def test_trajectory_files_are_fsynced_before_and_after_the_rename(tmp_path, monk
 
     events = _track(monkeypatch)
     path = write_trajectories([Sample(prompt="p", completion="c")], tmp_path / "traj" / "step-1.parquet")
-    tmp = str(path.with_name(f".{path.name}.tmp-{os.getpid()}"))
+    tmp = events[0][1]
+    assert os.path.basename(tmp).startswith("." + path.name) and tmp.endswith(".tmp")
     assert events == [("fsync", tmp), ("replace", tmp), ("fsync", str(tmp_path / "traj"))]
     assert [s.completion for s in read_trajectories(path)] == ["c"]

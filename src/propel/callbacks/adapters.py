@@ -6,12 +6,11 @@ Lightning checkpoints hold the adapter too, but as a training state; a peft fold
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import lightning.pytorch as pl
 
-from propel.durable import fsync
+from propel.durable import publish_dir
 from propel.errors import ConfigError
 from propel.lit_modules.policy import LoRAPolicyModule
 
@@ -19,18 +18,13 @@ from propel.lit_modules.policy import LoRAPolicyModule
 def save_adapter(policy, tokenizer, directory: str | Path) -> Path:
     """Write ``policy``'s adapter (and ``tokenizer``) into ``directory`` atomically and durably (temp folder, fsync,
     rename, fsync of the parent)."""
-    directory = Path(directory)
-    tmp = directory.with_name("." + directory.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    policy.save_pretrained(str(tmp))
-    if tokenizer is not None:
-        tokenizer.save_pretrained(str(tmp))
-    for f in (f for f in tmp.rglob("*") if f.is_file()):
-        fsync(f)  # on disk before the rename names the folder finished
-    shutil.rmtree(directory, ignore_errors=True)
-    tmp.rename(directory)
-    fsync(directory.parent)
-    return directory
+
+    def save(folder: Path) -> None:
+        policy.save_pretrained(str(folder))
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(folder))
+
+    return publish_dir(save, directory)
 
 
 class AdapterSaver(pl.Callback):

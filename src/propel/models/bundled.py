@@ -7,11 +7,9 @@ load dequantized float tensors from the GGUF file, tie the embeddings and save a
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
+from propel.durable import publish_dir
 from propel.errors import ModelNotFoundError
 from propel.paths import cache_dir
 
@@ -53,19 +51,11 @@ def convert_gguf_to_hf(gguf_path: Path, out_dir: Path, dtype: str = "bfloat16") 
     model = model.to(getattr(torch, dtype))
     tokenizer = AutoTokenizer.from_pretrained(src_dir, gguf_file=name)
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp-", dir=out_dir.parent))
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        if out_dir.exists():  # another process won the race; keep theirs
-            shutil.rmtree(tmp)
-        else:
-            os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir
+    def save(folder: Path) -> None:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+
+    return publish_dir(save, out_dir, keep_existing=True)  # another process that won the race keeps its folder
 
 
 def bundled_model_dir(alias: str) -> Path:

@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from propel.durable import write_json
 from propel.errors import ConfigError, PropelError
 from propel.pipeline.config import PipelineConfig
-from propel.pipeline.probe_job import write_json
 from propel.pipeline.stages import read_summary, run_grpo, write_config
 
 TOPIC_SOURCES = ("mined", "evaluation")

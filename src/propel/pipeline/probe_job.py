@@ -7,13 +7,13 @@ Selection breaks ties with RVP measured on a fixed base-policy sample scored by 
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from propel.domains.base import Domain
+from propel.durable import write_json
 from propel.errors import ConfigError
 from propel.probes.sweep import SweepConfig
 
@@ -225,14 +225,6 @@ class ProbeJob:
         }
         write_json(out / SUMMARY, summary)
         return summary
-
-
-def write_json(path: Path, data: dict) -> None:
-    """Atomic JSON write (a crash never leaves half a summary that would mark a stage done)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    tmp.replace(path)
 
 
 def probe_parser():

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from propel.durable import write_json
 from propel.pipeline.config import SUBCOMMANDS, PipelineConfig
-from propel.pipeline.probe_job import write_json
 
 
 def read_summary(cfg: PipelineConfig, stage: str) -> dict | None:

@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from propel.durable import publish
+from propel.durable import write_with
 from propel.pools.schema import COLUMNS, SCHEMA
 
 
@@ -57,6 +57,4 @@ def write_part(output_dir: str | Path, rows: list[dict], schema: pa.Schema = SCH
     table = pa.Table.from_pylist(rows, schema=schema)
     tag = zlib.crc32("\n".join(r["id"] for r in rows).encode())
     final = output_dir / f"part-{time.time_ns()}-r{rank}-{tag:08x}.parquet"
-    tmp = final.with_name("." + final.name + ".tmp")
-    pq.write_table(table, tmp)
-    return publish(tmp, final)  # a power loss keeps no torn part
+    return write_with(final, lambda tmp: pq.write_table(table, tmp))  # a power loss keeps no torn part

@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from propel.durable import write_json
 from propel.errors import ConfigError
 from propel.pools.io import pool_parts
 
@@ -124,7 +124,5 @@ def check_manifest(folder: str | Path, settings: dict, what: str = "output folde
         from warnings import warn
 
         warn(f"{folder} has rows but no {MANIFEST} (an older run): its settings cannot be checked", stacklevel=2)
-    tmp = path.with_name(f".{MANIFEST}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(settings, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    write_json(path, settings, indent=1, sort_keys=True)
     return True

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from propel.durable import write_json, write_with
 from propel.probes.extraction import ActivationExtractor, feature_key
 from propel.probes.fingerprint import reference_fingerprint
 
@@ -92,15 +92,11 @@ class ActivationCache:
 
 
 def _write_atomic(obj, path: Path) -> None:
-    tmp = path.with_suffix(".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    write_with(path, lambda tmp: torch.save(obj, tmp))
 
 
 def _write_meta(root: Path, meta: dict) -> None:
-    tmp = root / (META + ".tmp")
-    tmp.write_text(json.dumps(meta))
-    os.replace(tmp, root / META)
+    write_json(root / META, meta, indent=None)
 
 
 def extract_to_cache(

@@ -11,7 +11,6 @@ Files are written under a temporary name and renamed, so a kill never leaves hal
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -20,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from propel.domains.base import Context
-from propel.durable import publish
+from propel.durable import write_with
 from propel.engines.base import Prompt
 from propel.rollouts.record import Sample, Turn
 
@@ -108,13 +107,9 @@ def _row(s: Sample) -> dict:
 
 
 def write_trajectories(samples: Sequence[Sample], path: str | Path) -> Path:
-    """Write ``samples`` to one Parquet file, atomically and durably (``propel.durable.publish``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``samples`` to one Parquet file, atomically and durably (``propel.durable.write_with``)."""
     table = pa.Table.from_pylist([_row(s) for s in samples], schema=SCHEMA)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    pq.write_table(table, tmp)
-    return publish(tmp, path)
+    return write_with(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def read_trajectories(path: str | Path) -> list[Sample]:

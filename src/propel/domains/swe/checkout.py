@@ -14,12 +14,12 @@ import os
 import shutil
 import subprocess
 import tarfile
-import tempfile
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 from propel.domains.swe.repos import RepoProfile
+from propel.durable import publish_dir, write_with
 from propel.errors import PropelError
 from propel.paths import cache_dir
 
@@ -65,20 +65,21 @@ def fetch_sdist(profile: RepoProfile, cache: str | os.PathLike | None = None) ->
         if entry is None:
             raise FetchError(f"{profile.archive} is not on {page}; check the profile's version")
         url = urllib.parse.urljoin(page, entry["url"])
-        with (
-            tempfile.NamedTemporaryFile(dir=target.parent, delete=False) as tmp,
-            urllib.request.urlopen(url, timeout=120) as response,
-        ):
-            shutil.copyfileobj(response, tmp)
+
+        def download(tmp: Path) -> None:
+            with open(tmp, "wb") as out, urllib.request.urlopen(url, timeout=120) as response:
+                shutil.copyfileobj(response, out)
+            got = _sha256(tmp)
+            if got != profile.sha256:
+                raise FetchError(f"{profile.archive} has sha256 {got}, the profile pins {profile.sha256}")
+
+        write_with(target, download)
+    except FetchError:
+        raise
     except (OSError, ValueError, KeyError) as e:
         raise FetchError(
             f"cannot fetch {profile.archive} from {page}: {e} (set PROPEL_PYPI_SIMPLE for a mirror)"
         ) from e
-    got = _sha256(Path(tmp.name))
-    if got != profile.sha256:
-        os.unlink(tmp.name)
-        raise FetchError(f"{profile.archive} has sha256 {got}, the profile pins {profile.sha256}")
-    os.replace(tmp.name, target)
     return target
 
 
@@ -88,21 +89,21 @@ def checkout(profile: RepoProfile, cache: str | os.PathLike | None = None) -> Pa
     if (target / CLEAN_MARK).exists():
         return target
     archive = fetch_sdist(profile, cache)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    build = Path(tempfile.mkdtemp(dir=target.parent))
-    try:
+
+    def build(folder: Path) -> None:
+        unpacked = folder / ".sdist"
         with tarfile.open(archive) as tar:
-            tar.extractall(build, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-        (top,) = list(build.iterdir())  # an sdist holds one folder, name-version
-        git(top, "init", "-q", "-b", "main")
-        git(top, "add", "-A")
-        git(top, "commit", "-q", "--no-gpg-sign", "-m", f"{profile.key} from its PyPI sdist")
-        (top / CLEAN_MARK).write_text(profile.sha256 + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(top, target)
-    finally:
-        shutil.rmtree(build, ignore_errors=True)
+            tar.extractall(unpacked, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        (top,) = list(unpacked.iterdir())  # an sdist holds one folder, name-version
+        for entry in top.iterdir():
+            os.replace(entry, folder / entry.name)
+        shutil.rmtree(unpacked)
+        git(folder, "init", "-q", "-b", "main")
+        git(folder, "add", "-A")
+        git(folder, "commit", "-q", "--no-gpg-sign", "-m", f"{profile.key} from its PyPI sdist")
+        (folder / CLEAN_MARK).write_text(profile.sha256 + "\n")
+
+    publish_dir(build, target)
     return target
 
 
