@@ -92,7 +92,7 @@ def run_propel(model: str, steps: int, engine: str = "hf") -> dict:
     module = GRPOModule(
         model=model,
         rewards=[FunctionReward("digits", lambda s: digits_reward(s.completion))],
-        lora=LoRASpec(r=16, alpha=32, dropout=0.05),
+        lora=LoRASpec(r=16, alpha=32),
         loss=LossSpec(loss_type="grpo", beta=0.04),
         group_size=GROUP,
         max_new_tokens=NEW_TOKENS,
@@ -131,7 +131,7 @@ def run_trl(model: str, steps: int, gradient_checkpointing: bool) -> dict:
     peft_config = LoraConfig(
         r=spec.r,
         lora_alpha=spec.alpha,
-        lora_dropout=spec.dropout,
+        lora_dropout=0.0,  # propel's adapters have none (propel.models.lora)
         target_modules=list(spec.target_modules),
         task_type="CAUSAL_LM",
     )

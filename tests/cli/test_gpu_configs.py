@@ -38,7 +38,7 @@ def test_gpu_config_parses_on_its_templates(capsys, name):
     assert init["dtype"] == "bfloat16" and init["engine_kwargs"]["dtype"] == "bfloat16"
     if command == "fit":
         assert init["model"] == "Qwen/Qwen3.5-4B" and init["lora"] == {
-            "r": 16, "alpha": 32, "dropout": 0.05, "target_modules": init["lora"]["target_modules"]
+            "r": 16, "alpha": 32, "target_modules": init["lora"]["target_modules"]
         }  # fmt: skip
         assert len(init["lora"]["target_modules"]) == 7 and cfg["trainer"]["precision"] == "bf16-mixed"
     else:

@@ -4,6 +4,11 @@ One process and two ranks can only give the same result if every prompt gets the
 sampled: ``PromptSeededHFEngine`` seeds the RNG from the prompt before sampling it, so a prompt's samples do not
 depend on which rank, batch or neighbours it has. It is the HF engine on the live policy otherwise (no importance
 correction, the same code path as ``engine: hf``).
+
+The turn-KL runs use scripted agent episodes with no sandbox: ``PlannedTasks`` gives each context of batch ``i``
+flags from a plan (``h``: its episodes get a hint on turn 0, ``f``: its reward is flat, ``b``: its environment fails
+at reset, an infrastructure error with no prompt ids, ``1``: the episode ends after one turn), so a test decides which
+rank has targets, kept rows or drift rows at each step.
 """
 
 from __future__ import annotations
@@ -15,24 +20,34 @@ from pathlib import Path
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from propel.domains.base import Context
+from propel.engines.base import Prompt
 from propel.engines.hf import HFEngine
+from propel.envs.base import AgentEnv, EpisodeState, Observation, TaskSource
+from propel.lit_modules.distill import TurnKLDistillModule
 from propel.lit_modules.grpo import GRPOModule
+from propel.lit_modules.grpo_turn_kl import GRPOTurnKLModule
 from propel.rewards.base import Reward
+from propel.rollouts.hints import Hint, HintSource
 
 
 class PromptSeededHFEngine(HFEngine):
-    """``HFEngine`` sampling one prompt per call, after ``torch.manual_seed(crc32(prompt))``."""
+    """``HFEngine`` sampling one prompt per call, after ``torch.manual_seed(crc32(prompt, k))``, ``k`` counting the
+    same prompt earlier in the call (the episodes of one group share their first prompt, and all of a group's
+    episodes are in the same call on whichever rank holds the group)."""
 
     def generate(self, prompts, sampling):
-        out = []
+        out, seen = [], {}
         for prompt in prompts:
-            torch.manual_seed(zlib.crc32(repr((prompt.text, prompt.messages, prompt.token_ids)).encode()))
+            key = repr((prompt.text, prompt.messages, prompt.token_ids))
+            k = seen[key] = seen.get(key, -1) + 1
+            torch.manual_seed(zlib.crc32((key + ("" if k == 0 else f"#{k}")).encode()))
             out.extend(super().generate([prompt], sampling))
         return out
 
 
-class PromptSeededGRPO(GRPOModule):
-    """``GRPOModule`` whose rollout engine is ``PromptSeededHFEngine`` on the live policy."""
+class PromptSeeded:
+    """Mixin for a ``LoRAPolicyModule``: its rollout engine is ``PromptSeededHFEngine`` on the live policy."""
 
     def configure_model(self) -> None:
         fresh = self.policy is None
@@ -41,25 +56,137 @@ class PromptSeededGRPO(GRPOModule):
             self.engine = PromptSeededHFEngine(self.policy, self.tokenizer)
 
 
+class PromptSeededGRPO(PromptSeeded, GRPOModule):
+    """``GRPOModule`` whose rollout engine is ``PromptSeededHFEngine`` on the live policy."""
+
+
+class PromptSeededGRPOTurnKL(PromptSeeded, GRPOTurnKLModule):
+    """``GRPOTurnKLModule`` whose rollout engine is ``PromptSeededHFEngine`` on the live policy."""
+
+
+class PromptSeededTurnKLDistill(PromptSeeded, TurnKLDistillModule):
+    """``TurnKLDistillModule`` whose rollout engine is ``PromptSeededHFEngine`` on the live policy."""
+
+
+class AdvantageRecord(PromptSeededGRPO):
+    """``PromptSeededGRPO`` that appends each optimization's advantages to ``<advantages_dir>/rank<r>.jsonl``."""
+
+    def __init__(self, advantages_dir: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.advantages_dir = Path(advantages_dir)
+
+    def _optimize(self, batch, share: float = 1.0):
+        self.advantages_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.advantages_dir / f"rank{self.global_rank}.jsonl", "a") as f:
+            f.write(json.dumps(batch.advantages.tolist()) + "\n")
+        return super()._optimize(batch, share)
+
+
+class ListedRewards(Reward):
+    """Reward: ``values[k]`` for the k-th completion of the step's global batch, k counted from the context's index
+    in its batch (``context.data["index"]``) and the completion's place in its group."""
+
+    name = "listed"
+
+    def __init__(self, values: list[float], group_size: int) -> None:
+        self.values, self.g = values, group_size
+
+    def __call__(self, samples):
+        seen: dict[str, int] = {}
+        out = []
+        for s in samples:
+            k = seen[s.context.id] = seen.get(s.context.id, -1) + 1
+            out.append(self.values[int(s.context.data["index"]) * self.g + k])
+        return torch.tensor(out)
+
+
+# ------------------------------------------------------------------------------------- planned agent episodes
+class PlannedTasks(TaskSource):
+    """Contexts whose ``data["flags"]`` come from ``plan[seed][i]`` (batch ``seed`` of a stream seeded 0)."""
+
+    def __init__(self, plan: list[list[str]]) -> None:
+        self.plan = plan
+
+    def contexts(self, n: int, seed: int = 0) -> list[Context]:
+        flags = self.plan[seed % len(self.plan)]
+        prompts = [Prompt(messages=[{"role": "user", "content": f"Say a word about t{seed}-{i}."}]) for i in range(n)]
+        return [Context(f"t{seed}-{i}", prompts[i], data={"flags": flags[i], "index": i}) for i in range(n)]
+
+
+class PlannedEnv(AgentEnv):
+    """Two turns (one with flag ``1``): the first answered by a tool error, the second ends the episode. Flag ``b``
+    fails at reset (an infrastructure error before any token)."""
+
+    def __init__(self) -> None:
+        self._state = EpisodeState()
+
+    @property
+    def state(self) -> EpisodeState:
+        return self._state
+
+    def reset(self, context, sandbox=None) -> Observation:
+        if "b" in context.data["flags"]:
+            raise OSError("the sandbox went away")
+        self.flags, self._state = context.data["flags"], EpisodeState(episode_id=context.id)
+        return Observation(role="user", messages=list(context.prompt.messages))
+
+    def step(self, action: str) -> Observation:
+        self._state.step_count += 1
+        if self._state.step_count >= (1 if "1" in self.flags else 2):
+            return self.end("submitted")
+        return Observation("error: not a tool call", metadata={"error": "not a tool call"})
+
+    def end(self, finish_reason: str) -> Observation:
+        self._state.done, self._state.finish_reason, self._state.verifier = True, finish_reason, {"passed": False}
+        return Observation(done=True, reward=0.0, finish_reason=finish_reason)
+
+
+class PlannedHints(HintSource):
+    """A hint on turn 0 of every episode of a context flagged ``h``."""
+
+    def hints(self, sample) -> list[Hint]:
+        return [Hint(0, "answer with one tool call")] if "h" in sample.context.data["flags"] else []
+
+
+class PlannedVowels(Reward):
+    """The vowel share of the completion; 0 for every episode of a context flagged ``f`` (a zero-variance group)."""
+
+    name = "planned"
+
+    def __call__(self, samples):
+        return torch.tensor([0.0 if "f" in s.context.data["flags"] else _vowels(s.completion) for s in samples])
+
+
+def _vowels(text: str) -> float:
+    return sum(ch in "aeiou" for ch in text.lower()) / max(1, len(text))
+
+
 class VowelShare(Reward):
     """Reward: the share of a completion's characters that are vowels (varies within a group of random text)."""
 
     name = "vowels"
 
     def __call__(self, samples):
-        return torch.tensor(
-            [sum(ch in "aeiou" for ch in s.completion.lower()) / max(1, len(s.completion)) for s in samples]
-        )
+        return torch.tensor([_vowels(s.completion) for s in samples])
 
 
 class StepRecord(Callback):
     """After each training step: rank 0 appends the logged (rank-reduced) metrics to ``<dirpath>/metrics.jsonl``;
-    every rank appends the ids of the contexts it rolled out to ``<dirpath>/contexts-rank<r>.jsonl``."""
+    every rank appends the ids of the contexts it rolled out to ``<dirpath>/contexts-rank<r>.jsonl``. When training
+    ends, every rank saves its adapter (and EMA teacher) weights to ``<dirpath>/lora-rank<r>.pt``."""
 
     KEYS = ("train/loss", "train/reward/mean", "train/reward/std", "train/kl", "train/entropy", "train/valid_rate")
 
-    def __init__(self, dirpath: str):
+    def __init__(self, dirpath: str, keys: list[str] | None = None):
         self.dirpath = Path(dirpath)
+        self.keys = tuple(keys) if keys is not None else self.KEYS
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        weights = {k: v.detach().cpu() for k, v in pl_module.policy.named_parameters() if "lora_" in k}
+        ema = getattr(pl_module, "_ema", None)
+        ema = {k: v.detach().cpu() for k, v in ema.items()} if ema is not None else None
+        self.dirpath.mkdir(parents=True, exist_ok=True)
+        torch.save({"lora": weights, "ema": ema}, self.dirpath / f"lora-rank{trainer.global_rank}.pt")
 
     def _append(self, name: str, row: dict) -> None:
         self.dirpath.mkdir(parents=True, exist_ok=True)
@@ -74,9 +201,9 @@ class StepRecord(Callback):
         )
         if trainer.is_global_zero:
             m = trainer.callback_metrics
-            self._append("metrics.jsonl", {"step": step, **{k: float(m[k]) for k in self.KEYS if k in m}})
+            self._append("metrics.jsonl", {"step": step, **{k: float(m[k]) for k in self.keys if k in m}})
 
 
 def _groups(pl_module) -> list[list]:
-    samples, g = pl_module.rollout_state.samples, pl_module.hparams.group_size
+    samples, g = pl_module.rollout_state.samples, pl_module.sampling.n
     return [samples[i : i + g] for i in range(0, len(samples), g)]

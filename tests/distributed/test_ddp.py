@@ -29,9 +29,10 @@ TESTS = HERE.parent
 DDP = {"class_path": "lightning.pytorch.strategies.DDPStrategy", "init_args": {"process_group_backend": "gloo"}}
 
 
-def propel(*args: str, timeout: float = 400) -> subprocess.CompletedProcess:
-    """``python -m propel.cli ARGS`` in a new session (Lightning's DDP launcher re-runs it for rank 1); whatever is
-    left of the session (a rank whose partner was killed) is killed when it returns."""
+def propel(*args: str, timeout: float = 400, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``python -m propel.cli ARGS`` in a new session (Lightning's DDP launcher re-runs it for rank 1), in ``cwd``;
+    whatever is left of the session (a rank whose partner was killed, or both after ``timeout``) is killed when it
+    returns."""
     env = {k: v for k, v in os.environ.items() if k not in ("WANDB_SERVICE", "MASTER_PORT", "MASTER_ADDR")}
     extra = [str(HERE), str(TESTS / "cli"), str(TESTS / "lit_modules")]  # helpers, kill_switch, FixedTaskDomain
     env["PYTHONPATH"] = os.pathsep.join([*extra, env.get("PYTHONPATH", "")])
@@ -43,6 +44,7 @@ def propel(*args: str, timeout: float = 400) -> subprocess.CompletedProcess:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        cwd=cwd,
     )
     try:
         out, err = proc.communicate(timeout=timeout)

@@ -153,6 +153,30 @@ def test_importance_weights_for_an_engine_that_is_not_the_policy(tiny_model_dir,
     assert torch.equal(module._importance([lower], student, mask), 3.0 * mask)  # exp(5) capped at 3
 
 
+def test_importance_weights_are_per_sample(tiny_model_dir, tokenizer):
+    """Issue 38 item 10: a target without engine logprobs (e.g. a turn whose logprobs the engine did not return) gets
+    weight 1 on its own tokens; the other targets of the same micro-batch keep their correction."""
+    from propel.engines.scripted import ScriptedEngine
+    from propel.losses.logprobs import token_logprobs
+    from propel.rollouts.hints import TurnTarget
+
+    module = _module(tiny_model_dir, ErrorHints(), on_policy=True, importance_cap=3.0)
+    module.engine = ScriptedEngine(tokenizer, lambda p: "x")  # stands in for vLLM: not the live policy
+    prompt = module.splicer.splice(list(range(1, 5)) + module.splicer.header_ids, "")
+    short = tokenizer("hello there", add_special_tokens=False)["input_ids"]
+    long = tokenizer("hello there my friend", add_special_tokens=False)["input_ids"]
+    rows, lengths = [prompt + long, prompt + short], [len(long), len(short)]
+    with torch.no_grad():
+        student = module._turn_logits(rows, lengths, "student")
+    own, _ = token_logprobs(student[:1], torch.tensor([long]))
+    mask = module._mask(lengths)
+    known = TurnTarget(0, 0, "h", rows[0], rows[0], len(long), (own[0] - 5.0).tolist())  # exp(5) capped at 3
+    unknown = TurnTarget(1, 0, "h", rows[1], rows[1], len(short), None)
+    weights = module._importance([known, unknown], student, mask)
+    assert weights is not None
+    assert torch.equal(weights[0], 3.0 * mask[0]) and torch.equal(weights[1][mask[1].bool()], torch.ones(len(short)))
+
+
 def test_teachers_live_base_and_external(tiny_model_dir, tokenizer):
     """With the adapter moved away from zero: ``base`` (adapters off), ``external`` (the same base model loaded
     apart) and ``ema`` (the average, still at the initial adapter) give the base model's logits; ``live`` gives the

@@ -46,7 +46,7 @@ class Rows(Callback):
 
 def _fit(model_dir, steps, cls=GRPOTurnKLModule, tmp_path=None, ckpt_path=None, **kw):
     pl.seed_everything(0)
-    common = dict(model=str(model_dir), lora=LoRASpec(r=4, alpha=8, dropout=0.0), max_new_tokens=6,
+    common = dict(model=str(model_dir), lora=LoRASpec(r=4, alpha=8), max_new_tokens=6,
                   optimizer=_sgd, gradient_clip_val=0.0)  # fmt: skip
     if cls is TurnKLDistillModule:
         module = cls(episodes_per_context=2, control_hint=None, **common, **kw)
@@ -103,7 +103,7 @@ def test_no_targets_is_grpo_and_targets_add_the_distillation_update(tiny_model_d
 def _start(model_dir) -> dict[str, torch.Tensor]:
     """The adapter's initial weights, as ``_fit`` draws them."""
     pl.seed_everything(0)
-    module = GRPOModule(model=str(model_dir), lora=LoRASpec(r=4, alpha=8, dropout=0.0))
+    module = GRPOModule(model=str(model_dir), lora=LoRASpec(r=4, alpha=8))
     module.configure_model()
     return _lora(module)
 
@@ -131,3 +131,17 @@ def test_ema_teacher_averages_old_weights_and_resumes(tiny_model_dir, tmp_path):
     for k, v in _lora(straight).items():
         torch.testing.assert_close(_lora(resumed)[k], v, msg=k)
         torch.testing.assert_close(resumed._ema[k], straight._ema[k], msg=k)
+
+
+def test_ema_teacher_updates_after_a_step_without_targets(tiny_model_dir):
+    """Issue 38 item 5: the EMA teacher's time constant is in optimizer steps, so a GRPO step whose episodes named no
+    turn to target still moves the average toward the live weights."""
+    start = _start(tiny_model_dir)
+    first_turn = FunctionReward("first_turn", lambda s: sum(s.all_turns[0].token_ids) / 1e5)  # differs per episode
+    module, rows = _fit(tiny_model_dir, 1, hints=FunctionHints(lambda s: []), teacher="ema", ema_decay=0.75,
+                        rewards=[first_turn])  # fmt: skip
+    assert module.global_step == 1 and rows.rows[0]["train/distill/targets"] == 0.0
+    live = _lora(module)
+    assert any(not torch.equal(v, start[k]) for k, v in live.items())  # GRPO moved the adapter
+    for k, v in live.items():
+        torch.testing.assert_close(module._ema[k], 0.75 * start[k] + 0.25 * v, msg=k)

@@ -59,7 +59,7 @@ def fit_with_vllm(bundled_dir, max_steps: int, callbacks, **kwargs) -> GRPOModul
     module = GRPOModule(
         model=str(bundled_dir),
         rewards=[FunctionReward("a_share", share_of_a)],
-        lora=LoRASpec(r=8, alpha=16, dropout=0.0),
+        lora=LoRASpec(r=8, alpha=16),
         group_size=4,
         max_new_tokens=8,
         lr=2e-2,

@@ -1,5 +1,5 @@
 """Distillation divergences against references: TRL's GKD generalized JSD (forward KL at beta 0, reverse KL at 1),
-torch's kl_div, and a hand-written float64 JSD; top-k renormalisation; clipping."""
+torch's kl_div, and a hand-written float64 JSD; the top-k support with its tail bucket (TRL's SDPO); clipping."""
 
 from __future__ import annotations
 
@@ -53,18 +53,57 @@ def test_jsd_matches_a_hand_written_one_and_trl(beta, require):
         torch.testing.assert_close(token_divergence(s, t, DivergenceSpec(kind)).sum(), trl, rtol=1e-5, atol=1e-5)
 
 
-def test_top_k_renormalises_over_the_teachers_top_tokens():
+def _hand_top_k_with_tail(s, t, k):
+    """Float64 probabilities of the teacher's top-k tokens and one tail bucket (the rest), for both sides."""
+    p_s, p_t = torch.softmax(s.double(), -1), torch.softmax(t.double(), -1)
+    index = t.topk(k, -1).indices
+    top_s, top_t = p_s.gather(-1, index), p_t.gather(-1, index)
+    return (torch.cat([top_s, 1 - top_s.sum(-1, keepdim=True)], -1),
+            torch.cat([top_t, 1 - top_t.sum(-1, keepdim=True)], -1))  # fmt: skip
+
+
+def test_top_k_keeps_the_rest_of_the_vocabulary_as_a_tail_bucket():
+    """Issue 38 item 10: the teacher's top-k tokens plus one bucket for all other tokens, so student mass outside the
+    top-k is penalised (a renormalised top-k would score a student that moved mass there as unchanged)."""
     s, t = _logits(2, (2, 4, 8))
     full = token_divergence(s, t, DivergenceSpec("forward_kl"))
-    torch.testing.assert_close(token_divergence(s, t, DivergenceSpec("forward_kl", top_k=8)), full)
+    torch.testing.assert_close(token_divergence(s, t, DivergenceSpec("forward_kl", top_k=8)), full)  # k = V: full
     k = 3
-    index = t.topk(k, -1).indices
-    p_t = torch.softmax(t.gather(-1, index).double(), -1)
-    p_s = torch.softmax(s.gather(-1, index).double(), -1)
-    want = (p_t * (p_t / p_s).log()).sum(-1)
+    q_s, q_t = _hand_top_k_with_tail(s, t, k)
+    want = (q_t * (q_t / q_s).log()).sum(-1)
     got = token_divergence(s, t, DivergenceSpec("forward_kl", top_k=k))
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)
-    assert not torch.allclose(got, full)
+    # the student moves mass from the teacher's top-k to other tokens, in proportion inside the top-k: renormalised
+    # over the top-k it would look unchanged (divergence 0); the tail bucket sees the leak
+    index = t.topk(k, -1).indices
+    inside = torch.zeros_like(t, dtype=torch.bool).scatter(-1, index, True)
+    leaky = torch.where(inside, t, t + 3.0)
+    assert token_divergence(t, t, DivergenceSpec("forward_kl", top_k=k)).abs().max() < 1e-6
+    assert token_divergence(leaky, t, DivergenceSpec("forward_kl", top_k=k)).min() > 0.1
+
+
+@pytest.mark.parametrize(("kind", "alpha"), [("forward_kl", 0.0), ("reverse_kl", 1.0), ("jsd", 0.3), ("jsd", 0.5)])
+def test_top_k_tail_matches_trl_self_distillation(kind, alpha, require):
+    """Parity with TRL's top-k distillation with a tail bucket (``trl.experimental.sdpo``): TRL's loss-utils path
+    on the teacher's top-k support (as its server distillation projects it), and TRL's own top-k loss where the
+    student's top-k is the teacher's (TRL takes the student's top-k; they then compute the same thing)."""
+    sdpo = require("trl.experimental.sdpo.loss_utils")
+    s, t = _logits(5, (3, 4, 13))
+    k = 4
+    spec = DivergenceSpec(kind, beta=alpha if kind == "jsd" else 0.5, top_k=k)
+    got = token_divergence(s, t, spec)
+    index = t.topk(k, -1).indices
+    top_s = torch.log_softmax(s, -1).gather(-1, index)
+    top_t = torch.log_softmax(t, -1).gather(-1, index)
+    trl = sdpo.compute_divergence(sdpo.add_tail_bucket(top_s), sdpo.add_tail_bucket(top_t), alpha)
+    torch.testing.assert_close(got, trl, rtol=1e-5, atol=1e-6)
+    top_t = t.gather(-1, index)
+    lifted = s.max(-1, keepdim=True).values + 0.5 + top_t - top_t.min(-1, keepdim=True).values
+    same_support = s.scatter(-1, index, lifted)  # the student's top-k: the teacher's (with a tail TRL does not clamp)
+    trl = sdpo.compute_topk_self_distillation_loss(
+        same_support, t, distillation_topk=k, distillation_alpha=alpha, distillation_add_tail=True
+    )
+    torch.testing.assert_close(token_divergence(same_support, t, spec), trl, rtol=1e-5, atol=1e-6)
 
 
 def test_clipping_caps_values_and_stops_their_gradient():

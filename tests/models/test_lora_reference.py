@@ -21,7 +21,7 @@ def test_reference_forward_disables_adapters_without_a_copy(tiny_model):
     ids = torch.tensor([[5, 6, 7, 8]])
     with torch.no_grad():
         base_logits = model(ids).logits.clone()
-    peft_model = apply_lora(model, LoRASpec(r=4, alpha=8, dropout=0.0))
+    peft_model = apply_lora(model, LoRASpec(r=4, alpha=8))
     peft_model.eval()
     with torch.no_grad():
         for n, p in peft_model.named_parameters():
@@ -52,7 +52,7 @@ def test_merged_state_dict_matches_peft_merge_and_leaves_the_policy_alone(tiny_m
     from propel.models.lora import merged_state_dict
 
     model, _ = load_model(str(tiny_model_dir))
-    policy = apply_lora(model, LoRASpec(r=4, alpha=8, dropout=0.0)).eval()
+    policy = apply_lora(model, LoRASpec(r=4, alpha=8)).eval()
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for n, p in policy.named_parameters():

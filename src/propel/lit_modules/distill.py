@@ -15,6 +15,14 @@ share of targets used over the run), and each update's drift -- KL(before || aft
 assistant turns that were not targeted, or on a fixed held-out set of turns never trained on -- is logged; past
 ``max_drift`` the step is marked unstable and, with ``rollback``, undone (adapter weights and optimizer state
 restored).
+
+Data-parallel (``trainer.strategy: ddp``): every decision is taken on the global batch, as one process would take
+it. The targets ``hint_share`` keeps are the first of the global batch (ranks in order), whether to step is decided
+on the global target count (a rank without targets joins the all-reduce with a zero gradient), the term is
+normalised by the global token count (``TurnKLTerm``), the drift rows are the global batch's first ``drift_rows``
+(the held-out set is gathered, so every rank and the checkpoint hold the same one) and the drift is a global mean:
+every rank reaches the same rollback decision and undoes the same step. The EMA teacher updates after every step
+that is kept, on every rank.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from propel.errors import ConfigError
 from propel.lit_modules.policy import LoRAPolicyModule
 from propel.lit_modules.state import RolloutState
 from propel.lit_modules.turn_kl import TurnKLTerm, check_turn_kl_settings
-from propel.losses.distillation import DivergenceSpec, masked_mean, token_divergence
+from propel.losses.distillation import DivergenceSpec, token_divergence
 from propel.rollouts.episode_stats import episode_stats
 from propel.rollouts.hints import HintSource, TurnTarget, turn_context
 from propel.rollouts.steps import ContextBatch
@@ -135,35 +143,39 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         samples = rollout.samples
         self.rollout_state = RolloutState(step=self.global_step, samples=samples, rewards=None)
         targets = self.targets(samples)
+        found = self.sum_over_ranks(len(targets))
         stats = {
             **episode_stats(samples),
             **{f"time/{k}": v for k, v in rollout.timings.items()},
-            "distill/targets": float(len(targets)),
-            "distill/target_tokens": float(sum(t.length for t in targets)),
+            "distill/targets": found,
+            "distill/target_tokens": self.turn_tokens(targets),
             "distill/temperature": self.temperature(),
         }
-        targets = targets[: math.ceil(self.hint_fraction() * len(targets))]
+        targets = targets[: self.global_prefix(len(targets), math.ceil(self.hint_fraction() * found))]
         if self.hparams.on_policy and targets:
             targets = self._regenerate(targets)
         targets = [t for t in targets if t.length > 0]
-        stats["distill/targets_used"] = float(len(targets))
-        if not targets:  # no optimizer step: the base counts, warns and stops after max_steps_without_targets
+        used = self.sum_over_ranks(len(targets))
+        stats["distill/targets_used"] = used
+        log = {"on_step": True, "batch_size": max(1, int(used)), "sync_dist": self.world_size > 1}
+        if not used:  # no optimizer step: the base counts, warns and stops after max_steps_without_targets
             self.no_update(
                 "the hint source named no turn to target in these episodes (solved, or no errors)",
                 "check `hints`, or raise max_steps_without_targets",
             )
-            self.log_dict({f"train/{k}": v for k, v in stats.items()}, on_step=True, batch_size=len(samples))
+            self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
             return
         drift_rows = self._drift_rows(samples, targets)
+        measured = self.sum_over_ranks(len(drift_rows)) > 0  # the same on every rank: _drift all-reduces
         before = self._logits(drift_rows) if drift_rows else None
         snapshot = self._snapshot() if self.hparams.rollback else None
         stats.update(self._optimize(targets))
-        if before is not None:
+        if measured:
             stats.update(self._drift(drift_rows, before, snapshot))
         if not stats.get("distill/rolled_back"):
             self.update_ema()
-        self.log("train/loss", stats.pop("loss"), on_step=True, prog_bar=True, batch_size=len(targets))
-        self.log_dict({f"train/{k}": v for k, v in stats.items()}, on_step=True, batch_size=len(targets))
+        self.log("train/loss", stats.pop("loss"), prog_bar=True, **log)
+        self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
 
     def _regenerate(self, targets: list[TurnTarget]) -> list[TurnTarget]:
         """On-policy: turn t sampled afresh by the student (the rollout engine) from its own hint-free prefix."""
@@ -176,16 +188,20 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
 
     # ------------------------------------------------------------------------------------------------ drift
     def _drift_rows(self, samples, targets: list[TurnTarget]) -> list[Row]:
-        """The turns this step's drift is measured on (``drift_set``): the targeted episodes' turns that were not
-        targeted, or the held-out set, fixed at the first step from the episodes that got no target."""
+        """This rank's share of the turns this step's drift is measured on (``drift_set``): the targeted episodes'
+        turns that were not targeted, or the held-out set, fixed at the first step from the episodes that got no
+        target. Either is the global batch's first ``drift_rows`` (ranks in order); the held-out set is gathered so
+        that every rank holds all of it (and measures every ``world_size``-th row). Every rank must call it."""
         if self.hparams.drift_set == "held_out" and not self._held_out:
             hit = {t.episode for t in targets}
             untargeted = [i for i, s in enumerate(samples) if i not in hit and s.infra_error is None]
-            self._held_out = self._turn_rows(samples, untargeted)
+            mine = self._turn_rows(samples, untargeted)
+            self._held_out = [row for rows in self.gather_objects(mine) for row in rows][: self.hparams.drift_rows]
         if self.hparams.drift_set == "held_out" and self._held_out:
-            return self._held_out
+            return self._held_out[self.global_rank :: self.world_size]
         targeted = sorted({t.episode for t in targets})
-        return self._turn_rows(samples, targeted, skip={(t.episode, t.turn) for t in targets})
+        rows = self._turn_rows(samples, targeted, skip={(t.episode, t.turn) for t in targets})
+        return rows[: self.global_prefix(len(rows), self.hparams.drift_rows)]
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         super().on_save_checkpoint(checkpoint)
@@ -216,12 +232,17 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         trainable = {k: v.detach().clone() for k, v in self.policy.named_parameters() if v.requires_grad}
         return {"params": trainable, "optimizer": copy.deepcopy(self.optimizers().optimizer.state_dict())}
 
-    def _drift(self, rows: list[Row], before: torch.Tensor, snapshot: dict | None) -> dict[str, float]:
-        """KL(before || after) per token on the non-target turns; marks (and with ``rollback`` undoes) a step
-        past ``max_drift``."""
-        after = self._logits(rows)
-        mask = self._mask([n for _, n in rows]).cpu()
-        drift = float(masked_mean(token_divergence(after, before, DivergenceSpec("forward_kl")), mask))
+    def _drift(self, rows: list[Row], before: torch.Tensor | None, snapshot: dict | None) -> dict[str, float]:
+        """KL(before || after) per token on the non-target turns of every rank (a global mean: the same number, and
+        so the same decision, on every rank); marks (and with ``rollback`` undoes) a step past ``max_drift``. Every
+        rank must call it, with or without rows of its own."""
+        total, count = 0.0, 0.0
+        if rows:
+            after = self._logits(rows)
+            mask = self._mask([n for _, n in rows]).cpu()
+            kl = token_divergence(after, before, DivergenceSpec("forward_kl"))
+            total, count = float((kl * mask).sum()), float(mask.sum())
+        drift = self.sum_over_ranks(total) / max(self.sum_over_ranks(count), 1.0)
         unstable = self.hparams.max_drift is not None and drift > self.hparams.max_drift
         out = {"distill/drift": drift, "distill/unstable": float(unstable)}
         if unstable and snapshot is not None:
@@ -235,8 +256,12 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         return out
 
     def _optimize(self, targets: list[TurnTarget]) -> dict[str, float]:
-        n_tok = float(sum(t.length for t in targets))
-        totals = self.optimization_step(len(targets), lambda rows: self.turn_kl_loss([targets[i] for i in rows], n_tok))
+        """One optimizer step on this rank's targets (none: it joins the all-reduce), normalised by every rank's
+        target tokens and times the world size; the statistics are this rank's share of the global means."""
+        n_tok, share = self.turn_tokens(targets), float(self.world_size)
+        totals = self.optimization_step(
+            len(targets), lambda rows: self.turn_kl_loss([targets[i] for i in rows], n_tok, share)
+        )
         if not all(math.isfinite(v) for v in totals.values()):
             raise FloatingPointError(f"non-finite distillation statistics: {totals}")
-        return totals
+        return self.turn_stats(totals)

@@ -16,8 +16,10 @@ Data-parallel (``trainer.strategy: ddp``): each rank rolls out its share of the 
 ``ContextStreamDataModule``) and computes their advantages; the loss is normalised by the sequence and token counts
 of the global batch and multiplied by the world size, so that DDP's gradient average is the gradient one process
 would compute on the whole batch. Whether the step updates at all is decided on the global kept count, and a rank
-whose groups were all filtered out still takes part in the gradient all-reduce (with a zero-weighted loss). Reward
-statistics are computed on the gathered global batch, the rest are reduced as global means (``sync_dist``).
+whose groups were all filtered out (or whose rollouts all failed) still takes part in the gradient all-reduce, with
+a zero-weighted placeholder row. ``scale_rewards: batch`` divides by the standard deviation of the gathered global
+batch. A step whose rollouts failed on every rank fails every rank with the same message. Reward statistics are
+computed on the gathered global batch, the rest are reduced as global means (``sync_dist``).
 """
 
 from __future__ import annotations
@@ -122,10 +124,7 @@ class GRPOModule(LoRAPolicyModule):
         rollout = self.collect_rollout(batch)
         samples = rollout.samples
         failed = torch.tensor([s.infra_error is not None for s in samples])
-        if failed.all():
-            raise RuntimeError(
-                f"every rollout of step {self.global_step} failed outside the policy; first: {samples[0].infra_error}"
-            )
+        self._fail_if_all_failed(samples, failed)
         with self.eval_mode():  # a probe reading the policy as its reference must see no dropout
             breakdown = self.reward(samples)
         self.rollout_state = RolloutState(
@@ -138,7 +137,7 @@ class GRPOModule(LoRAPolicyModule):
         )
         rewards = breakdown.total
         # Infrastructure failures are not the policy's doing: out of the group statistics and the loss, not 0.
-        advantages = group_advantages(rewards, g, scale=self.scale_rewards, mask=~failed)
+        advantages = self._advantages(rewards, everywhere.total, failed)
         keep = ~failed
         if hp.filter_zero_variance:
             keep &= ~zero_variance_mask(rewards, g, tol=hp.zero_variance_tol, mask=~failed)
@@ -163,15 +162,41 @@ class GRPOModule(LoRAPolicyModule):
             )
             self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
             return
-        # A rank with nothing kept while others have rows still joins the all-reduce: one row, weighted zero.
+        # A rank with nothing kept while others have rows still joins the all-reduce: a placeholder row, weighted zero.
         share = float(self.world_size) if keep.any() else 0.0
-        rows = torch.nonzero(keep).squeeze(-1) if keep.any() else torch.tensor([0])
-        packed = pack([samples[i] for i in rows.tolist()], advantages[rows], self.tokenizer.pad_token_id)
+        if keep.any():
+            rows = torch.nonzero(keep).squeeze(-1)
+            packed = pack([samples[i] for i in rows.tolist()], advantages[rows], self.tokenizer.pad_token_id)
+        else:
+            packed = pack([self.placeholder_sample()], torch.zeros(1), self.tokenizer.pad_token_id)
         start = time.perf_counter()
         stats.update(self._optimize(packed, share))
         stats["time/training_s"] = time.perf_counter() - start
         self.log("train/loss", stats.pop("loss"), prog_bar=True, **log)
         self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
+
+    def _fail_if_all_failed(self, samples: list, failed: torch.Tensor) -> None:
+        """Stop when every rollout of the step failed outside the policy, on every rank: the decision and the message
+        (rank 0's first error) are the same everywhere, so no rank waits in a collective for one that raised. A rank
+        whose share alone failed goes on (it joins the step with a placeholder row), as one process would."""
+        if self.sum_over_ranks(float((~failed).sum())):
+            return
+        first = samples[0].infra_error if samples else None
+        if self.world_size > 1:
+            first = self.trainer.strategy.broadcast(first, src=0)
+        where = f" on all {self.world_size} ranks" if self.world_size > 1 else ""
+        raise RuntimeError(f"every rollout of step {self.global_step} failed outside the policy{where}; first: {first}")
+
+    def _advantages(self, rewards: torch.Tensor, everywhere: torch.Tensor, failed: torch.Tensor) -> torch.Tensor:
+        """This rank's group advantages. ``group`` and ``none`` need only each group's rewards; ``batch`` divides by
+        the standard deviation of the global batch (``everywhere``: every rank's rewards, gathered in rank order), so
+        it is computed there and this rank's slice taken."""
+        g, keep = self.hparams.group_size, ~failed
+        if self.scale_rewards != "batch" or self.world_size == 1:
+            return group_advantages(rewards, g, scale=self.scale_rewards, mask=keep)
+        kept = self.gather_over_ranks(keep.float()).bool()
+        n, rank = rewards.numel(), self.global_rank
+        return group_advantages(everywhere, g, scale="batch", mask=kept)[rank * n : (rank + 1) * n]
 
     def _optimize(self, batch: PackedBatch, share: float = 1.0) -> dict[str, float]:
         """PPO steps over ``batch``; loss and statistics are multiplied by ``share`` (the world size, so that DDP's
@@ -191,7 +216,9 @@ class GRPOModule(LoRAPolicyModule):
                 old_logp, batch.engine_logp, cap=hp.importance_cap, mask=batch.loss_mask
             )
         n_rows = batch.input_ids.shape[0]
-        n_seq = int(self.sum_over_ranks(n_rows if share else 0))
+        # an episode is one sequence however many step-wise segments (rows) it has: counted and averaged once
+        n_seq = int(self.sum_over_ranks(batch.num_episodes if share else 0))
+        seq_tok = batch.episode_tokens()
         n_tok = max(self.sum_over_ranks(float(batch.loss_mask.sum()) if share else 0.0), 1.0)
 
         def micro_loss(rows: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
@@ -208,6 +235,7 @@ class GRPOModule(LoRAPolicyModule):
                 is_weights=is_w[rows].to(self.device) if is_w is not None else None,
                 num_sequences=n_seq,
                 num_tokens=n_tok,
+                sequence_tokens=seq_tok[rows],
             )
             weight = share * float(mask.sum()) / n_tok  # token-weighted average of micro-batch statistics
             stats = {name: weight * value for name, value in out.stats.items()}

@@ -9,7 +9,12 @@ of both terms are summed before the one clipped update. Every term is logged on 
 ``train/kl`` ... for GRPO, ``train/distill/loss``, ``train/distill/divergence``, ``train/distill/control_divergence``
 for the turn term). The turn's tokens are the rollout's own samples, so the term is on-policy by construction; with
 an engine that is not the policy (vLLM) each token is weighted by the truncated importance ratio policy/engine.
-A step where GRPO takes no update (every group filtered for zero variance) still takes the turn term's.
+A step where GRPO takes no update (every group filtered for zero variance) still takes the turn term's. The EMA
+teacher is updated after every optimizer step, including steps without targets.
+
+Data-parallel: whether there are targets is decided on the global count and the turn term is normalised by the
+global target token count times the world size (``TurnKLTerm``); a rank without targets, or without any row at all,
+still joins each optimizer step (GRPO's placeholder row, or ``optimization_step``'s zero-weighted forward).
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ class GRPOTurnKLModule(TurnKLTerm, GRPOModule):
         self.hints = hints
         self.divergence = divergence or DivergenceSpec()
         self._turn_targets: list[TurnTarget] = []
+        self._turn_tokens = 0.0
+        """This step's target tokens on every rank (0: no rank has a target)."""
         self._turn_stats: dict[str, float] = {}
 
     def setup_policy(self) -> None:
@@ -82,10 +89,10 @@ class GRPOTurnKLModule(TurnKLTerm, GRPOModule):
         targets = [t for t in self.targets(rollout.samples) if t.length > 0]
         if not self.engine_is_policy():  # the engine's logprobs of the turn, for the importance ratio
             targets = [replace(t, engine_logprobs=self._turn_logprobs(rollout.samples[t.episode], t)) for t in targets]
-        self._turn_targets = targets
+        self._turn_targets, self._turn_tokens = targets, self.turn_tokens(targets)
         self._turn_stats = {
-            "distill/targets": float(len(targets)),
-            "distill/target_tokens": float(sum(t.length for t in targets)),
+            "distill/targets": self.sum_over_ranks(len(targets)),
+            "distill/target_tokens": self._turn_tokens,
             "distill/temperature": self.temperature(),
         }
         return rollout
@@ -96,17 +103,15 @@ class GRPOTurnKLModule(TurnKLTerm, GRPOModule):
         return None if logprobs is None or len(logprobs) != target.length else list(logprobs)
 
     def optimization_step(self, n_rows: int, micro_loss):
-        """GRPO's rows ``0..n_rows`` and then the turn targets, in one optimizer step (gradients summed)."""
-        targets = self._turn_targets
-        if not targets:
-            return super().optimization_step(n_rows, micro_loss)
-        n_tok = float(sum(t.length for t in targets))
+        """GRPO's rows ``0..n_rows`` and then the turn targets, in one optimizer step (gradients summed); then the
+        EMA teacher's update (after every optimizer step, targets or not)."""
+        targets, n_tok, share = self._turn_targets, self._turn_tokens, float(self.world_size)
 
         def combined(rows: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
             ours, theirs = rows[rows < n_rows], rows[rows >= n_rows] - n_rows
             loss, stats = torch.zeros((), device=self.device), {}
             if len(theirs):  # first: the EMA teacher swaps weights in place, before any graph of this micro-batch
-                loss, stats = self.turn_kl_loss([targets[i] for i in theirs.tolist()], n_tok)
+                loss, stats = self.turn_kl_loss([targets[i] for i in theirs.tolist()], n_tok, share)
                 stats["distill/loss"] = float(loss.detach())
             if len(ours):
                 grpo_loss, grpo_stats = micro_loss(ours)
@@ -114,15 +119,16 @@ class GRPOTurnKLModule(TurnKLTerm, GRPOModule):
                 stats.update(grpo_stats)
             return loss, stats
 
-        totals = super().optimization_step(n_rows + len(targets), combined)
+        totals = super().optimization_step(n_rows + len(targets), combined if targets else micro_loss)
         self.update_ema()
-        return totals
+        return self.turn_stats(totals, "distill/loss") if n_tok else totals
 
     def training_step(self, batch: ContextBatch, batch_idx: int) -> None:
         step = self.global_step
         super().training_step(batch, batch_idx)
-        if self.global_step == step and self._turn_targets:  # GRPO took no update: the turn term still does
+        log = {"on_step": True, "sync_dist": self.world_size > 1}
+        if self.global_step == step and self._turn_tokens:  # GRPO took no update: the turn term still does
             stats = self.optimization_step(0, lambda rows: (torch.zeros((), device=self.device), {}))
-            self.log("train/loss", stats.pop("loss"), on_step=True, prog_bar=True, batch_size=len(self._turn_targets))
+            self.log("train/loss", stats.pop("loss"), prog_bar=True, batch_size=1, **log)
             self._turn_stats.update(stats)
-        self.log_dict({f"train/{k}": v for k, v in self._turn_stats.items()}, on_step=True, batch_size=1)
+        self.log_dict({f"train/{k}": v for k, v in self._turn_stats.items()}, batch_size=1, **log)

@@ -10,13 +10,19 @@ single-turn completions or multi-turn agent episodes, scored); the latest step's
 
 Dropout is off in every forward pass of a step: sampling, the frozen old/reference logprobs and the loss forward.
 LoRA dropout in the loss forward alone would make the PPO ratio ``exp(logp - old_logp)`` differ from 1 before any
-update (the old logprobs come from the dropout-free policy), biasing clipping and the importance weights.
+update (the old logprobs come from the dropout-free policy), biasing clipping and the importance weights; so
+``LoRASpec`` has no dropout setting at all (one that never acts would only mislead).
 
 Asynchronous rollouts (``async_rollouts: true``, for engines that are not the live policy: vLLM): the next batches'
 rollouts are sampled on a background thread while this one trains (``propel.rollouts.prefetch``), at most
 ``max_staleness`` optimizer steps behind the weights that train on them; the trainer must correct for it (GRPO's
 truncated importance weights do). The worker syncs the engine to the newest weights before each batch, under a lock
 that optimizer steps also take, so it never reads half-updated weights.
+
+Data-parallel (``trainer.strategy: ddp``): every decision whose branches run collectives (whether to step, how many
+micro-batches sync, what is logged with ``sync_dist``) must be the same on every rank, so trainers take them on
+global counts (``sum_over_ranks``, ``gather_objects``). A rank with no rows of its own in a step where another rank
+has some still joins the gradient all-reduce: ``optimization_step`` runs one zero-weighted forward for it.
 
 A training step that ends without an optimizer step (every group zero-variance, no distillation target) leaves
 ``global_step`` where it was, so ``max_steps`` would never be reached: each such step is warned about and counted
@@ -44,8 +50,9 @@ from propel.losses.logprobs import token_logprobs
 from propel.models.lora import LoRASpec
 from propel.models.span_logits import span_logits
 from propel.rollouts.environment import Environment
-from propel.rollouts.packing import PackedBatch
+from propel.rollouts.packing import PackedBatch, pack
 from propel.rollouts.prefetch import Prefetched, RolloutPrefetcher
+from propel.rollouts.record import Sample, Turn
 from propel.rollouts.steps import ContextBatch, Rollout, RolloutSource
 
 # An RL step is one whole optimization: a checkpoint taken after it is the state to resume from (the 8-vs-4+4 and
@@ -60,7 +67,7 @@ class LoRAPolicyModule(pl.LightningModule):
 
     Args:
         model: bundled alias, local folder, ``.gguf`` file or hub id of the base model.
-        lora: LoRA settings (r=16, alpha=32, dropout 0.05 on all projections by default).
+        lora: LoRA settings (r=16, alpha=32 on all projections by default; no dropout: see the module docstring).
         max_new_tokens: completion length cap.
         temperature: sampling temperature (the trainer scores under the same warping).
         top_p: nucleus sampling threshold (1 disables).
@@ -371,6 +378,20 @@ class LoRAPolicyModule(pl.LightningModule):
         total = self.trainer.strategy.reduce(torch.tensor(float(value), device=self.device), reduce_op="sum")
         return float(total)
 
+    def gather_objects(self, obj: Any) -> list[Any]:
+        """Every rank's picklable ``obj``, in rank order (``[obj]`` in one process); every rank must call it."""
+        if self.world_size == 1:
+            return [obj]
+        out: list[Any] = [None] * self.world_size
+        torch.distributed.all_gather_object(out, obj)
+        return out
+
+    def global_prefix(self, n: int, limit: int) -> int:
+        """How many of this rank's ``n`` items are among the first ``limit`` of the global batch, whose items are
+        the ranks' in rank order (as one process lists them); every rank must call it."""
+        counts = self.gather_objects(int(n))
+        return max(0, min(int(n), limit - sum(counts[: self.global_rank])))
+
     def gather_over_ranks(self, values: torch.Tensor) -> torch.Tensor:
         """Every rank's ``values`` (same shape on each) concatenated in rank order along dim 0; every rank must
         call it. Reward statistics logged from it are the global batch's, as one process would log them."""
@@ -384,12 +405,29 @@ class LoRAPolicyModule(pl.LightningModule):
         size = self.hparams.micro_batch_size
         return [torch.arange(i, min(i + size, n)) for i in range(0, n, size)]
 
+    def placeholder_sample(self) -> Sample:
+        """Two tokens and no trainable one: what a rank with nothing of its own to train on packs so that it still
+        joins DDP's gradient all-reduce with a zero gradient. It never comes from this rank's rollouts (an
+        infrastructure failure has no token ids, and a (1, 0) input cannot go through the model)."""
+        tok = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else 0
+        return Sample("", "", prompt_ids=[tok], turns=[Turn("placeholder", "", [tok], None, False, "")])
+
+    def _join_loss(self, rows: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        """A zero loss through every adapter weight (the placeholder's masked logprobs): this rank's part of a step
+        where only other ranks have rows."""
+        batch = pack([self.placeholder_sample()], torch.zeros(1), self.tokenizer.pad_token_id)
+        logp, _ = self.sequence_logprobs(batch)
+        return torch.where(batch.loss_mask.to(logp.device) > 0, logp, 0.0).sum(), {}
+
     def optimization_step(self, n_rows: int, micro_loss: MicroLoss) -> dict[str, float]:
         """One optimizer step over rows ``0..n_rows``: the gradients of ``micro_loss(rows)`` summed over
         micro-batches (DDP syncs only on the last; dropout off), clipped, applied. Each ``micro_loss`` returns the
         micro-batch's share of the batch loss and of each statistic; the returned dict holds their sums (``loss``
-        included)."""
+        included). Under DDP a rank with no rows (``n_rows`` 0) joins the all-reduce with a zero gradient; every
+        rank must call it in the same step."""
         opt = self.optimizers()
+        if n_rows == 0 and self.world_size > 1:
+            n_rows, micro_loss = 1, self._join_loss
         micro = self.micro_batches(n_rows)
         totals: dict[str, float] = {}
         for k, rows in enumerate(micro):

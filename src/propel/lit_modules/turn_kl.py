@@ -9,6 +9,16 @@ teacher's forward pass; no second copy of the base model) or another model shari
 Both forwards run with dropout off. A wrong-hint control (the same divergence with an unrelated hint) is logged next
 to the real one.
 
+Data-parallel (``trainer.strategy: ddp``): each rank names targets on its own episodes; the term is normalised by
+the global target token count and multiplied by the world size (DDP averages gradients), so the update is the one a
+single process would take on the global batch. A rank without targets in a step where another has some logs the
+term's statistics as 0 (every logged key is an all-reduce, so every rank logs the same keys in the same order).
+The EMA teacher is updated after every optimizer step, on every rank (its time constant is in optimizer steps,
+whether or not a step had targets).
+
+Importance weights (an engine that is not the policy) are per target: a target whose turn has no engine logprobs
+gets weight 1 on its tokens, and the other targets of its micro-batch keep their correction.
+
 The class is a mixin for ``LoRAPolicyModule`` subclasses: it reads its settings from ``self.hparams`` (the trainer's
 ``__init__`` declares them, so they are config keys with ``--help`` text there) and its ``hints`` and ``divergence``
 from attributes the trainer sets.
@@ -124,8 +134,8 @@ class TurnKLTerm:
                     v.copy_(live[k])
 
     def update_ema(self) -> None:
-        """After an optimizer step: ``ema = decay * ema + (1 - decay) * live`` (``decay`` weighs the old average,
-        so 0 makes the EMA the live policy and values near 1 move it slowly)."""
+        """After every optimizer step (with or without targets): ``ema = decay * ema + (1 - decay) * live``
+        (``decay`` weighs the old average, so 0 makes the EMA the live policy and values near 1 move it slowly)."""
         if self._ema is None:
             return
         decay = self.hparams.ema_decay
@@ -159,22 +169,38 @@ class TurnKLTerm:
 
     def _importance(self, group: list[TurnTarget], student: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
         """Per-token ``min(exp(policy_logp - engine_logp), cap)`` for tokens an engine other than the policy
-        sampled (vLLM); None when no correction applies (the HF engine, or tokens without engine logprobs)."""
-        if self.engine_is_policy() or any(t.engine_logprobs is None for t in group):
+        sampled (vLLM); None when no correction applies (the HF engine, or no target with engine logprobs). Per
+        sample: a target without engine logprobs gets weight 1 on its tokens, the others keep their correction."""
+        if self.engine_is_policy() or all(t.engine_logprobs is None for t in group):
             return None
         t_max = student.shape[1]
         tokens = torch.tensor(
             [t.student_ids[-t.length :] + [0] * (t_max - t.length) for t in group], device=self.device
         )
-        engine = torch.tensor([list(t.engine_logprobs) + [0.0] * (t_max - t.length) for t in group], device=self.device)
+        nan = float("nan")  # unknown: truncated_importance_weights gives such tokens weight 1
+        known = [list(t.engine_logprobs) if t.engine_logprobs is not None else [nan] * t.length for t in group]
+        engine = torch.tensor([k + [0.0] * (t_max - len(k)) for k in known], device=self.device)
         logp, _ = token_logprobs(student.detach(), tokens, temperature=self.sampling.temperature or 1.0,
                                  top_k=self.sampling.top_k, top_p=self.sampling.top_p)  # fmt: skip
         return truncated_importance_weights(logp, engine, cap=self.hparams.importance_cap, mask=mask)
 
     # ----------------------------------------------------------------------------------------------- loss
-    def turn_kl_loss(self, group: list[TurnTarget], n_tok: float) -> tuple[torch.Tensor, dict[str, float]]:
+    def turn_stats(self, totals: dict[str, float], *extra: str) -> dict[str, float]:
+        """``totals`` with the term's statistics (and ``extra`` keys) present, 0 where this rank had no targets, and
+        in one key order on every rank: logged with ``sync_dist`` each key is an all-reduce, paired by order."""
+        keys = ["distill/divergence", *(["distill/control_divergence"] if self.hparams.control_hint else []), *extra]
+        return dict(sorted({**dict.fromkeys(keys, 0.0), **totals}.items()))
+
+    def turn_tokens(self, targets: list[TurnTarget]) -> float:
+        """Target tokens of the step on every rank (the term's normaliser); every rank must call it."""
+        return self.sum_over_ranks(float(sum(t.length for t in targets)))
+
+    def turn_kl_loss(
+        self, group: list[TurnTarget], n_tok: float, share: float = 1.0
+    ) -> tuple[torch.Tensor, dict[str, float]]:
         """A micro-batch's share of ``kl_coefficient * mean divergence`` over all ``n_tok`` target tokens of the
-        step, and its share of the logged (unscaled) divergence and control divergence."""
+        step (every rank's), and its share of the logged (unscaled) divergence and control divergence, all times
+        ``share`` (the world size under DDP, whose gradient and ``sync_dist`` means divide by it)."""
         spec, temp, control = self.divergence, self.temperature(), self.hparams.control_hint
         lengths = [t.length for t in group]
         mask = self._mask(lengths)
@@ -190,10 +216,10 @@ class TurnKLTerm:
         weights = self._importance(group, student, mask)
         if weights is not None:
             div = div * weights
-        loss = self.hparams.kl_coefficient * masked_mean(div, mask, n_tok)
-        out = {"distill/divergence": float(masked_mean(div.detach(), mask, n_tok))}
+        loss = share * self.hparams.kl_coefficient * masked_mean(div, mask, n_tok)
+        out = {"distill/divergence": share * float(masked_mean(div.detach(), mask, n_tok))}
         if control:
-            out["distill/control_divergence"] = float(
+            out["distill/control_divergence"] = share * float(
                 masked_mean(token_divergence(student.detach(), ctrl, spec, temp), mask, n_tok)
             )
         return loss, out

@@ -4,9 +4,11 @@ Three divergences, in GKD's convention (``beta`` is the teacher's weight in the 
 KL(teacher || student) (mode-covering: the student learns everything the teacher would say), ``reverse_kl``
 KL(student || teacher) (mode-seeking, as on-policy distillation uses) and ``jsd``, the generalized Jensen-Shannon
 divergence ``beta * KL(teacher || m) + (1 - beta) * KL(student || m)`` with ``m = beta * teacher + (1 - beta) *
-student``. Either over the full vocabulary or over the teacher's top-k tokens, both distributions renormalised
-there (memory ``O(k)`` per token instead of ``O(V)`` once the logits are gathered). Per-token values can be clipped
-from above, so a few tokens the teacher finds very unlikely cannot dominate a step.
+student``. Either over the full vocabulary or over the teacher's top-k tokens plus one tail bucket holding the rest
+of the vocabulary's mass, for both distributions (``K + 1`` categories, as TRL's SDPO ``distillation_add_tail`` and
+its server distillation do). The tail is kept, not renormalised away: over the top-k alone a student that moves mass
+to tokens outside the teacher's top-k, in proportion, would score as unchanged and never be pulled back. Per-token
+values can be clipped from above, so a few tokens the teacher finds very unlikely cannot dominate a step.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ class DivergenceSpec:
     beta: float = 0.5
     """The teacher's weight in the ``jsd`` mixture (0 would be forward KL, 1 reverse KL)."""
     top_k: int = 0
-    """Compare over the teacher's top-k tokens only, both renormalised there (0: the full vocabulary)."""
+    """Compare over the teacher's top-k tokens and one tail bucket for all the others (0: the full vocabulary)."""
     clip: float | None = None
     """Upper bound on a token's divergence (None: no clipping); a clipped token passes no gradient."""
 
@@ -56,12 +58,10 @@ def token_divergence(
 ) -> torch.Tensor:
     """Per-position divergence, ``(...,)`` from ``(..., V)`` logits (fp32; the teacher's side carries no gradient
     when its logits were computed without one). ``temperature`` divides both sets of logits first."""
-    s = student_logits.float() / temperature
-    t = teacher_logits.float() / temperature
-    if spec.top_k:
-        index = t.topk(min(spec.top_k, t.shape[-1]), dim=-1).indices
-        s, t = s.gather(-1, index), t.gather(-1, index)
-    log_s, log_t = F.log_softmax(s, dim=-1), F.log_softmax(t, dim=-1)
+    log_s = F.log_softmax(student_logits.float() / temperature, dim=-1)
+    log_t = F.log_softmax(teacher_logits.float() / temperature, dim=-1)
+    if 0 < spec.top_k < log_t.shape[-1]:
+        log_s, log_t = top_k_with_tail(log_s, log_t, spec.top_k)
     if spec.kind == "forward_kl":
         out = _kl(log_t, log_s)
     elif spec.kind == "reverse_kl":
@@ -72,6 +72,21 @@ def token_divergence(
     if spec.clip is not None:
         out = out.clamp(max=spec.clip)
     return out
+
+
+def top_k_with_tail(log_s: torch.Tensor, log_t: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(..., k + 1)`` log-probabilities of the teacher's top-k tokens and, last, of all other tokens together (the
+    tail), for the student and the teacher, from ``(..., V)`` log-probabilities. The tail is the exact log-sum of
+    the other tokens' probabilities (TRL computes ``log(1 - top-k mass)``, clamped; the same value where that is
+    not 0)."""
+    index = log_t.topk(k, dim=-1).indices
+    outside = torch.ones_like(log_t, dtype=torch.bool).scatter(-1, index, False)
+
+    def with_tail(log_p: torch.Tensor) -> torch.Tensor:
+        tail = log_p.masked_fill(~outside, float("-inf")).logsumexp(-1, keepdim=True)
+        return torch.cat([log_p.gather(-1, index), tail], dim=-1)
+
+    return with_tail(log_s), with_tail(log_t)
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor, count: float | None = None) -> torch.Tensor:

@@ -3,7 +3,9 @@
 All three share the PPO token objective ``-min(r * A, clip(r, 1 - eps_low, 1 + eps_high) * A)`` with
 ``r = exp(logp - old_logp)``; they differ only in how token losses are averaged:
 
-* ``grpo``: mean over each sequence's tokens, then mean over sequences (short sequences weigh more per token).
+* ``grpo``: mean over each sequence's tokens, then mean over sequences (short sequences weigh more per token). A
+  sequence split over several rows (a step-wise agent episode) is one sequence: ``sequence_tokens`` gives each row
+  the token count of its whole sequence and ``num_sequences`` counts sequences, not rows.
 * ``dr_grpo``: sum over all tokens / (num_sequences * max_completion_length), a constant, so there is no length
   bias (Liu et al., "Understanding R1-Zero-like training").
 * ``dapo``: sum over all tokens / number of tokens (token-level mean), with clip-higher (eps_high 0.28) and
@@ -110,6 +112,7 @@ def policy_loss(
     is_weights: torch.Tensor | None = None,
     num_sequences: int | None = None,
     num_tokens: float | None = None,
+    sequence_tokens: torch.Tensor | None = None,
 ) -> PolicyLossOutput:
     """Loss over a ``(B, T)`` batch of completion tokens.
 
@@ -126,6 +129,8 @@ def policy_loss(
             accumulation): ``grpo`` and ``dr_grpo`` divide by it, so summing micro-batch gradients equals the
             full-batch gradient. Defaults to ``B``.
         num_tokens: same for ``dapo``: completion tokens in the whole batch. Defaults to ``mask.sum()``.
+        sequence_tokens: ``(B,)`` for ``grpo``: the tokens each row's sequence mean is taken over, the whole
+            sequence's when it spans several rows (``PackedBatch.episode_tokens``). Defaults to each row's own.
     """
     if logp.shape != old_logp.shape or logp.shape != mask.shape:
         raise ValueError(f"logp {tuple(logp.shape)}, old_logp {tuple(old_logp.shape)}, mask {tuple(mask.shape)} differ")
@@ -159,7 +164,8 @@ def policy_loss(
 
     n_seq = num_sequences or logp.shape[0]
     if spec.loss_type == "grpo":
-        loss = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).sum() / n_seq
+        per_sequence = mask.sum(-1) if sequence_tokens is None else sequence_tokens.to(mask)
+        loss = ((per_token * mask).sum(-1) / per_sequence.clamp(min=1.0)).sum() / n_seq
     elif spec.loss_type == "dr_grpo":
         length = spec.max_completion_length or logp.shape[1]
         loss = (per_token * mask).sum() / (n_seq * length)

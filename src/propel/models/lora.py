@@ -1,4 +1,10 @@
-"""LoRA wrapping with peft; defaults from DESIGN.md (r=16, alpha=32, dropout 0.05, all 7 projections)."""
+"""LoRA wrapping with peft; defaults from DESIGN.md (r=16, alpha=32, all 7 projections).
+
+No LoRA dropout: the trainers run every forward of a step with dropout off (sampling, the frozen old/reference
+logprobs and the loss forward), so that the PPO ratio is exactly 1 before an update and the importance weights see
+no dropout noise. A dropout setting would never act, so there is none (issue 38); the adapters are built with
+``lora_dropout=0``, which peft makes an identity.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +22,6 @@ class LoRASpec:
     """Adapter rank."""
     alpha: int = 32
     """Scaling numerator (scale = alpha / r)."""
-    dropout: float = 0.05
-    """Dropout on the adapter input."""
     target_modules: list[str] = field(default_factory=lambda: list(ALL_PROJECTIONS))
     """Module names to adapt."""
 
@@ -30,7 +34,7 @@ def apply_lora(model, spec: LoRASpec | None = None):
     config = LoraConfig(
         r=spec.r,
         lora_alpha=spec.alpha,
-        lora_dropout=spec.dropout,
+        lora_dropout=0.0,
         target_modules=list(spec.target_modules),
         task_type="CAUSAL_LM",
         bias="none",

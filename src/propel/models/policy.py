@@ -40,6 +40,8 @@ def load_policy(
 
 
 def _from_checkpoint(base, path: Path):
+    from dataclasses import fields
+
     import torch
 
     from propel.models import LoRASpec, apply_lora
@@ -47,7 +49,8 @@ def _from_checkpoint(base, path: Path):
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     if "lora_spec" not in ckpt:
         raise ConfigError(f"model.adapter {path} has no `lora_spec`: it was not written by GRPOModule")
-    policy = apply_lora(base, LoRASpec(**ckpt["lora_spec"]))
+    known = {f.name for f in fields(LoRASpec)}  # checkpoints from before LoRA dropout was dropped hold `dropout`
+    policy = apply_lora(base, LoRASpec(**{k: v for k, v in ckpt["lora_spec"].items() if k in known}))
     weights = {k.removeprefix("policy."): v for k, v in ckpt["state_dict"].items()}
     result = policy.load_state_dict(weights, strict=False)
     expected = {k for k in policy.state_dict() if "lora_" in k}

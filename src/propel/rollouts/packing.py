@@ -4,7 +4,8 @@ The response region (``response_ids``, ``(B, T)``) holds all tokens after the pr
 1) and environment observations (``loss_mask`` 0), with ``turn_index`` naming the turn each token belongs to (-1 for
 padding), so a loss can be restricted to assistant tokens or to one turn. A single-turn rollout is one assistant turn:
 ``loss_mask`` is then the completion mask. A step-wise episode (``Sample.segments``) becomes one row per segment, each
-with the episode's advantage; ``turn_index`` then counts the episode's turns across its segments.
+with the episode's advantage; ``turn_index`` then counts the episode's turns across its segments, and ``episode``
+names the sample each row came from, so a loss can weigh the episode as one sequence (``episode_tokens``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,19 @@ class PackedBatch:
     starts: torch.Tensor  # (B,) index in input_ids of the first response token
     engine_logp: torch.Tensor  # (B, T) the engine's logprobs, NaN where unknown
     advantages: torch.Tensor  # (B,)
+    episode: torch.Tensor  # (B,) long: index of the packed sample (episode) the row belongs to
+
+    @property
+    def num_episodes(self) -> int:
+        """Samples packed: an episode of k step-wise segments counts once."""
+        return int(self.episode.unique().numel())
+
+    def episode_tokens(self) -> torch.Tensor:
+        """``(B,)`` the trainable tokens of each row's whole episode (summed over its segments). Call it on the whole
+        batch: on a selection of rows it counts only the rows selected."""
+        per_row = self.loss_mask.sum(1)
+        totals = torch.zeros(int(self.episode.max()) + 1, dtype=per_row.dtype).index_add_(0, self.episode, per_row)
+        return totals[self.episode]
 
     def select(self, rows: torch.Tensor) -> PackedBatch:
         return PackedBatch(*(getattr(self, f.name)[rows] for f in fields(self)))
@@ -44,13 +58,14 @@ class PackedBatch:
 def pack(samples: Sequence[Sample], advantages: torch.Tensor, pad_id: int) -> PackedBatch:
     """Lay out ``samples`` (prompt ids + turns) as right-padded tensors; ``advantages`` is one float per sample.
     Rows are the samples' segments in order (one per sample unless an episode went step-wise)."""
-    rows, row_adv, first_turn = [], [], []
-    for s, a in zip(samples, advantages.tolist(), strict=True):
+    rows, row_adv, first_turn, episode = [], [], [], []
+    for e, (s, a) in enumerate(zip(samples, advantages.tolist(), strict=True)):
         offset = 0
         for segment in [*s.segments, s]:
             rows.append(segment)
             row_adv.append(a)
             first_turn.append(offset)
+            episode.append(e)
             offset += len(segment.turns)
     samples, advantages = rows, torch.tensor(row_adv)
     width = max(len(s.prompt_ids) + len(s.response_ids) for s in samples)
@@ -79,4 +94,4 @@ def pack(samples: Sequence[Sample], advantages: torch.Tensor, pad_id: int) -> Pa
                 if turn.logprobs is not None:
                     elogp[r, span] = torch.tensor(turn.logprobs)
             at = span.stop
-    return PackedBatch(ids, attn, resp, mask, turn_index, starts, elogp, advantages.float())
+    return PackedBatch(ids, attn, resp, mask, turn_index, starts, elogp, advantages.float(), torch.tensor(episode))
