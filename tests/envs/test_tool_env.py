@@ -29,6 +29,7 @@ ACTIONS = [  # (action text, what its observation must say)
     (format_tool_call(ToolCall("write_file", {"path": "../escape.txt", "content": "x"})), "must be relative"),
     (format_tool_call(ToolCall("read_file", {"path": "kept.txt"})), "keep"),  # the workspace outlived the kill
     (format_tool_call(ToolCall("write_file", {"path": "a.txt", "content": "hi"})), "wrote 2 characters"),
+    (format_tool_call(ToolCall("bash", {"command": "echo a\x00b"})), "bash.command contains a NUL byte"),
     (format_tool_call(ToolCall("submit", {})), None),
 ]
 
@@ -66,7 +67,7 @@ def test_a_scripted_episode_survives_everything_and_is_verified(backend, tokeniz
     assert observations[3].info["truncated"] and len(observations[3].text) < 700
     assert observations[2].info["outcome"] == "timeout"
     assert s.info["finish_reason"] == "submitted" and s.info["reward"] == 1.0 and s.artifacts["verifier"]["passed"]
-    assert s.info["tool_errors"] == 3  # bad json, unknown tool, bad path
+    assert s.info["tool_errors"] == 4  # bad json, unknown tool, bad path, NUL byte
     assert not os.path.exists("/etc/propel_pwned") and not os.path.exists("/propel_pwned")
 
 

@@ -189,9 +189,9 @@ def test_docker_falls_back_to_a_restart_and_says_so(docker_sandbox, monkeypatch)
     with docker_sandbox.session() as s:
         assert s.run(bash("echo x > f")).ok
         lost = s.run(bash("kill -9 $PPID; sleep 5"))
-        assert lost.outcome is Outcome.KILLED and "workspace is lost" in lost.stderr, lost
-        after = s.run(bash("ls; echo ok"))
-        assert after.outcome is Outcome.OK and after.stdout == "ok\n", after
+        assert lost.outcome is Outcome.KILLED, lost
+        after = s.run(bash("ls; echo ok"))  # the clean-up runs in the background: the next command hears of it
+        assert after.outcome is Outcome.OK and after.stdout == "ok\n" and "workspace is lost" in after.stderr, after
 
 
 _ORPHAN = textwrap.dedent(
@@ -255,3 +255,30 @@ def _host_state(pid: int) -> str:
             return next(line.split()[1] for line in f if line.startswith("State:"))
     except FileNotFoundError:
         return ""
+
+
+def _held(folder: str) -> int:
+    """Disk space a host folder holds (what the workspace cap measures)."""
+    return sum(os.lstat(os.path.join(d, n)).st_blocks * 512 for d, _, names in os.walk(folder) for n in names)
+
+
+@pytest.mark.parametrize("isolation", ["auto", "none"])
+def test_a_local_workspace_is_bounded_like_scratch(isolation):
+    """A local session's workspace is a host folder, so no tmpfs bounds it: a command that grows it past the cap
+    (256 MB by default, as the scratch space) is killed and reported as output_limit, whether it writes one big file
+    or many small ones; the workspace keeps working, and deleting brings it back under."""
+    limits = Limits(timeout_s=20.0, max_file_mb=64)
+    with LocalSandbox(limits=limits, max_workers=1, isolation=isolation) as box, box.session() as s:
+        flood = s.run(bash("for i in 1 2 3 4 5 6; do head -c 64M /dev/zero > f$i; done"))
+        assert flood.outcome is Outcome.OUTPUT_LIMIT and "over its limit" in flood.stderr, flood
+        assert _held(s.workspace) <= (256 + 64) << 20, _held(s.workspace)  # killed within a file of the cap
+        assert s.run(bash("rm -f f*; echo small > a.txt; cat a.txt")).stdout == "small\n"
+    with LocalSandbox(limits=limits, max_workers=1, isolation=isolation, workspace_mb=8) as box, box.session() as s:
+        big = s.run(bash("head -c 40M /dev/zero > big"))
+        assert big.outcome is Outcome.OUTPUT_LIMIT and "workspace" in big.stderr, big
+        many = s.run(bash("rm big; for i in $(seq 40); do head -c 1M /dev/zero > m$i; done"))
+        assert many.outcome is Outcome.OUTPUT_LIMIT and "workspace" in many.stderr, many
+        assert s.run(bash("cat m* > /dev/null; ls | wc -l")).outcome is Outcome.OK  # reading never trips it
+        assert s.run(bash("rm -f m*; echo ok > a.txt")).outcome is Outcome.OK
+        files = s.run(Job(command=["true"], files={"in.bin": b"x" * (9 << 20)}))  # the caller's files count too
+        assert files.outcome is Outcome.OUTPUT_LIMIT, files

@@ -59,6 +59,9 @@ def test_bad_max_workers(workers, error):
         ({"source": "print(1)", "files": {"d": "x", "d/e": "y"}}, ValueError, "directory"),
         ({"source": "print(1)", "files": {"x": 5}}, TypeError, "file 'x'"),
         ({"source": "print(1)", "limits": {"timeout_s": 1}}, TypeError, "Limits"),
+        ({"command": ["echo", "a\x00b"]}, ValueError, r"command\[1\] contains a NUL byte"),
+        ({"command": ["ec\x00ho"]}, ValueError, r"command\[0\] contains a NUL byte"),
+        ({"source": "print(1)", "args": ["ok", "x\x00"]}, ValueError, r"args\[1\] contains a NUL byte"),
     ],
 )
 def test_bad_jobs(kwargs, error, match):

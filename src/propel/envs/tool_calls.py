@@ -105,4 +105,6 @@ def check_arguments(call: ToolCall, tools: list[dict[str, Any]]) -> str | None:
         expected = _JSON_TYPES.get(spec.get("type", "string"), object)
         if not isinstance(value, expected):
             return f"bad_arguments: {call.name}.{name} must be a {spec.get('type', 'string')}"
+        if isinstance(value, str) and "\x00" in value:  # no command line or file name can hold one
+            return f"bad_arguments: {call.name}.{name} contains a NUL byte"
     return None

@@ -46,6 +46,9 @@ _USE_NPROC = bool(_CONFIG.get("nproc", True))
 _LIBC = ctypes.CDLL(None, use_errno=True)
 # workspace: a session's persistent cwd (files land there, never wiped); job roots under _BASE then hold stdin only.
 _WORKSPACE = _CONFIG.get("workspace")
+# workspace_bytes: the workspace's size cap (a host folder has no tmpfs size): measured while a command runs (every 10
+# to 100 ms) and when it ends; a command that grows the workspace past it is killed and reported as output_limit.
+_WORKSPACE_CAP = _CONFIG.get("workspace_bytes") if _WORKSPACE else None
 
 
 def _kept_child(folder):
@@ -203,6 +206,36 @@ def _kill_descendants(rounds=50):
 def _die_with_parent():
     with contextlib.suppress(Exception):
         _LIBC.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def _workspace_bytes(path):
+    """Disk space the workspace holds (allocated blocks, hard links once, symlinks not followed). A folder a command
+    made unreadable is made readable again (it belongs to the job's uid, as it does to us) rather than skipped."""
+    total, seen, todo = 0, set(), [path]
+    while todo:
+        folder = todo.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except PermissionError:
+            try:
+                os.chmod(folder, 0o700)
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_blocks * 512
+            if entry.is_dir(follow_symlinks=False):
+                todo.append(entry.path)
+    return total
 
 
 def _apply_limits(lim):
@@ -436,6 +469,7 @@ def _run_job(job, blobs):
         root = tempfile.mkdtemp(prefix="job-", dir=_BASE)
     names = job.get("files", [])
     workdir = os.path.join(root, "work") if _WORKSPACE is None else _WORKSPACE
+    held = _workspace_bytes(_WORKSPACE) if _WORKSPACE_CAP else None  # before this job's files: they count too
     if job.get("too_big"):
         total, free = job["too_big"]
         problem = f"sandbox cannot write the job's files and stdin: {total} bytes, {free} bytes free\n".encode()
@@ -465,14 +499,24 @@ def _run_job(job, blobs):
     bufs = {out_r: bytearray(), err_r: bytearray()}
     open_fds = {out_r, err_r}
     deadline = start + float(lim["timeout_s"])
-    timed_out = over_output = exited = False
+    timed_out = over_output = over_workspace = exited = False
     status, usage = 0, None
     init = os.getpid() == 1 or _SUBREAPER
+    scan_at, scan_every = (start if _WORKSPACE_CAP else math.inf), 0.01
     while open_fds or not exited:
-        wait = deadline - time.monotonic()
+        now = time.monotonic()
+        wait = deadline - now
         if wait <= 0 and not exited:
             timed_out = True
             break
+        if now >= scan_at:  # a capped workspace, measured as the job writes (about 10% of the time, 10 to 100 ms)
+            used = _workspace_bytes(_WORKSPACE)
+            scan_every = min(0.1, max(0.01, 10 * (time.monotonic() - now)))
+            scan_at = time.monotonic() + scan_every
+            if used > _WORKSPACE_CAP and used > held:
+                over_workspace = True
+                break
+        wait = min(wait, scan_at - now)
         if init:  # orphans of the job come to us: reap them as we go (zombies count against its process limit)
             wait = min(wait, 0.05)
             _reap_others(pid)
@@ -489,9 +533,9 @@ def _run_job(job, blobs):
                 open_fds.discard(fd)
                 continue
             buf = bufs[fd]
-            room = cap + 1 - len(buf)
-            if room > 0:
-                buf += chunk[:room]
+            room_left = cap + 1 - len(buf)
+            if room_left > 0:
+                buf += chunk[:room_left]
             if len(buf) > cap:
                 over_output = True
         if over_output:
@@ -502,23 +546,34 @@ def _run_job(job, blobs):
     if not exited:
         _, status, usage = os.wait4(pid, 0)
     wall = time.monotonic() - start
-    if _KILL_ALL:
-        _wait_reaped()
     for fd in (out_r, err_r, pidfd):
         os.close(fd)
+    if _SUBREAPER:
+        _kill_descendants()  # (isolation "none") daemons that left the job's group: dead before the result is out
+    if _WORKSPACE_CAP:  # what the job left, once nothing of it can write any more
+        used = _workspace_bytes(_WORKSPACE)
+        if used > _WORKSPACE_CAP and used > held:
+            over_workspace = True
+        if over_workspace:
+            note = f"\nsandbox: the workspace holds {used} bytes, over its limit of {_WORKSPACE_CAP} bytes\n"
+            bufs[err_r] = bufs[err_r][: max(0, cap - len(note))] + note.encode()
     out, err = bytes(bufs[out_r][:cap]), bytes(bufs[err_r][:cap])
     truncated = len(bufs[out_r]) > cap or len(bufs[err_r]) > cap
     cpu = usage.ru_utime + usage.ru_stime
     oom_after = _oom_kills()
     oom = oom_before is not None and oom_after is not None and oom_after > oom_before
-    outcome, code = _classify(timed_out, over_output, status, cpu, lim, bufs[err_r], oom)
+    outcome, code = _classify(timed_out, over_output or over_workspace, status, cpu, lim, bufs[err_r], oom)
     if code is None:
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    _wipe(root, keep_root=False)
-    _clean_up()
     header = {"event": "done", "id": job_id, "outcome": outcome, "exit_code": code, "wall_s": wall, "cpu_s": cpu}
     header.update(out_n=len(out), err_n=len(err), truncated=truncated)
     _send(header, out, err)
+    # Clean up only once the result is out (everything of the job is dead already): the host's deadline covers the
+    # job, not the wiping. The next job is read only after this.
+    if _KILL_ALL:
+        _wait_reaped()
+    _wipe(root, keep_root=False)
+    _clean_up()
 
 
 def _reap_others(job_pid):

@@ -128,11 +128,16 @@ class Job:
 
 
 def _check_argv(field_name: str, argv) -> None:
+    """A list of str with no NUL byte: no argv can carry one (``execve`` ends each argument at it), so it is refused
+    here, naming the argument, rather than failing inside the sandbox. A caller passing model-written text checks
+    it first (``envs.tool_calls.check_arguments``) and shows the model why."""
     if isinstance(argv, (str, bytes)) or not isinstance(argv, Sequence):
         raise TypeError(f"sandbox Job {field_name} must be a list of str (not a str), got {argv!r}")
-    for arg in argv:
-        if not isinstance(arg, str):  # (a NUL inside one is the job's own error: model-written commands may hold one)
+    for i, arg in enumerate(argv):
+        if not isinstance(arg, str):
             raise TypeError(f"sandbox Job {field_name} items must be str, got {type(arg).__name__} {arg!r}")
+        if "\x00" in arg:
+            raise ValueError(f"sandbox Job {field_name}[{i}] contains a NUL byte (at {arg.index(chr(0))}): {arg!r:.80}")
 
 
 def check_file_name(name) -> None:

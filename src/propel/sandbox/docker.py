@@ -15,7 +15,8 @@ the same on demand.
 
 Inside a container the job runs as the same uid as its worker, so it can stop or kill it (under bubblewrap it
 cannot): the host then gives the worker up at the job's limit + ``protocol.GRACE_S`` and restarts the container in
-the background. The container's OOM kills are read from its memory cgroup and reported as ``memory``.
+the background (a session's container is cleaned up in the background too), so ``run`` returns within the limit +
+0.5 s. The container's OOM kills are read from its memory cgroup and reported as ``memory``.
 """
 
 from __future__ import annotations
@@ -506,7 +507,9 @@ _SESSION_CONFIG = {
 class _DockerSessionBackend(SessionBackend):
     """One container per session. A worker lost mid-command is cleaned up by killing every process of the sandbox
     uid from a fresh exec, which keeps the tmpfs workspace; only if that fails is the container restarted (which
-    empties it), and the result's stderr says so."""
+    empties it), and the next command's stderr says so. The clean-up runs in the background, so that the lost
+    command's result is not held up by it (a stopped worker is given up at the limit + ``GRACE_S``); the next
+    command's worker starts once it is done."""
 
     workspace = _WORKDIR
 
@@ -514,11 +517,24 @@ class _DockerSessionBackend(SessionBackend):
         super().__init__()
         self._sandbox, self._limits = sandbox, limits
         self._closed = False
+        self._cleanup: tuple[threading.Thread, list[bool]] | None = None
+        """The background clean-up after a lost worker, and whether it succeeded (once joined)."""
         self.container = sandbox._start_container("session", limits)
+
+    def _wait_cleanup(self) -> bool:
+        """Wait for the clean-up after a lost worker, if one runs; False when it failed."""
+        cleanup, self._cleanup = self._cleanup, None
+        if cleanup is None:
+            return True
+        thread, ok = cleanup
+        thread.join()
+        return bool(ok and ok[0])
 
     def spawn(self, slot: int) -> Channel:
         from docker.errors import DockerException
 
+        if not self._wait_cleanup():
+            self._restart("its worker was lost and the clean-up failed")
         if self.container is None:
             self.container = self._sandbox._start_container("session", self._limits)
         try:
@@ -545,8 +561,13 @@ class _DockerSessionBackend(SessionBackend):
     def on_lost(self, slot: int, pid: int | None) -> None:
         if self._closed or self.container is None:
             return
-        if not self._kill_all():
-            self._restart("its worker was lost and the clean-up failed")
+
+        ok: list[bool] = []
+        thread = threading.Thread(
+            target=lambda: ok.append(self._kill_all()), name="propel-sandbox-session-cleanup", daemon=True
+        )
+        self._cleanup = (thread, ok)
+        thread.start()  # if it fails, the next spawn restarts the container (and that command's result says so)
 
     def _kill_all(self) -> bool:
         from docker.errors import DockerException
@@ -578,6 +599,7 @@ class _DockerSessionBackend(SessionBackend):
 
     def close(self) -> None:
         self._closed = True
+        self._wait_cleanup()
         container, self.container = self.container, None
         if container is not None:
             with contextlib.suppress(Exception):  # already gone is fine

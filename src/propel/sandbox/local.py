@@ -138,6 +138,7 @@ class LocalSandbox(Sandbox):
         python: str | None = None,
         scratch_mb: int = 256,
         uid_base: int = 61000,
+        workspace_mb: int = 256,
     ):
         """Args:
         limits: default limits for jobs that carry none.
@@ -147,6 +148,12 @@ class LocalSandbox(Sandbox):
         python: interpreter for ``source`` jobs and the workers; the system ``python3`` by default (run with ``-S -I``:
             standard library only).
         scratch_mb: size of each worker's private /tmp, which holds the jobs' work dirs (bwrap only).
+        workspace_mb: size cap of each session's workspace, a host folder (a tmpfs would not outlive its worker).
+            The worker measures it while a command runs (every 10 to 100 ms) and when it ends: a command that grows
+            it past the cap is killed and reported as ``output_limit`` with a note saying so (it can overshoot by
+            what it writes between two measurements). The workspace keeps what the command left; a command that
+            does not grow it (reading, deleting) runs normally. Docker sessions are bounded by their ``/work``
+            tmpfs (``workdir_mb``) instead.
         uid_base: when running as root, worker slot ``i`` runs as host uid ``uid_base + i`` so that process limits
             apply (root ignores ``RLIMIT_NPROC``) and slots cannot signal each other; open session ``k`` runs as
             ``uid_base + max_workers + k``.
@@ -163,7 +170,9 @@ class LocalSandbox(Sandbox):
             raise ValueError(f"LocalSandbox python {self.python!r} is not an executable; pass python=/path/to/python3")
         if scratch_mb <= 0:
             raise ValueError(f"LocalSandbox scratch_mb must be > 0, got {scratch_mb}")
-        self.scratch_mb = scratch_mb
+        if isinstance(workspace_mb, bool) or not isinstance(workspace_mb, int) or workspace_mb <= 0:
+            raise ValueError(f"LocalSandbox workspace_mb must be an int > 0, got {workspace_mb!r}")
+        self.scratch_mb, self.workspace_mb = scratch_mb, workspace_mb
         self.uid_base = uid_base
         self._root = os.geteuid() == 0
         self._code = worker_source()
@@ -182,7 +191,7 @@ class LocalSandbox(Sandbox):
             config["scratch"] = ["/tmp", "/dev/shm", "/dev/mqueue"]
             writable, home = [], "/tmp"
             if workspace is not None:
-                config["workspace"] = workspace
+                config.update(workspace=workspace, workspace_bytes=self.workspace_mb << 20)
                 writable, home = [workspace], workspace
             python = os.path.realpath(self.python)
             inner = [python, "-S", "-I", "-c", self._code, json.dumps(config)]
@@ -205,7 +214,7 @@ class LocalSandbox(Sandbox):
         config = {"kill_all": False, "base": base, "nproc": user is not None, "nproc_base": 1, "scratch": []}
         config["subreaper"] = True
         if workspace is not None:
-            config["workspace"] = workspace
+            config.update(workspace=workspace, workspace_bytes=self.workspace_mb << 20)
         argv = [self.python, "-S", "-I", "-c", self._code, json.dumps(config)]
         cwd = workspace or base
         return PipeChannel(

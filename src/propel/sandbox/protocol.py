@@ -18,9 +18,10 @@ from propel.sandbox.base import Job, Limits, Outcome, Result
 _LEN = struct.Struct(">I")
 _MAX_HEADER = 1 << 16
 _job_ids = itertools.count(1)
-GRACE_S = 0.8
-"""How long past a job's wall-clock limit the host waits for its worker before giving the worker up (so a job that
-stops its worker, or a stuck worker, still returns within the limit + 1 s)."""
+GRACE_S = 0.3
+"""How long past a job's wall-clock limit, counted from the worker's ``started`` frame, the host waits for its result
+before giving the worker up (so a job that stops its worker, or a stuck worker, returns within the limit + 0.5 s).
+It only has to cover the worker killing the job and sending the result: the worker cleans up after sending it."""
 
 
 class WorkerLost(Exception):
@@ -116,9 +117,10 @@ def exchange(channel: Channel, job: Job, limits: Limits, grace_s: float = GRACE_
     start = time.monotonic()
     job_id = next(_job_ids)
     channel.send(encode_job(job, limits, job_id))
-    deadline = time.monotonic() + limits.timeout_s + grace_s  # the inputs' transfer (large stdin) is not the job's
-    started = _expect(channel, "started", job_id, deadline)
+    # Until ``started``, the worker writes the inputs (after finishing the last job's clean-up): not the job's time.
+    started = _expect(channel, "started", job_id, time.monotonic() + limits.timeout_s + grace_s)
     pid = started.get("pid") if isinstance(started.get("pid"), int) else None
+    deadline = time.monotonic() + limits.timeout_s + grace_s  # the job's clock starts when it is forked
     try:
         return _read_done(channel, limits, deadline, start, job_id), pid
     except WorkerLost as e:
