@@ -22,7 +22,7 @@ FLOORS: list[set[str]] = [
     {"probes", "envs"},  # agent environments need sandboxes and contexts, nothing above
     {"rollouts"},  # the rollout record and its production (single-turn, and agent episodes driving envs)
     {"pools", "rewards"},  # a reward is a function of rollout records; a pool row is built from a Sample
-    {"datamodules", "lit_modules"},
+    {"datamodules", "lit_modules", "served"},  # served: propel's environments as OpenEnv ones, scored by rewards
     {"callbacks"},
     {"pipeline"},
     {"cli"},

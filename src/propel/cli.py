@@ -1,5 +1,6 @@
 """The ``propel`` command: LightningCLI (fit / validate / test / predict) over YAML configs in omegaconf mode, plus
-``propel probe`` (the probe job) and ``propel pipeline`` (every PROPEL stage in order).
+``propel probe`` (the probe job), ``propel pipeline`` (every PROPEL stage in order) and ``propel serve-env`` (an
+OpenEnv environment behind OpenEnv's server).
 
 This module imports nothing heavy: ``propel --help``, ``propel --version`` and the checks a config file can fail
 without its classes (a missing file, broken YAML) answer in well under a second; torch and Lightning load only
@@ -28,6 +29,7 @@ SUBCOMMANDS = {
     "predict": "collect and label a task pool with solver trials (configs/math/label.yaml)",
     "probe": "labeled pool -> activations -> probe sweep -> selected probe artifact (configs/probe/sweep.yaml)",
     "pipeline": "every PROPEL stage in order (label, probe, grpo, evaluate) and a report (configs/demo.yaml)",
+    "serve-env": "an OpenEnv environment behind OpenEnv's server on loopback: propel serve-env triage (or humaneval)",
 }
 """Every ``propel`` subcommand with its one-line help (the top-level ``--help`` lists exactly these)."""
 
@@ -119,6 +121,11 @@ def _run(argv: list[str]) -> None:
         from propel.pipeline.run import main as pipeline_main
 
         pipeline_main(argv[1:])
+        return
+    if command == "serve-env":
+        from propel.served.server import main as serve_main
+
+        serve_main(argv[1:])
         return
     if "-h" not in argv and "--help" not in argv:
         files = _check_config_files(argv[1:])

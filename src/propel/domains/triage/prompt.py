@@ -20,12 +20,13 @@ ANSWER_FORMAT = (
 )
 
 
-def render_ticket(ticket: Ticket) -> str:
-    """The user message: instruction, ticket, ``[id] title`` + body per article, answer format."""
+def render_ticket(ticket: Ticket, answer_format: str = ANSWER_FORMAT) -> str:
+    """The user message: instruction, ticket, ``[id] title`` + body per article, answer format (a tool-calling
+    client, e.g. the OpenEnv environment, asks for the tool instead of the inline call)."""
     articles = "\n\n".join(f"[{a.id}] {a.title}\n{a.body}" for a in ticket.articles)
     return (
         f"{INSTRUCTION}\n\nTicket {ticket.ticket_id} ({ticket.category})\nSubject: {ticket.subject}\n{ticket.body}\n\n"
-        f"Retrieved articles:\n\n{articles}\n\n{ANSWER_FORMAT}"
+        f"Retrieved articles:\n\n{articles}\n\n{answer_format}"
     )
 
 
