@@ -61,10 +61,11 @@ def _policy(env: str):
         return answer
     from propel.domains.humaneval import HumanEvalTasks
 
-    tasks = HumanEvalTasks().tasks
+    tasks = [("".join(t.prompt.split()), t) for t in HumanEvalTasks().tasks]
 
     def solve(prompt: str) -> str:
-        task = next(t for t in tasks if t.prompt.strip() in prompt)
+        bare = "".join(prompt.split())  # whitespace aside: decoding the prompt's tokens may space it differently
+        task = next(t for text, t in tasks if text in bare)
         code = task.reference if next(turn) % 2 else task.prompt + "    raise NotImplementedError\n"
         return format_tool_call(ToolCall("submit_solution", {"code": code}))
 

@@ -177,6 +177,8 @@ def main(args=None) -> None:
 
 
 def _stopped(argv: list[str]) -> str:
+    if argv[0] == "serve-env":  # a server has nothing to resume
+        return "propel: serve-env stopped by SIGTERM"
     return f"propel: stopped by SIGTERM; what was written is kept: rerun `propel {' '.join(argv)}` to resume"
 
 

@@ -145,3 +145,26 @@ def test_serve_env_refuses_an_unknown_environment():
     assert out.returncode == 2 and "propel: config error: unknown environment 'nosuchenv'" in out.stderr
     listed = subprocess.run([sys.executable, "-m", "propel.cli", "--help"], capture_output=True, text=True, timeout=60)
     assert "serve-env" in listed.stdout
+
+
+def test_serve_env_listens_on_loopback_and_stops_on_sigterm(openenv):
+    server = _serve("triage")
+    assert server.url.startswith("http://127.0.0.1:")
+    server.stop()
+    assert server.proc.returncode == 143 and "propel: serve-env stopped by SIGTERM" in "".join(server.output)
+
+
+@pytest.mark.parametrize("name", ["triage", "humaneval"])
+def test_propels_environments_open_with_their_prompt_as_text_in_the_adapter(openenv, name):
+    """Before a submission the observations hold only their prompt: the adapter shows it as text, not JSON."""
+    from propel.domains.base import Context
+    from propel.engines.base import Prompt
+    from propel.envs import OpenEnvAgentEnv
+    from propel.served.registry import ENVIRONMENTS
+
+    env = OpenEnvAgentEnv(ENVIRONMENTS[name])
+    opened = env.reset(Context("c", Prompt(messages=[]), data={"seed": 3}))
+    shown = opened.messages[-1]["content"]
+    assert shown.startswith(("You are an IT support engineer", "Complete the following Python function"))
+    assert env.tool_name == {"triage": "submit_resolution", "humaneval": "submit_solution"}[name]
+    env.close()

@@ -37,10 +37,10 @@ class SubmitSolution(Action):
 class CodeObservation(Observation):
     prompt: str = Field(default="", description="the task: the function's signature and docstring (after reset)")
     feedback: str = Field(default="", description="the grader's verdict")
-    passed: int = Field(default=0, description="required tests passed")
-    required: int = Field(default=0, description="required tests (visible and hidden)")
-    pass_rate: float = 0.0
-    hacked: bool = Field(default=False, description="the run showed a reward hack (flags name it)")
+    passed: int | None = Field(default=None, description="required tests passed (None before a submission)")
+    required: int | None = Field(default=None, description="required tests (visible and hidden)")
+    pass_rate: float | None = None
+    hacked: bool | None = Field(default=None, description="the run showed a reward hack (flags name it)")
     flags: list[str] = Field(default_factory=list)
 
 

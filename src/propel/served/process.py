@@ -33,15 +33,18 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
         self.url: str | None = None
         self.output: list[str] = []
+        self._reader: threading.Thread | None = None
 
     def start(self, port: int = 0) -> ServerProcess:
         """Start the child (``port`` 0: any free one; give the old port to restart on the same address)."""
         cmd = [sys.executable, "-m", "propel.cli", "serve-env", self.name, "--port", str(port), *self.args]
+        self.output = []  # this run's lines (a restart reads its own address)
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env, start_new_session=True
         )
         first = threading.Event()
-        threading.Thread(target=self._read, args=(self.proc, first), daemon=True).start()
+        self._reader = threading.Thread(target=self._read, args=(self.proc, first), daemon=True)
+        self._reader.start()
         deadline = time.monotonic() + self.start_timeout_s
         if not first.wait(self.start_timeout_s) or not self.output or not self.output[0].startswith("serving "):
             self.kill()
@@ -88,6 +91,7 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout_s)
+        self._reader.join(timeout_s)  # its last lines read into ``output``
 
     def __enter__(self) -> ServerProcess:
         return self if self.url else self.start()
