@@ -89,7 +89,8 @@ def _fit(model_dir, steps, tmp_path=None, ckpt_path=None, save=False, **kw):
         lr=1e-2,
         **settings,
     )
-    data = EpisodeDataModule(partial(ToolEnv, max_turns=2, command_timeout_s=2.0), ShellTasks(), contexts_per_step=1)
+    data = EpisodeDataModule(partial(ToolEnv, max_turns=2, command_timeout_s=2.0), ShellTasks(), contexts_per_step=1,
+                             execute_cut_turns=True)  # a random model's turns are all cut: run them  # fmt: skip
     rec = Steps()
     callbacks = [rec] + ([ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=1, save_top_k=-1)] if save else [])
     trainer = pl.Trainer(max_steps=steps, accelerator="cpu", logger=False, enable_progress_bar=False,
