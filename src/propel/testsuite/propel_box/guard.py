@@ -13,6 +13,7 @@ rebinding this module's attributes later changes nothing.
 import pytest
 from _pytest.junitxml import mangle_test_address
 from _pytest.outcomes import OutcomeException, Skipped
+from propel_box import integrity
 
 
 def test_key(nodeid, mangle=mangle_test_address):
@@ -21,10 +22,12 @@ def test_key(nodeid, mangle=mangle_test_address):
     return ".".join(names[:-1]) + "::" + names[-1]
 
 
-def make_guard(send, check, on_collected=None):
+def make_guard(send, check, on_collected=None, test_module=None):
     """The plugin object. ``send(kind, *fields)``: the channel; ``check()``: the integrity changes since the
-    snapshot; ``on_collected()``: runs once collection is done (the runner hides the test files then)."""
+    snapshot; ``on_collected()``: runs once collection is done (the runner hides the test files then);
+    ``test_module(module)``: is this a module of the suite (snapshotted once collected, compared at the end)."""
     key, skipped, outcome_exception, sent_changes = test_key, Skipped, OutcomeException, set()
+    snapshot, changes = integrity.snapshot, integrity.changes
     state = {"items": [], "module": None}
 
     def report_changes(when):
@@ -52,6 +55,8 @@ def make_guard(send, check, on_collected=None):
             if error is not None and not isinstance(error[1], (Exception, outcome_exception)):
                 name = type(error[1]).__name__
                 send("audit", "early_exit", "raise", "", f"{item.name}: raised {name}, not an Exception")
+            elif error is not None and type(error[1]).__name__ == "OwnEquality":  # the suite's plain-value check
+                send("audit", "custom_eq", "value", "", f"{item.name}: {str(error[1])[:120]}")
 
         pytest_runtest_setup = pytest.hookimpl(hookwrapper=True, tryfirst=True)(_watch)
         pytest_runtest_call = pytest.hookimpl(hookwrapper=True, tryfirst=True)(_watch)
@@ -65,12 +70,17 @@ def make_guard(send, check, on_collected=None):
             ]
             send("collected", *[key(nodeid) for nodeid in state["items"]])
             report_changes("collection")
+            if test_module is not None:
+                state["tests"] = snapshot(only=test_module)
             if on_collected is not None:
                 on_collected()
 
         @pytest.hookimpl(trylast=True)
         def pytest_sessionfinish(self, session, exitstatus):
             report_changes("session end")
+            if test_module is not None and "tests" in state:
+                for change in changes(state["tests"], only=test_module):
+                    send("tampered", "session end", change)
             for nodeid, obj, code in state.get("code", ()):
                 if obj.__code__ is not code:
                     send("tampered", "session end", f"the code of test {nodeid} was swapped")

@@ -38,15 +38,16 @@ _NOT_CALLABLE_CODE = (
 _MISSING = object()
 
 
-def snapshot(skip=("__main__", "__mp_main__")):
+def snapshot(skip=("__main__", "__mp_main__"), only=None):
     """``{key: object}`` (compared by identity; no ``id()`` calls, which the audit hook would see) for every
     code-like binding of every loaded module, of the classes they define, of builtins, and of the interpreter
-    settings above. Keys hold the module or class object itself; names are only spelled out for a change."""
+    settings above. Keys hold the module or class object itself; names are only spelled out for a change.
+    ``only(module)``: snapshot just the modules it accepts (the test modules, once collected)."""
     snap = {}
     plain = _NOT_CALLABLE_CODE
     for name, module in list(sys.modules.items()):
         attrs = getattr(module, "__dict__", None)
-        if name in skip or not isinstance(attrs, dict):
+        if name in skip or not isinstance(attrs, dict) or (only is not None and not only(module)):
             continue
         snap[("module", name)] = module
         everything = name == "builtins"
@@ -57,6 +58,8 @@ def snapshot(skip=("__main__", "__mp_main__")):
                 for cattr, cvalue in list(value.__dict__.items()):
                     if callable(cvalue) or isinstance(cvalue, plain):
                         snap[(value, cattr)] = cvalue
+    if only is not None:
+        return snap
     for attr in SYS_DATA:
         snap[("sys", attr)] = getattr(sys, attr, None)
     own = [getattr(sys.modules.get(m), c, None) for m, c in OWN_FINDERS]
@@ -101,10 +104,10 @@ def _owner(value):
     return module.split(".")[0] if isinstance(module, str) else None
 
 
-def changes(before, skip=("__main__", "__mp_main__")):
+def changes(before, skip=("__main__", "__mp_main__"), only=None):
     """``["_pytest.reports.TestReport.__init__ rebound", ...]``: what differs from ``before`` (new modules and new
     names are not changes: importing is not tampering)."""
-    after = snapshot(skip)
+    after = snapshot(skip, only)
     out = []
     for key, value in before.items():
         now = after.get(key, _MISSING)

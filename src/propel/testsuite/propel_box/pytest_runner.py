@@ -99,7 +99,10 @@ def _child(dirs, suite, limits, key, write_fd):
             if suite.get("hide_tests"):
                 confine.restrict(read=runtime + [ws], write=[tmp, reports], read_write_files=[os.devnull])
 
-        plugin = guard.make_guard(send, lambda: integrity.changes(before), hide_tests)
+        def test_module(module):
+            return is_test(os.path.abspath(getattr(module, "__file__", None) or "/"))
+
+        plugin = guard.make_guard(send, lambda: integrity.changes(before), hide_tests, test_module)
         readable = runtime + [ws, tests, tmp]
         audit.install(lambda *a: send("audit", *a), graded, is_test, [tmp], readable, graded_root=ws)
         cov = None
