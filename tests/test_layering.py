@@ -19,6 +19,7 @@ FLOORS: list[set[str]] = [
     {"losses", "metrics", "sandbox", "models", "wandb_offline", "loggers"},
     {"engines", "testsuite"},  # testsuite: pytest suites run in the sandbox, hack detectors
     {"domains"},
+    {"tasks"},  # task sources for RL on verifiable rewards (reasoning-gym): contexts with gold data
     {"probes", "envs"},  # agent environments need sandboxes and contexts, nothing above
     {"rollouts"},  # the rollout record and its production (single-turn, and agent episodes driving envs)
     {"pools", "rewards"},  # a reward is a function of rollout records; a pool row is built from a Sample

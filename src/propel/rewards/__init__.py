@@ -1,9 +1,11 @@
 """Rewards: named, weighted components combined into one scalar per sample; probe-based rewards for PROPEL; the
-test-suite reward with its hack penalty; the six IT-triage components."""
+test-suite reward with its hack penalty; the six IT-triage components; reasoning-gym's verifiers; TRL-style reward
+functions in propel (``TRLRewardFunction``) and propel rewards in TRL (``as_trl_reward``)."""
 
 from propel.rewards.base import FunctionReward, Reward, RewardComponent, RewardContext
 from propel.rewards.combine import CombinedReward, RewardBreakdown
 from propel.rewards.episode import EnvironmentReward, OverlongPenalty, TurnRewards
+from propel.rewards.gym import ReasoningGymReward
 from propel.rewards.probe import PROBE_MODES, MinProbe, ProbeReward, constrained, worst_case
 from propel.rewards.test_suite import TestSuitePart, TestSuiteReward
 from propel.rewards.triage import (
@@ -15,6 +17,8 @@ from propel.rewards.triage import (
     TriageResolution,
     triage_rewards,
 )
+from propel.rewards.trl_export import as_trl_reward
+from propel.rewards.trl_function import TRLRewardFunction
 
 __all__ = [
     "CitationGrounding",
@@ -31,13 +35,16 @@ __all__ = [
     "MinProbe",
     "OverlongPenalty",
     "ProbeReward",
+    "ReasoningGymReward",
     "RewardBreakdown",
     "Reward",
     "RewardComponent",
     "RewardContext",
     "TestSuitePart",
     "TestSuiteReward",
+    "TRLRewardFunction",
     "TurnRewards",
+    "as_trl_reward",
     "constrained",
     "worst_case",
 ]
