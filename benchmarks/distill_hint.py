@@ -37,7 +37,7 @@ def wilson(k: int, n: int) -> str:
 
 
 def build(config: str, steps: int, episodes: int, hint: str | None):
-    from propel.pipeline.lightning_cli import PropelCLI
+    from propel.cli.lightning_cli import PropelCLI
 
     args = ["-c", config, f"--trainer.max_steps={steps}", "--trainer.logger=false",
             f"--model.init_args.episodes_per_context={episodes}"]  # fmt: skip

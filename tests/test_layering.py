@@ -16,17 +16,16 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "propel"
 # docs/architecture.md draws the same table.
 FLOORS: list[set[str]] = [
     {"__init__", "errors", "paths", "fleet", "durable"},  # fleet: routing and cool-down over servers or hosts
-    {"losses", "metrics", "sandbox", "models", "wandb_offline", "loggers"},
+    {"losses", "metrics", "sandbox", "models", "wandb_offline", "loggers", "cli"},  # cli: the command, YAML -> objects
     {"engines", "testsuite"},  # testsuite: pytest suites run in the sandbox, hack detectors
     {"domains"},
     {"tasks"},  # task sources for RL on verifiable rewards (reasoning-gym): contexts with gold data
     {"probes", "envs"},  # agent environments need sandboxes and contexts, nothing above
     {"rollouts"},  # the rollout record and its production (single-turn, and agent episodes driving envs)
     {"pools", "rewards"},  # a reward is a function of rollout records; a pool row is built from a Sample
-    {"datamodules", "lit_modules", "served"},  # served: propel's environments as OpenEnv ones, scored by rewards
+    {"datamodules", "lit_modules", "jobs", "served"},  # jobs: the probe job; served: propel's envs as OpenEnv ones
     {"callbacks"},
     {"pipeline"},
-    {"cli"},
 ]
 
 
@@ -123,6 +122,39 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     reachable = {u: reach(u) for u in edges}
     groups = {frozenset({u} | {v for v in reachable[u] if u in reachable.get(v, ())}) for u in edges}
     return sorted(sorted(g) for g in groups if len(g) > 1)
+
+
+def _module_file(parts: list[str], root: Path) -> Path | None:
+    """The file an imported dotted name lives in (the longest prefix that is a module or a package)."""
+    for end in range(len(parts), 1, -1):
+        base = root.parent.joinpath(*parts[:end])
+        if base.with_suffix(".py").is_file():
+            return base.with_suffix(".py")
+        if (base / "__init__.py").is_file():
+            return base / "__init__.py"
+    return None
+
+
+def file_cycles(root: Path) -> list[list[str]]:
+    """Groups of files that import each other (every import counts; a package's ``__init__.py``, which only hands
+    names on, is left out, as in the floor table)."""
+    edges: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        src = str(path.relative_to(root.parent))
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for parts in _imported(node, path, root):
+                    dst = _module_file(parts, root) if parts and parts[0] == root.name else None
+                    if dst is not None and dst.name != "__init__.py" and dst != path:
+                        edges.setdefault(src, set()).add(str(dst.relative_to(root.parent)))
+    return _cycles(edges)
+
+
+def test_no_file_imports_itself_through_others():
+    cycles = file_cycles(SRC)
+    assert not cycles, "file-level import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
 def test_propel_imports_only_downward():

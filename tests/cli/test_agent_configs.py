@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from propel.pipeline.lightning_cli import resolve_lightning
+from propel.cli.lightning_cli import resolve_lightning
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -162,7 +162,7 @@ def test_quiet_dependencies_drops_adverts_and_dependency_deprecations_only():
     import logging
     import warnings
 
-    from propel.pipeline.quiet import quiet_dependencies
+    from propel.cli.quiet import quiet_dependencies
 
     with warnings.catch_warnings(record=True) as seen:
         quiet_dependencies()
@@ -185,7 +185,7 @@ def test_quiet_dependencies_drops_adverts_and_dependency_deprecations_only():
 def test_building_propel_cli_directly_silences_adverts():
     """Benchmarks and notebooks build ``PropelCLI`` without the ``propel`` command: the adverts stay silent."""
     code = (
-        "import logging\nfrom propel.pipeline.lightning_cli import PropelCLI\n"
+        "import logging\nfrom propel.cli.lightning_cli import PropelCLI\n"
         "PropelCLI(args=['-c', 'configs/grpo/base.yaml', '-c', 'configs/math/grpo.yaml'], run=False)\n"
         "logger = logging.getLogger('lightning.pytorch.utilities.rank_zero')\n"
         "rec = logging.LogRecord(logger.name, logging.INFO, '', 0, '💡 Tip: try litmodels', None, None)\n"

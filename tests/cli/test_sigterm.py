@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from propel.cli import EXIT_SIGTERM
+from propel.cli.main import EXIT_SIGTERM
 from propel.domains import MathExpressionDomain
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from propel.cli.errors import class_keys
+from propel.cli.static_keys import TRAINER, _class_nodes, accepted_keys, check_keys, merged_config
 from propel.errors import ConfigError
-from propel.pipeline.cli_errors import class_keys
-from propel.pipeline.static_keys import TRAINER, _class_nodes, accepted_keys, check_keys, merged_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -19,7 +19,7 @@ from propel.datamodules.code_solutions import CodeSolutionDataModule
 from propel.domains.humaneval import HumanEvalTasks
 from propel.lit_modules.grpo import GRPOModule
 from propel.models.lora import LoRASpec
-from propel.pipeline.lightning_cli import resolve_lightning
+from propel.cli.lightning_cli import resolve_lightning
 from propel.rewards import TestSuitePart, TestSuiteReward
 
 ROOT = Path(__file__).resolve().parents[2]

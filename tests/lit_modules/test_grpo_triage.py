@@ -13,7 +13,7 @@ import torch
 import yaml
 
 from propel.domains.triage.parse import REJECTIONS
-from propel.pipeline.lightning_cli import resolve_lightning
+from propel.cli.lightning_cli import resolve_lightning
 from propel.wandb_offline import find_run_file, read_history
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,8 +14,8 @@ import pytest
 from propel.domains import MathExpressionDomain
 from propel.domains.base import Task
 from propel.errors import ConfigError
-from propel.pipeline.config import load_pipeline_config
 from propel.pipeline.run import run_pipeline
+from propel.pipeline.stage_configs import load_pipeline_config
 from propel.pools import MINED_SCHEMA, read_pool, write_part
 from tests.pipeline.test_pipeline_e2e import _seed_pool
 

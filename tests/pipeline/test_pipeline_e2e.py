@@ -17,8 +17,8 @@ import yaml
 
 from propel.domains import MathExpressionDomain
 from propel.domains.base import Task
-from propel.pipeline.config import load_pipeline_config
 from propel.pipeline.run import run_pipeline
+from propel.pipeline.stage_configs import load_pipeline_config
 
 PROBLEMS = [
     ("Tom has {a} apples and buys {b} more. How many apples does he have?", "{a} + {b}"),
@@ -195,7 +195,7 @@ def test_bad_pipeline_config_names_the_key(tmp_path):
 def test_stage_configs_are_the_templates_with_the_run_level_values_kept_in_step(tmp_path):
     """One set of defaults: what a stage runs is its template (as `propel <cmd> -c template` would run it) plus the
     section's keys; the pipeline only sets the values that must agree across stages."""
-    from propel.pipeline.lightning_cli import resolve_lightning
+    from propel.cli.lightning_cli import resolve_lightning
 
     cfg = load_pipeline_config(
         "configs/demo.yaml",

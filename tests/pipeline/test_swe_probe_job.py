@@ -13,7 +13,7 @@ from propel.domains.base import Task
 from propel.domains.swe import SweDomain
 from propel.envs import ToolCall, format_tool_call
 from propel.errors import ConfigError
-from propel.pipeline.probe_job import ProbeJob, RVPSettings
+from propel.jobs.probe import ProbeJob, RVPSettings
 from propel.pools.io import read_pool, write_part
 from propel.probes.sweep import SweepConfig
 

@@ -138,7 +138,7 @@ def test_grpo_with_a_policy_of_another_family_scores_texts_with_the_reference_to
 def test_cold_transfer_config_keeps_the_probe_reference_and_swaps_the_policy():
     """``configs/math/cold_transfer.yaml``: the policy is another model, the probe's reference stays the one the
     artifact was trained on (named, not taken from the policy)."""
-    from propel.pipeline.lightning_cli import resolve_lightning
+    from propel.cli.lightning_cli import resolve_lightning
 
     layers = [yaml.safe_load(Path(p).read_text()) for p in ("configs/grpo/base.yaml", "configs/math/grpo.yaml")]
     layers.append(yaml.safe_load(Path("configs/math/cold_transfer.yaml").read_text()))

@@ -115,7 +115,7 @@ def run_aux_pool(cfg: PipelineConfig) -> dict:
 
 def run_aux_probe(cfg: PipelineConfig) -> dict:
     """``propel probe`` on the auxiliary pool: the probe stage's sweep and selection, its own artifact."""
-    from propel.pipeline.probe_job import main as probe_main
+    from propel.jobs.probe import main as probe_main
 
     path = write_config(cfg.configs["aux_probe"], cfg.root / "aux_probe" / "config.yaml")
     return probe_main(["-c", str(path)])
@@ -152,10 +152,10 @@ def _arm_folder(cfg: PipelineConfig, arm: str) -> Path:
 
 def run_arms(cfg: PipelineConfig) -> dict:
     """Evaluate every arm (resuming: a finished arm is read back), then the table and the changes between arms."""
+    from propel.cli.lightning_cli import run_lightning
     from propel.lit_modules.evaluation import SCORES, SUMMARY
     from propel.pipeline.compare import arms_lift, arms_table
-    from propel.pipeline.config import SUBCOMMANDS
-    from propel.pipeline.lightning_cli import run_lightning
+    from propel.pipeline.config import STAGE_SUBCOMMAND
     from propel.pools.auxiliary import dominant_topic
     from propel.pools.io import read_pool
 
@@ -173,7 +173,8 @@ def run_arms(cfg: PipelineConfig) -> dict:
         folder = _arm_folder(cfg, arm)
         if not (folder / SUMMARY).exists():
             run_lightning(
-                SUBCOMMANDS["evaluate"], write_config(cfg.evaluate_config(arm, adapter, "arms"), folder / "config.yaml")
+                STAGE_SUBCOMMAND["evaluate"],
+                write_config(cfg.evaluate_config(arm, adapter, "arms"), folder / "config.yaml"),
             )
         scores = folder / SCORES
         topic, share, _ = dominant_topic([read_pool(folder)])

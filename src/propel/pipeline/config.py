@@ -37,7 +37,7 @@ TEMPLATES: dict[str, list[str]] = {
 }
 """The templates a stage composes when its section names none (paths relative to the working directory, then to
 the source checkout)."""
-SUBCOMMANDS = {"label": "predict", "grpo": "fit", "evaluate": "test", "constrained": "fit", "auxiliary": "fit"}
+STAGE_SUBCOMMAND = {"label": "predict", "grpo": "fit", "evaluate": "test", "constrained": "fit", "auxiliary": "fit"}
 """The ``propel`` subcommand that runs each Lightning stage (the probe stage runs ``propel probe``)."""
 
 
@@ -112,9 +112,10 @@ def template_path(path: str) -> Path:
     return checkout if checkout.is_file() else given
 
 
-def load_pipeline_config(path: str | Path | None = None, overrides: list[str] | None = None) -> PipelineConfig:
-    """Read the pipeline YAML (omegaconf: ``${...}`` interpolation, ``key=value`` overrides), compose and validate
-    every stage's config. Unknown keys and bad values end in a one-line ``ConfigError`` naming the key."""
+def read_pipeline_config(path: str | Path | None = None, overrides: list[str] | None = None) -> PipelineConfig:
+    """Read the pipeline YAML (omegaconf: ``${...}`` interpolation, ``key=value`` overrides) into a
+    ``PipelineConfig`` whose stage configs are not composed yet (``stage_configs.load_pipeline_config`` does both).
+    Unknown keys and bad values end in a one-line ``ConfigError`` naming the key."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -135,7 +136,4 @@ def load_pipeline_config(path: str | Path | None = None, overrides: list[str] | 
     unknown = [s for s in cfg.stages if s not in ALL_STAGES]
     if unknown:
         raise ConfigError(f"pipeline config key 'stages': unknown stage(s) {unknown}; choose from {list(ALL_STAGES)}")
-    from propel.pipeline.stage_configs import compose_stages
-
-    cfg.configs = compose_stages(cfg)
     return cfg

@@ -7,7 +7,8 @@ import time
 from rich.console import Console
 
 from propel.errors import ConfigError
-from propel.pipeline.config import PipelineConfig, load_pipeline_config
+from propel.pipeline.config import PipelineConfig
+from propel.pipeline.stage_configs import load_pipeline_config
 
 
 def run_pipeline(cfg: PipelineConfig, console: Console | None = None) -> dict[str, dict]:

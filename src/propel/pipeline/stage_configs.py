@@ -11,17 +11,22 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from propel.cli.errors import explain, init_error
 from propel.errors import ConfigError
 from propel.pipeline import compose
-from propel.pipeline.cli_errors import explain, init_error
-from propel.pipeline.config import COEVOLUTION_STAGES, SUBCOMMANDS, TEMPLATES, template_path
-
-if TYPE_CHECKING:
-    from propel.pipeline.config import PipelineConfig
+from propel.pipeline.config import (
+    COEVOLUTION_STAGES,
+    STAGE_SUBCOMMAND,
+    TEMPLATES,
+    PipelineConfig,
+    read_pipeline_config,
+    template_path,
+)
 
 PROBE_REWARD = "ProbeReward"
 LOGGERS = ("propel.loggers.PropelWandbLogger", "lightning.pytorch.loggers.CSVLogger")
@@ -68,10 +73,10 @@ def _lightning(stage: str, node: DictConfig) -> dict:
     """The complete config ``propel <subcommand>`` runs (every default filled in); errors name the stage."""
     from jsonargparse import ArgumentError
 
-    from propel.pipeline.lightning_cli import resolve_lightning
+    from propel.cli.lightning_cli import resolve_lightning
 
     try:
-        config = resolve_lightning(SUBCOMMANDS[stage], compose.resolved(node, stage))
+        config = resolve_lightning(STAGE_SUBCOMMAND[stage], compose.resolved(node, stage))
     except (ArgumentError, ConfigError, SystemExit) as err:
         raise ConfigError(_stage_error(stage, explain(str(err)))) from None
     _build(stage, config)
@@ -96,7 +101,7 @@ def _build(stage: str, config: dict) -> None:
 
 def _probe(node: DictConfig) -> dict:
     """The probe job's config, validated by building the job (nothing runs)."""
-    from propel.pipeline.probe_job import parse_probe
+    from propel.jobs.probe import parse_probe
 
     plain = compose.resolved(node, "probe")
     try:
@@ -116,8 +121,8 @@ def _probe_reward(grpo: dict) -> dict | None:
 
 def _check_static_keys(nodes: dict[str, DictConfig]) -> None:
     """A misspelled key in a Lightning stage's section fails here, from the classes' source, in well under a second
-    (``propel.pipeline.static_keys``), before Lightning is imported to validate the rest."""
-    from propel.pipeline.static_keys import check_keys
+    (``propel.cli.static_keys``), before Lightning is imported to validate the rest."""
+    from propel.cli.static_keys import check_keys
 
     for stage, node in nodes.items():
         try:
@@ -273,3 +278,10 @@ def _coevolution(cfg: PipelineConfig, configs: dict, nodes: dict[str, DictConfig
     arms = spec_dict(ArmsSpec, cfg.arms, "arms")
     out["arms"] = {**arms, "evaluate": copy.deepcopy(configs["evaluate"])}
     return out
+
+
+def load_pipeline_config(path: str | Path | None = None, overrides: list[str] | None = None) -> PipelineConfig:
+    """Read the pipeline YAML and compose and validate every stage's config (``cfg.configs``)."""
+    cfg = read_pipeline_config(path, overrides)
+    cfg.configs = compose_stages(cfg)
+    return cfg

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from propel.durable import write_json
-from propel.pipeline.config import SUBCOMMANDS, PipelineConfig
+from propel.pipeline.config import STAGE_SUBCOMMAND, PipelineConfig
 
 
 def read_summary(cfg: PipelineConfig, stage: str) -> dict | None:
@@ -35,7 +35,7 @@ def changed_settings(cfg: PipelineConfig, stage: str) -> list[str]:
     path, config = stage_config(cfg, stage)
     if not path.exists():
         return []
-    from propel.pipeline.lightning_cli import flat_keys
+    from propel.cli.lightning_cli import flat_keys
 
     old, new = flat_keys(yaml.safe_load(path.read_text()) or {}), flat_keys(config)
     keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and not _added_default(k, old, new))
@@ -45,7 +45,7 @@ def changed_settings(cfg: PipelineConfig, stage: str) -> list[str]:
 def _added_default(key: str, old: dict, new: dict) -> bool:
     """Whether ``key`` is a setting a newer propel added (absent from the old config) left at its default: the stage
     behaves as it did, so a run folder made before the upgrade still resumes."""
-    from propel.pipeline.static_keys import init_default
+    from propel.cli.static_keys import init_default
 
     if key in old or key not in new or ".init_args." not in f".{key}":
         return False
@@ -62,13 +62,13 @@ def write_config(config: dict, path: Path) -> Path:
 
 def run_label(cfg: PipelineConfig) -> dict:
     """Collect + label tasks into ``workdir/label/pool`` (resumes: labeled ids are skipped)."""
-    from propel.pipeline.lightning_cli import run_lightning
+    from propel.cli.lightning_cli import run_lightning
     from propel.pools.io import read_pool
     from propel.pools.summary import pool_summary
 
     out = cfg.root / "label"
     start = time.monotonic()
-    run_lightning(SUBCOMMANDS["label"], write_config(cfg.configs["label"], out / "config.yaml"))
+    run_lightning(STAGE_SUBCOMMAND["label"], write_config(cfg.configs["label"], out / "config.yaml"))
     frame = read_pool(out / "pool")
     summary = pool_summary(frame, cfg.solver["n_trials"])
     summary.update(seconds=time.monotonic() - start, pool=str(out / "pool"))
@@ -78,7 +78,7 @@ def run_label(cfg: PipelineConfig) -> dict:
 
 def run_probe(cfg: PipelineConfig) -> dict:
     """``propel probe`` on the labeled pool: features, sweep, selection, artifact (writes its own summary)."""
-    from propel.pipeline.probe_job import main as probe_main
+    from propel.jobs.probe import main as probe_main
 
     path = write_config(cfg.configs["probe"], cfg.root / "probe" / "config.yaml")
     return probe_main(["-c", str(path)])
@@ -115,14 +115,14 @@ def latest_adapter(folder: Path) -> str | None:
 def run_grpo(cfg: PipelineConfig, name: str = "grpo") -> dict:
     """GRPO on the LoRA policy into ``workdir/name`` (the co-evolution runs reuse it); resumes from
     ``checkpoints/last.ckpt`` when a run was cut short."""
-    from propel.pipeline.lightning_cli import run_lightning
+    from propel.cli.lightning_cli import run_lightning
     from propel.pipeline.signal_cost import labeling_trials, signal_cost
 
     out = cfg.root / name
     start = time.monotonic()
     last = out / "checkpoints" / "last.ckpt"
     config = write_config(cfg.configs[name], out / "config.yaml")
-    run_lightning(SUBCOMMANDS["grpo"], config, ["--ckpt_path", str(last)] if last.exists() else None)
+    run_lightning(STAGE_SUBCOMMAND["grpo"], config, ["--ckpt_path", str(last)] if last.exists() else None)
     metrics = csv_metrics(out)
     reward = metrics.get("train/reward/mean", [])
     valid = metrics.get("train/valid_rate", [])
@@ -153,8 +153,8 @@ def run_grpo(cfg: PipelineConfig, name: str = "grpo") -> dict:
 def run_evaluate(cfg: PipelineConfig) -> dict:
     """Fresh tasks from the base and the trained policy, real solver trials, side by side; ``lift`` holds each
     change trained - base with its interval (``propel.pipeline.compare.lift``)."""
+    from propel.cli.lightning_cli import run_lightning
     from propel.pipeline.compare import SUMMARY, compare_dirs
-    from propel.pipeline.lightning_cli import run_lightning
 
     out = cfg.root / "evaluate"
     start = time.monotonic()
@@ -167,7 +167,7 @@ def run_evaluate(cfg: PipelineConfig) -> dict:
         folder = out / name
         if not (folder / SUMMARY).exists():
             config = write_config(cfg.evaluate_config(name, adapter), folder / "config.yaml")
-            run_lightning(SUBCOMMANDS["evaluate"], config)
+            run_lightning(STAGE_SUBCOMMAND["evaluate"], config)
         results[name] = json.loads((folder / SUMMARY).read_text())
     summary = dict(results)
     if "trained" in results:

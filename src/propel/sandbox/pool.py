@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from propel.sandbox.base import Job, Limits, Result, SandboxError
+from propel.sandbox.job import Job, Limits, Result, SandboxError
 from propel.sandbox.protocol import Channel, WorkerLost, exchange, lost_result, read_header
 
 

@@ -13,7 +13,7 @@ import struct
 import time
 from abc import ABC, abstractmethod
 
-from propel.sandbox.base import Job, Limits, Outcome, Result
+from propel.sandbox.job import Job, Limits, Outcome, Result
 
 _LEN = struct.Struct(">I")
 _MAX_HEADER = 1 << 16

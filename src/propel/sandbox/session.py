@@ -14,7 +14,7 @@ import threading
 import weakref
 from abc import ABC, abstractmethod
 
-from propel.sandbox.base import Job, Limits, Result
+from propel.sandbox.job import Job, Limits, Result
 from propel.sandbox.pool import WorkerPool
 from propel.sandbox.protocol import Channel
 

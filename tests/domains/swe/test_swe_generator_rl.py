@@ -211,8 +211,8 @@ def test_the_shipped_probe_and_eval_configs_resolve():
     CLI's own parser (the generator agent on the held-out repos, n=3 repair episodes)."""
     import yaml
 
-    from propel.pipeline.lightning_cli import resolve_lightning
-    from propel.pipeline.probe_job import parse_probe
+    from propel.cli.lightning_cli import resolve_lightning
+    from propel.jobs.probe import parse_probe
     from tests.cli.test_cli_grpo import ROOT
 
     job = parse_probe(["-c", str(ROOT / "configs/swe/probe.yaml")])

@@ -116,7 +116,7 @@ def test_the_shipped_config_resolves():
 
     import yaml
 
-    from propel.pipeline.lightning_cli import resolve_lightning
+    from propel.cli.lightning_cli import resolve_lightning
 
     root = Path(__file__).resolve().parents[3]
     cfg = resolve_lightning("predict", yaml.safe_load((root / "configs/swe/label.yaml").read_text()))

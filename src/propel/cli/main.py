@@ -1,6 +1,8 @@
 """The ``propel`` command: LightningCLI (fit / validate / test / predict) over YAML configs in omegaconf mode, plus
-``propel probe`` (the probe job), ``propel pipeline`` (every PROPEL stage in order) and ``propel serve-env`` (an
-OpenEnv environment behind OpenEnv's server).
+the commands other packages register under the ``propel.commands`` entry-point group: propel's own ``probe`` (the
+probe job), ``pipeline`` (every PROPEL stage in order) and ``serve-env`` (an OpenEnv environment behind OpenEnv's
+server), and any a user's package adds. The command sits on a low floor (it knows how a YAML becomes objects, not
+what the objects are), so the jobs above it are found through their entry points, never imported here by name.
 
 This module imports nothing heavy: ``propel --help``, ``propel --version`` and the checks a config file can fail
 without its classes (a missing file, broken YAML) answer in well under a second; torch and Lightning load only
@@ -19,19 +21,40 @@ from pathlib import Path
 from propel import __version__
 from propel.errors import ConfigError, PropelError
 
-__all__ = ["SUBCOMMANDS", "main"]
+__all__ = ["main", "subcommands"]
 
-SUBCOMMANDS = {
+LIGHTNING = {
     "fit": "train: GRPO (configs/grpo/base.yaml + configs/math/grpo.yaml), agents: GRPO and turn-targeted distillation "
     "(configs/agent/), a probe",
     "validate": "run a LightningModule's validation loop on a config",
     "test": "evaluate a task generator with real solver trials (configs/math/eval.yaml)",
     "predict": "collect and label a task pool with solver trials (configs/math/label.yaml)",
+}
+"""The LightningCLI subcommands, with their one-line help."""
+ENTRY_POINTS = "propel.commands"
+"""The entry-point group of the other subcommands (``name = "package.module:function"``, the function takes argv)."""
+HELP = {
     "probe": "labeled pool -> activations -> probe sweep -> selected probe artifact (configs/probe/sweep.yaml)",
     "pipeline": "every PROPEL stage in order (label, probe, grpo, evaluate) and a report (configs/demo.yaml)",
     "serve-env": "an OpenEnv environment behind OpenEnv's server on loopback: propel serve-env triage (or humaneval)",
 }
-"""Every ``propel`` subcommand with its one-line help (the top-level ``--help`` lists exactly these)."""
+"""One-line help of propel's own registered commands (``--help`` must not import them to describe them)."""
+CONFIG_FILES = ("probe",)
+"""Registered commands whose ``-c`` files are checked here before anything heavy loads."""
+
+
+def commands() -> dict:
+    """The registered subcommands: ``{name: entry point}`` (``importlib.metadata``, nothing imported yet)."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINTS)}
+
+
+def subcommands() -> dict[str, str]:
+    """Every ``propel`` subcommand with its one-line help (the top-level ``--help`` lists exactly these)."""
+    registered = {name: HELP.get(name, f"from {ep.value}") for name, ep in sorted(commands().items())}
+    return {**LIGHTNING, **registered}
+
 
 EXIT_SIGTERM = 128 + signal.SIGTERM
 """Exit status after a SIGTERM (the shell's convention for a process ended by signal 15)."""
@@ -39,7 +62,8 @@ EXIT_SIGTERM = 128 + signal.SIGTERM
 
 def usage() -> str:
     """The top-level help: what propel is and every subcommand in one line each."""
-    width = max(len(name) for name in SUBCOMMANDS)
+    listed = subcommands()
+    width = max(len(name) for name in listed)
     lines = [
         "usage: propel <subcommand> -c CONFIG.yaml [--key value ...]",
         "       propel --help | --version",
@@ -47,7 +71,7 @@ def usage() -> str:
         "propel: PyTorch Lightning trainers for RL on language models (PROPEL probe-reward task generators, GRPO).",
         "",
         "subcommands:",
-        *(f"  {name:<{width}}  {text}" for name, text in SUBCOMMANDS.items()),
+        *(f"  {name:<{width}}  {text}" for name, text in listed.items()),
         "",
         "`propel <subcommand> --help` lists a subcommand's options; configs live in configs/ (see README.md).",
     ]
@@ -100,9 +124,9 @@ def _check_config_files(argv: list[str]) -> list[dict]:
 
 def _check_keys(argv: list[str], files: list[dict]) -> None:
     """Refuse a misspelled trainer key or init argument under ``model``/``data`` from the classes' source, before
-    the heavy imports (``propel.pipeline.static_keys``); what the source does not settle is left to the full
+    the heavy imports (``propel.cli.static_keys``); what the source does not settle is left to the full
     parser."""
-    from propel.pipeline.static_keys import check_keys, merged_config
+    from propel.cli.static_keys import check_keys, merged_config
 
     overrides = []
     for i, arg in enumerate(argv):
@@ -113,30 +137,19 @@ def _check_keys(argv: list[str], files: list[dict]) -> None:
 
 
 def _run(argv: list[str]) -> None:
-    from propel.pipeline.quiet import quiet_dependencies
+    from propel.cli.quiet import quiet_dependencies
 
     command = argv[0]
     quiet_dependencies()
-    if command == "pipeline":
-        from propel.pipeline.run import main as pipeline_main
-
-        pipeline_main(argv[1:])
+    checked = "-h" not in argv and "--help" not in argv
+    if command not in LIGHTNING:
+        if checked and command in CONFIG_FILES:
+            _check_config_files(argv[1:])
+        commands()[command].load()(argv[1:])
         return
-    if command == "serve-env":
-        from propel.served.server import main as serve_main
-
-        serve_main(argv[1:])
-        return
-    if "-h" not in argv and "--help" not in argv:
-        files = _check_config_files(argv[1:])
-        if command != "probe":
-            _check_keys(argv[1:], files)
-    if command == "probe":
-        from propel.pipeline.probe_job import main as probe_main
-
-        probe_main(argv[1:])
-        return
-    from propel.pipeline.lightning_cli import PropelCLI
+    if checked:
+        _check_keys(argv[1:], _check_config_files(argv[1:]))
+    from propel.cli.lightning_cli import PropelCLI
 
     PropelCLI(args=argv)
 
@@ -150,8 +163,8 @@ def main(args=None) -> None:
     if argv[0] in ("-V", "--version"):
         print(f"propel {__version__}")
         raise SystemExit(0)
-    if argv[0] not in SUBCOMMANDS:
-        hint = difflib.get_close_matches(argv[0], list(SUBCOMMANDS), n=1)
+    if argv[0] not in LIGHTNING and argv[0] not in commands():
+        hint = difflib.get_close_matches(argv[0], list(subcommands()), n=1)
         hint = f" Did you mean: {hint[0]!r}?" if hint else ""
         print(f"propel: error: unknown subcommand {argv[0]!r}.{hint} (see `propel --help`)", file=sys.stderr)
         raise SystemExit(2)
@@ -185,7 +198,3 @@ def _stopped(argv: list[str]) -> str:
 def _one_line(err: BaseException) -> str:
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     return " ".join(lines) if lines else type(err).__name__
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """The init arguments a class accepts, read from its source with ``ast`` (no import), so a misspelled key under
 ``model``, ``data`` or ``trainer`` is refused in a fraction of a second, before torch and Lightning load.
 
-jsonargparse, the authority, needs the class imported (``propel.pipeline.cli_errors.class_keys``), and importing
+jsonargparse, the authority, needs the class imported (``propel.cli.errors.class_keys``), and importing
 Lightning alone takes seconds. This module answers only what it can answer for certain: a class whose ``__init__``
 it can follow to the end (``**kwargs`` passed on to bases it can read, up to ``LightningModule`` /
 ``LightningDataModule`` / ``object``). Anything else (a base outside the readable packages, ``**kwargs`` used some
@@ -17,8 +17,8 @@ from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
 
+from propel.cli.errors import suggest
 from propel.errors import ConfigError
-from propel.pipeline.cli_errors import suggest
 
 TERMINAL = {"object", "LightningModule", "LightningDataModule", "Generic", "ABC", "Protocol"}
 """Bases that add no init argument of their own to a subclass that does not pass ``**kwargs`` to them."""

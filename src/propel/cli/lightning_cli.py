@@ -18,9 +18,9 @@ from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_warn
 
+from propel.cli.errors import explain, init_error
+from propel.cli.quiet import quiet_dependencies
 from propel.errors import ConfigError
-from propel.pipeline.cli_errors import explain, init_error
-from propel.pipeline.quiet import quiet_dependencies
 
 DEFAULT_LOGGER = {
     "class_path": "propel.loggers.PropelWandbLogger",

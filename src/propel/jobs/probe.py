@@ -241,7 +241,7 @@ def parse_probe(args: list[str]) -> ProbeJob:
     """A ``ProbeJob`` from ``propel probe`` arguments (a bad key or value raises a one-line ``ConfigError``)."""
     from jsonargparse import ArgumentError
 
-    from propel.pipeline.cli_errors import explain
+    from propel.cli.errors import explain
 
     parser = probe_parser()
     try:
