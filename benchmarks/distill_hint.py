@@ -50,8 +50,8 @@ def build(config: str, steps: int, episodes: int, hint: str | None):
 def first_turn_rate(module, contexts, n: int, hint: str | None) -> tuple[int, int]:
     """Valid tool calls among ``n`` first-turn samples per context (hint spliced in when given)."""
     from propel.engines.base import Prompt
+    from propel.engines.tool_calls import CLOSE, ToolCall, check_arguments, parse_tool_call
     from propel.envs import ToolEnv
-    from propel.envs.tool_calls import CLOSE, ToolCall, check_arguments, parse_tool_call
     from propel.rollouts.conversation import Conversation
 
     env = ToolEnv()
@@ -92,10 +92,10 @@ def turn_logits(module, episodes):
 def main() -> None:
     import lightning.pytorch as pl
 
-    from propel.envs import ShellTasks
     from propel.losses.distillation import DivergenceSpec, masked_mean, token_divergence
     from propel.rollouts.episodes import EpisodeRunner
     from propel.sandbox import LocalSandbox
+    from propel.tasks.shell import ShellTasks
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="configs/agent/distill.yaml")

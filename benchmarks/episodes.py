@@ -30,7 +30,7 @@ def _scripted_engine(tokenizer):
     import re
 
     from propel.engines.scripted import ScriptedEngine
-    from propel.envs import ToolCall, format_tool_call
+    from propel.engines.tool_calls import ToolCall, format_tool_call
 
     def script(prompt: str) -> str:
         name, word = re.findall(r"Create a file named (\S+) that contains exactly the word (\w+)", prompt)[-1]
@@ -56,10 +56,11 @@ def main() -> None:
 
     from propel.engines.base import SamplingSpec
     from propel.engines.hf import HFEngine
-    from propel.envs import ShellTasks, ToolEnv
+    from propel.envs import ToolEnv
     from propel.models import load_model
     from propel.rollouts.episodes import EpisodeRunner
     from propel.sandbox import make_sandbox
+    from propel.tasks.shell import ShellTasks
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sandbox", default="docker", choices=["docker", "local"])

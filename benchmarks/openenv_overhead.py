@@ -43,12 +43,12 @@ def _policy(env: str):
     import itertools
     import re
 
-    from propel.envs import ToolCall, format_tool_call
+    from propel.engines.tool_calls import ToolCall, format_tool_call
 
     turn = itertools.count()  # every other answer a little worse, so a group's rewards differ and each step trains
 
     if env == "triage":
-        from propel.domains.triage import TriageTickets
+        from propel.tasks.triage import TriageTickets
 
         tickets = {t.ticket_id: t for t in TriageTickets(split=None).tickets}
 
@@ -59,7 +59,7 @@ def _policy(env: str):
             return format_tool_call(ToolCall("submit_resolution", {**args, "escalate": t.escalate}))
 
         return answer
-    from propel.domains.humaneval import HumanEvalTasks
+    from propel.tasks.humaneval import HumanEvalTasks
 
     tasks = [("".join(t.prompt.split()), t) for t in HumanEvalTasks().tasks]
 
@@ -109,11 +109,12 @@ def run_mode(env_name: str, where: str, model_dir: str, args) -> _Timer:
     import lightning.pytorch as pl
 
     from propel.datamodules.episodes import EpisodeDataModule
-    from propel.envs import OpenEnvAgentEnv, OpenEnvTasks
+    from propel.envs import OpenEnvAgentEnv
     from propel.lit_modules.grpo import GRPOModule
     from propel.losses.policy import LossSpec
     from propel.models.lora import LoRASpec
     from propel.rewards import TurnRewards
+    from propel.tasks.openenv import OpenEnvTasks
 
     pl.seed_everything(0)
     module = GRPOModule(

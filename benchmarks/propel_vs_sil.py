@@ -24,9 +24,9 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from propel.cli.lightning_cli import run_lightning
 from propel.lit_modules.evaluation import SCORES, SUMMARY
 from propel.pipeline.compare import lift
-from propel.cli.lightning_cli import run_lightning
 from propel.pipeline.signal_cost import labeling_trials, signal_cost
 from propel.pipeline.stages import csv_metrics, latest_adapter
 

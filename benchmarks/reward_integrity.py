@@ -1,6 +1,6 @@
 """Reward integrity of the test-suite reward, per grader and sandbox backend, in one table; then throughput.
 
-Integrity (targets in brackets): the red-team corpus (``propel.domains.humaneval.corpus``): hacks run, hacks scoring
+Integrity (targets in brackets): the red-team corpus (``propel.tasks.humaneval.corpus``): hacks run, hacks scoring
 at or above the honest partial solution of their task [0], hacks missing their expected flags [0], hacks with no
 flag at all (listed: each is inert, its trick found nothing to act on, and it scores 0; an unflagged hack scoring
 above 0 stops the benchmark); false positives
@@ -50,7 +50,7 @@ def _grade(sandbox, grader, samples, batch_size=16):
 
 
 def corpus_row(sandbox, grader, tasks) -> dict:
-    from propel.domains.humaneval.corpus import CORPUS, entry_files
+    from propel.tasks.humaneval.corpus import CORPUS, entry_files
 
     samples = []
     for entry in CORPUS:
@@ -87,7 +87,7 @@ def canonical_fp(sandbox, grader, tasks) -> tuple[int, float]:
 
 
 def sweep(sandbox, grader, tasks, n_tasks) -> tuple[int, int, float]:
-    from propel.domains.humaneval.corpus import CORPUS, single_source
+    from propel.tasks.humaneval.corpus import CORPUS, single_source
 
     chosen = random.Random(0).sample(list(tasks.values()), min(n_tasks, len(tasks)))
     samples = [_sample(t, {"solution.py": single_source(e, t)}) for e in CORPUS if e.universal for t in chosen]
@@ -171,8 +171,8 @@ def main(argv=None) -> int:
     parser.add_argument("--no-swe", action="store_true", help="skip the SWE repair rows")
     args = parser.parse_args(argv)
 
-    from propel.domains.humaneval import load_humaneval
     from propel.sandbox import make_sandbox
+    from propel.tasks.humaneval import load_humaneval
 
     tasks = {t.task_id: t for t in load_humaneval()}
     console = Console(width=200)

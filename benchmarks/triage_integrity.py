@@ -19,11 +19,11 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from propel.domains.triage import generate_tickets, ticket_context
 from propel.rewards import CombinedReward
 from propel.rewards.triage import triage_rewards
 from propel.rewards.triage.redteam import CASES, CONTENT_FREE_SHARE, honest
 from propel.rollouts.record import Sample
+from propel.tasks.triage import generate_tickets, ticket_context
 
 MARGIN = 0.2
 

@@ -7,9 +7,9 @@ import torch
 
 from propel.callbacks.samples import SampleTable
 from propel.datamodules.code_solutions import CodeSolutionDataModule, CodeSolutionEnv
-from propel.domains.humaneval import HumanEvalTasks
 from propel.rewards import RewardBreakdown
 from propel.rollouts.record import Sample
+from propel.tasks.humaneval import HumanEvalTasks
 
 
 def test_completions_become_solution_files():

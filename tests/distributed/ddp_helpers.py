@@ -23,12 +23,13 @@ from lightning.pytorch.callbacks import Callback
 from propel.domains.base import Context
 from propel.engines.base import Prompt
 from propel.engines.hf import HFEngine
-from propel.envs.base import AgentEnv, EpisodeState, Observation, TaskSource
+from propel.envs.base import AgentEnv, EpisodeState, Observation
 from propel.lit_modules.distill import TurnKLDistillModule
 from propel.lit_modules.grpo import GRPOModule
 from propel.lit_modules.grpo_turn_kl import GRPOTurnKLModule
 from propel.rewards.base import Reward
 from propel.rollouts.hints import Hint, HintSource
+from propel.tasks.base import TaskSource
 
 
 class PromptSeededHFEngine(HFEngine):

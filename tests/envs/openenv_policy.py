@@ -15,7 +15,7 @@ from lightning.pytorch.callbacks import Callback
 from openenv_guess import target
 
 from propel.engines.scripted import ScriptedEngine
-from propel.envs.tool_calls import ToolCall, format_tool_call
+from propel.engines.tool_calls import ToolCall, format_tool_call
 
 _TOOL = re.compile(r"<\|im_start\|>tool\n(.*?)<\|im_end\|>", re.S)
 

@@ -14,7 +14,7 @@ import pytest
 from propel.domains.base import Context
 from propel.engines.base import Prompt, SamplingSpec
 from propel.engines.scripted import ScriptedEngine
-from propel.envs.tool_calls import parse_tool_call
+from propel.engines.tool_calls import parse_tool_call
 from propel.rollouts.episodes import EpisodeRunner
 
 HERE = Path(__file__).resolve().parent

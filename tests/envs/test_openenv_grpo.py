@@ -30,7 +30,7 @@ def _env_rewards(sample) -> list[float | None]:
     """Replays the episode's actions in a fresh in-process environment: its rewards, turn by turn."""
     from openenv_guess import GuessAction, GuessEnvironment
 
-    from propel.envs.tool_calls import parse_tool_call
+    from propel.engines.tool_calls import parse_tool_call
 
     env = GuessEnvironment()
     env.reset(seed=sample.context.data["seed"])
@@ -114,12 +114,13 @@ def test_a_server_killed_mid_episode_leaves_those_episodes_out_and_the_fit_goes_
     from openenv_policy import ScriptedGuesser
 
     from propel.datamodules.episodes import EpisodeDataModule
-    from propel.envs import OpenEnvAgentEnv, OpenEnvTasks
+    from propel.envs import OpenEnvAgentEnv
     from propel.lit_modules.grpo import GRPOModule
     from propel.losses.policy import LossSpec
     from propel.models.lora import LoRASpec
     from propel.rewards import TurnRewards
     from propel.served.process import ServerProcess
+    from propel.tasks.openenv import OpenEnvTasks
 
     server = ServerProcess(GUESS, pythonpath=[HERE]).start()
     killed = threading.Event()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from propel.envs.tool_calls import (
+from propel.engines.tool_calls import (
     ToolCall,
     ToolCallError,
     check_arguments,

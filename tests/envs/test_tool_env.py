@@ -11,9 +11,11 @@ import pytest
 from propel.domains.base import Context
 from propel.engines.base import Prompt, SamplingSpec
 from propel.engines.scripted import ScriptedEngine
-from propel.envs import ShellTasks, ToolCall, ToolEnv, format_tool_call
+from propel.engines.tool_calls import ToolCall, format_tool_call
+from propel.envs import ToolEnv
 from propel.rollouts.episodes import EpisodeRunner
 from propel.sandbox import Limits, LocalSandbox
+from propel.tasks.shell import ShellTasks
 
 ACTIONS = [  # (action text, what its observation must say)
     ("<tool_call>{bad json</tool_call>", "error: bad_json"),

@@ -11,11 +11,12 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from propel.datamodules.episodes import EpisodeDataModule
-from propel.envs import ShellTasks, ToolEnv
+from propel.envs import ToolEnv
 from propel.lit_modules.distill import TurnKLDistillModule
 from propel.losses.distillation import DivergenceSpec, masked_mean, token_divergence
 from propel.models.lora import LoRASpec
 from propel.rollouts.hints import ErrorHints, FunctionHints, Hint
+from propel.tasks.shell import ShellTasks
 from tests.rollouts.test_hints import _episode
 
 

@@ -14,13 +14,14 @@ from lightning.pytorch.callbacks import Callback
 
 from propel.callbacks.trajectories import TrajectoryWriter
 from propel.datamodules.episodes import EpisodeDataModule
-from propel.envs import ShellTasks, ToolEnv
+from propel.envs import ToolEnv
 from propel.lit_modules.grpo import GRPOModule
 from propel.losses.policy import LossSpec
 from propel.models.lora import LoRASpec
 from propel.rewards import EnvironmentReward, OverlongPenalty
 from propel.rollouts.conversation import with_tool_block
 from propel.rollouts.trajectories import read_trajectories
+from propel.tasks.shell import ShellTasks
 
 ENGINES = [
     pytest.param("hf", marks=pytest.mark.real_model),

@@ -15,12 +15,12 @@ from lightning.pytorch.callbacks import Callback
 
 from propel.callbacks.reward_curves import RewardCurves
 from propel.callbacks.samples import SampleTable
+from propel.cli.lightning_cli import resolve_lightning
 from propel.datamodules.code_solutions import CodeSolutionDataModule
-from propel.domains.humaneval import HumanEvalTasks
 from propel.lit_modules.grpo import GRPOModule
 from propel.models.lora import LoRASpec
-from propel.cli.lightning_cli import resolve_lightning
 from propel.rewards import TestSuitePart, TestSuiteReward
+from propel.tasks.humaneval import HumanEvalTasks
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,9 +38,9 @@ def test_code_configs_resolve():
     rewards = single["model"]["init_args"]["rewards"]
     assert rewards[0]["class_path"] == "propel.rewards.TestSuiteReward"
     assert rewards[0]["init_args"]["hack_penalty"] == 0.4
-    assert single["data"]["init_args"]["tasks"]["class_path"] == "propel.domains.humaneval.HumanEvalTasks"
+    assert single["data"]["init_args"]["tasks"]["class_path"] == "propel.tasks.humaneval.HumanEvalTasks"
     agent = resolve_lightning("fit", yaml.safe_load((ROOT / "configs/code/agent.yaml").read_text()))
-    assert agent["data"]["init_args"]["tasks"]["class_path"] == "propel.envs.humaneval.HumanEvalAgentTasks"
+    assert agent["data"]["init_args"]["tasks"]["class_path"] == "propel.tasks.humaneval.HumanEvalAgentTasks"
     assert agent["model"]["init_args"]["rewards"][0]["class_path"] == "propel.rewards.TestSuiteReward"
 
 

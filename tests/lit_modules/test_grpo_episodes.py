@@ -11,11 +11,12 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from propel.datamodules.episodes import EpisodeDataModule
-from propel.envs import ShellTasks, ToolEnv
+from propel.envs import ToolEnv
 from propel.lit_modules.grpo import GRPOModule
 from propel.losses.policy import LossSpec
 from propel.models.lora import LoRASpec
 from propel.rewards import EnvironmentReward, FunctionReward, OverlongPenalty
+from propel.tasks.shell import ShellTasks
 
 
 class Steps(Callback):

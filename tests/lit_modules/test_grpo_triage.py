@@ -12,8 +12,8 @@ import pytest
 import torch
 import yaml
 
-from propel.domains.triage.parse import REJECTIONS
 from propel.cli.lightning_cli import resolve_lightning
+from propel.tasks.triage.parse import REJECTIONS
 from propel.wandb_offline import find_run_file, read_history
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +34,7 @@ def test_triage_config_resolves_with_six_weighted_rewards():
     ]
     assert all(r["init_args"]["weight"] == 1.0 for r in rewards)
     assert cfg["model"]["init_args"]["model"] == "smollm2-135m-instruct"
-    assert cfg["data"]["init_args"]["tasks"]["class_path"] == "propel.domains.triage.TriageTickets"
+    assert cfg["data"]["init_args"]["tasks"]["class_path"] == "propel.tasks.triage.TriageTickets"
 
 
 @pytest.fixture

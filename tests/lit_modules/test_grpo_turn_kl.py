@@ -12,7 +12,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from propel.datamodules.episodes import EpisodeDataModule
-from propel.envs import ShellTasks, ToolEnv
+from propel.envs import ToolEnv
 from propel.errors import ConfigError
 from propel.lit_modules.distill import TurnKLDistillModule
 from propel.lit_modules.grpo import GRPOModule
@@ -22,6 +22,7 @@ from propel.losses.policy import LossSpec
 from propel.models.lora import LoRASpec
 from propel.rewards import EnvironmentReward, FunctionReward
 from propel.rollouts.hints import ErrorHints, FunctionHints
+from propel.tasks.shell import ShellTasks
 
 LR = 0.5
 

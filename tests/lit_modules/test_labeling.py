@@ -16,7 +16,8 @@ from propel.domains.base import Task
 from propel.domains.math import MathExpressionDomain
 from propel.domains.trials import SolverSpec, in_band
 from propel.engines.scripted import ScriptedEngine
-from propel.envs import ToolCall, ToolEnv, format_tool_call
+from propel.engines.tool_calls import ToolCall, format_tool_call
+from propel.envs import ToolEnv
 from propel.lit_modules.labeling import LabelingModule
 from propel.pools import pool_summary, read_pool
 from propel.rollouts import AgentSolver

@@ -11,7 +11,7 @@ import torch
 
 from propel.domains.base import Task
 from propel.domains.swe import SweDomain
-from propel.envs import ToolCall, format_tool_call
+from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.errors import ConfigError
 from propel.jobs.probe import ProbeJob, RVPSettings
 from propel.pools.io import read_pool, write_part

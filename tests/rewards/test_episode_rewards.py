@@ -44,7 +44,8 @@ def test_turn_rewards_from_real_episodes(tokenizer):
     from propel.domains.base import Context
     from propel.engines.base import Prompt, SamplingSpec
     from propel.engines.scripted import ScriptedEngine
-    from propel.envs import ToolCall, ToolEnv, format_tool_call
+    from propel.engines.tool_calls import ToolCall, format_tool_call
+    from propel.envs import ToolEnv
     from propel.rollouts import EpisodeRunner
     from propel.sandbox import LocalSandbox
 

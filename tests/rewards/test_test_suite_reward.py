@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from propel.domains.humaneval import load_humaneval
-from propel.domains.humaneval.corpus import _PARTIAL_0
 from propel.errors import ConfigError
 from propel.rewards import CombinedReward, TestSuitePart, TestSuiteReward
 from propel.rewards.test_suite import suite_reward
 from propel.rollouts.record import Sample
 from propel.sandbox import LocalSandbox
+from propel.tasks.humaneval import load_humaneval
+from propel.tasks.humaneval.corpus import _PARTIAL_0
 
 TASK = load_humaneval()[0]  # HumanEval/0: 3 visible + 4 hidden tests
 

@@ -13,12 +13,12 @@ import re
 import pytest
 import torch
 
-from propel.domains.triage import generate_tickets, ticket_context
-from propel.domains.triage.bank import ISSUES
 from propel.rewards import CombinedReward
 from propel.rewards.triage import RepetitionPenalty, check_steps, triage_rewards, word_count
 from propel.rewards.triage.redteam import CASES, CONTENT_FREE_SHARE, HONEST_CONFIDENCE, ZWSP, honest, submit
 from propel.rollouts.record import Sample
+from propel.tasks.triage import generate_tickets, ticket_context
+from propel.tasks.triage.bank import ISSUES
 
 TICKETS = generate_tickets(240, seed=0)
 COMPONENTS = ("format", "resolution", "grounding", "calibration", "parsimony", "repetition")

@@ -14,7 +14,6 @@ from rouge_score import rouge_scorer
 from rouge_score.rouge_scorer import _lcs_table
 
 from propel.domains.base import Context
-from propel.domains.triage.generate import knowledge_base
 from propel.engines.base import Prompt
 from propel.errors import ConfigError
 from propel.rewards import CombinedReward
@@ -36,6 +35,7 @@ from propel.rewards.triage import (
 )
 from propel.rewards.triage.normalize import words
 from propel.rollouts.record import Sample
+from propel.tasks.triage.generate import knowledge_base
 
 KB = knowledge_base()
 DNS, NTP = KB["KB-NET-002"], KB["KB-INF-003"]  # the gold runbook and a distractor of the worked examples

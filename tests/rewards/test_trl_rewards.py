@@ -168,7 +168,7 @@ def test_a_trl_function_by_import_path_with_its_hooks(tmp_path, monkeypatch):
 
 def test_rows_keep_nested_data_exact_through_the_datasets_library(require):
     datasets = require("datasets")
-    from propel.domains.humaneval import HumanEvalTasks
+    from propel.tasks.humaneval import HumanEvalTasks
 
     contexts = [t.single_turn_context() for t in HumanEvalTasks(task_ids=["HumanEval/0", "HumanEval/2"]).tasks]
     table = datasets.Dataset.from_list([trl_row(c) for c in contexts])
@@ -184,7 +184,7 @@ def test_rows_keep_nested_data_exact_through_the_datasets_library(require):
 
 # ---------------------------------------------------------------------------------------- propel rewards in TRL
 def humaneval_case():
-    from propel.domains.humaneval import HumanEvalTasks
+    from propel.tasks.humaneval import HumanEvalTasks
 
     tasks = HumanEvalTasks(task_ids=["HumanEval/0", "HumanEval/2"]).tasks
     contexts = [t.single_turn_context() for t in tasks]
@@ -197,7 +197,7 @@ def humaneval_case():
 
 
 def triage_case():
-    from propel.domains.triage import TriageTickets
+    from propel.tasks.triage import TriageTickets
 
     contexts = TriageTickets(split="train").contexts(2, seed=0)
     answers = []

@@ -12,7 +12,8 @@ from propel.domains.code import CodeDomain
 from propel.domains.math import MathExpressionDomain
 from propel.domains.trials import SolverSpec
 from propel.engines.scripted import ScriptedEngine
-from propel.envs import ToolCall, ToolEnv, format_tool_call
+from propel.engines.tool_calls import ToolCall, format_tool_call
+from propel.envs import ToolEnv
 from propel.rollouts import AgentSolver
 from propel.sandbox import LocalSandbox
 

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from propel.envs.tool_calls import ToolCall, format_tool_call
+from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.envs.tool_env import TOOLS
 from propel.rollouts.conversation import Conversation, TemplateNotAppendOnly, template_renders_tools
 

@@ -30,11 +30,11 @@ def _client(url):
 
 
 def test_triage_over_openenvs_client_equals_propels_own_reward(openenv):
-    from propel.domains.triage import TriageTickets, render_ticket, ticket_context
     from propel.rewards.triage import submission, triage_rewards
     from propel.rewards.triage.redteam import CASES, honest
     from propel.rollouts.record import Sample
     from propel.served.triage import TOOL_FORMAT, SubmitResolution
+    from propel.tasks.triage import TriageTickets, render_ticket, ticket_context
 
     tickets = TriageTickets(split="train").tickets[:3]
     rewards = triage_rewards()
@@ -98,10 +98,10 @@ def test_triage_in_process_puts_each_component_in_the_observation_metadata(opene
 
 
 def test_humaneval_over_openenvs_client_is_the_value_graders_reward(openenv):
-    from propel.domains.humaneval import HumanEvalTasks
-    from propel.domains.humaneval.corpus import CORPUS, SINGLE_TASK, single_source
     from propel.rewards.test_suite import TestSuiteReward
     from propel.rollouts.record import Sample
+    from propel.tasks.humaneval import HumanEvalTasks
+    from propel.tasks.humaneval.corpus import CORPUS, SINGLE_TASK, single_source
 
     task = HumanEvalTasks(task_ids=[SINGLE_TASK]).tasks[0]
     picked = {"honest_correct": None, "honest_partial": None, "always_equal_object": None}

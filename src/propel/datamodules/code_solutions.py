@@ -10,9 +10,9 @@ import ast
 from collections.abc import Sequence
 
 from propel.datamodules.contexts import SingleTurnDataModule
-from propel.domains.humaneval.solution import solution_source
 from propel.rollouts.environment import Environment
 from propel.rollouts.record import Sample
+from propel.tasks.humaneval.solution import solution_source
 
 
 class CodeSolutionEnv(Environment):
@@ -36,7 +36,7 @@ class CodeSolutionEnv(Environment):
 
 
 class CodeSolutionDataModule(SingleTurnDataModule):
-    """Coding-task contexts for single-turn GRPO (``tasks``: e.g. ``propel.domains.humaneval.HumanEvalTasks``).
+    """Coding-task contexts for single-turn GRPO (``tasks``: e.g. ``propel.tasks.humaneval.HumanEvalTasks``).
 
     Args:
         tasks: the task source; ``contexts(n, seed)`` deterministic in the seed, each context's ``data`` holding

@@ -11,14 +11,16 @@ import time
 from collections.abc import Callable
 
 from propel.datamodules.stream import ContextStreamDataModule
+from propel.domains.agents import writes_in_episodes
 from propel.domains.base import Domain
 from propel.engines.base import Engine, SamplingSpec
-from propel.envs.base import AgentEnv, TaskSource
+from propel.envs.base import AgentEnv
 from propel.errors import ConfigError
 from propel.rollouts.environment import GeneratorEnv
 from propel.rollouts.episodes import EpisodeRunner
 from propel.rollouts.steps import ContextBatch, Rollout
 from propel.sandbox.base import Sandbox
+from propel.tasks.base import TaskSource
 
 
 class EpisodeDataModule(ContextStreamDataModule):
@@ -29,7 +31,7 @@ class EpisodeDataModule(ContextStreamDataModule):
 
     Args:
         env: builds one ``AgentEnv`` per episode (e.g. ``propel.envs.ToolEnv``).
-        tasks: the task source, ``contexts(n, seed)`` (e.g. ``propel.envs.ShellTasks``).
+        tasks: the task source, ``contexts(n, seed)`` (e.g. ``propel.tasks.ShellTasks``).
         contexts_per_step: tasks per step.
         seed: stream seed.
         sandbox: the backend episodes open their sessions in (``propel.sandbox.DockerSandbox`` for a container per
@@ -40,7 +42,7 @@ class EpisodeDataModule(ContextStreamDataModule):
         stepwise: a chat template that re-renders history makes an episode step-wise (one training row per segment,
             ``Sample.segments``) instead of raising ``TemplateNotAppendOnly``.
         domain: episodes that *write a task* (PROPEL's multi-turn generator: ``SweDomain`` with
-            ``propel.envs.swe_tasks.BugInjectionTasks``): each episode's task (``domain.episode_completion``: SWE's
+            ``propel.tasks.swe.BugInjectionTasks``): each episode's task (``domain.episode_completion``: SWE's
             diff of the files it left) is parsed and checked for validity in the sandbox, as a single-turn
             generator's completion is, so ``Sample.valid``, ``task``, ``topic`` and ``info["reason"]`` say what the
             episode made (what ``ProbeReward``'s gate reads). None: the environment's verifier alone scores it.
@@ -63,7 +65,7 @@ class EpisodeDataModule(ContextStreamDataModule):
         execute_cut_turns: bool = False,
     ) -> None:
         super().__init__(tasks, contexts_per_step, seed)
-        if domain is not None and not domain.writes_tasks_in_episodes:
+        if domain is not None and not writes_in_episodes(domain):
             name = type(domain).__name__
             raise ConfigError(f"data.domain: {name}'s generator is single-turn (it has no episode_completion)")
         self.domain = domain
@@ -119,7 +121,4 @@ class EpisodeDataModule(ContextStreamDataModule):
         """Each episode's task, parsed and checked for validity (batched per repo by the domain)."""
         if not samples:
             return
-        completions = [self.domain.episode_completion(s.context, s.artifacts, s.assistant_texts) for s in samples]
-        GeneratorEnv(self.domain, self.sandbox).score(samples, completions)
-        for s, text in zip(samples, completions, strict=True):
-            s.artifacts["task_completion"] = text
+        GeneratorEnv(self.domain, self.sandbox).score(samples)

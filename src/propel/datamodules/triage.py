@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 from propel.datamodules.contexts import SingleTurnDataModule
 from propel.domains.base import Task
-from propel.domains.triage.parse import parse_submission
 from propel.rollouts.environment import Environment
 from propel.rollouts.record import Sample
+from propel.tasks.triage.parse import parse_submission
 
 
 class TriageEnv(Environment):
@@ -25,7 +25,7 @@ class TriageEnv(Environment):
         for s in samples:
             data = s.context.data if s.context is not None else {}
             if "gold_resolution" not in data:
-                raise ValueError("TriageEnv needs contexts from propel.domains.triage.TriageTickets (gold data)")
+                raise ValueError("TriageEnv needs contexts from propel.tasks.triage.TriageTickets (gold data)")
             answer = parse_submission(s.completion)
             s.task = Task("triage", dict(answer.raw)) if answer.found else None
             s.topic = data.get("category")
@@ -35,7 +35,7 @@ class TriageEnv(Environment):
 
 
 class TriageDataModule(SingleTurnDataModule):
-    """Ticket contexts for single-turn GRPO (``tasks``: ``propel.domains.triage.TriageTickets``).
+    """Ticket contexts for single-turn GRPO (``tasks``: ``propel.tasks.triage.TriageTickets``).
 
     Args:
         tasks: the ticket source; ``contexts(n, seed)`` deterministic in the seed, each context's ``data`` holding

@@ -3,7 +3,6 @@
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
 from propel.domains.code import CodeDomain
 from propel.domains.math import MathExpressionDomain, OracleMathDomain
-from propel.domains.triage import TriageTickets
 
 __all__ = [
     "CodeDomain",
@@ -13,6 +12,5 @@ __all__ = [
     "MathExpressionDomain",
     "ParseFailure",
     "Task",
-    "TriageTickets",
     "Verdict",
 ]

@@ -59,7 +59,8 @@ class Verdict(NamedTuple):
 
 
 class Domain(ABC):
-    """A task domain. Subclasses define ``name`` and the six methods below."""
+    """A task domain. Subclasses define ``name`` and the six abstract methods below; a domain whose tasks an agent
+    can solve also takes ``agents.SolvedByAgents``, one whose generator can be an agent ``agents.WritesInEpisodes``."""
 
     name: str = "domain"
     needs_sandbox: bool = True
@@ -95,29 +96,6 @@ class Domain(ABC):
     def topic(self, task: Task) -> str:
         """A coarse topic label (for top-topic diversity)."""
 
-    agent_answer_file: str = "answer.txt"
-    """The workspace file an agent solver writes its final answer into (the default ``agent_context``)."""
-
-    def agent_context(self, task: Task, task_id: str) -> Context:
-        """The start of an agent solver trial on a valid task, in ``propel.envs.ToolEnv``'s task format: a chat
-        prompt, starting ``files``, the files to ``collect`` when the episode ends (and a ``verify`` command where the
-        workspace can check itself). The default asks for the solver prompt's answer in ``agent_answer_file``."""
-        prompt = self.solver_prompt(task)
-        messages = [dict(m) for m in prompt.messages] if prompt.messages else [{"role": "user", "content": prompt.text}]
-        messages[-1]["content"] += (
-            f"\n\nYou work in a shell workspace. Write your final answer into {self.agent_answer_file} "
-            "(in the format asked above), then submit."
-        )
-        data = {"files": {}, "collect": [self.agent_answer_file]}
-        return Context(id=task_id, prompt=Prompt(messages=messages), data=data)
-
-    def agent_grade(self, task: Task, artifacts: Sequence[dict[str, Any]], sandbox: Sandbox | None) -> list[bool]:
-        """Pass/fail of agent solver trials from what each episode left: ``artifacts["files"]`` (the collected
-        files) and ``artifacts["verifier"]`` (the in-workspace verifier's result). The default grades the answer file
-        as a solver completion; a domain whose ``agent_context`` sets ``verify`` returns the verifier's ``passed``."""
-        answers = [(a.get("files") or {}).get(self.agent_answer_file) or "" for a in artifacts]
-        return self.grade(task, answers, sandbox)
-
     def set_oracle(self, engine: Engine) -> None:  # noqa: B027 - optional hook
         """Take the engine whose answers become references (domains with ``needs_oracle``); others ignore it."""
 
@@ -134,13 +112,3 @@ class Domain(ABC):
         """What a probe reads of a task: its rendering, or the turns of the generator episode that wrote it (a
         trajectory: each turn pooled over its tokens, then across turns; ``propel.probes.ActivationExtractor``)."""
         return self.render(task)
-
-    @property
-    def writes_tasks_in_episodes(self) -> bool:
-        """Whether a generator *agent* can write this domain's tasks (it implements ``episode_completion``)."""
-        return type(self).episode_completion is not Domain.episode_completion
-
-    def episode_completion(self, context: Context, artifacts: dict[str, Any], turns: Sequence[str] = ()) -> str | None:
-        """The task a generator *episode* produced, as the completion ``parse`` reads (from what the episode left,
-        ``artifacts["files"]``, and its assistant ``turns``); None where this domain's generator is single-turn."""
-        return None

@@ -1,28 +1,10 @@
-"""Agent environments: the episode interface (``AgentEnv``: reset / step / state), text tool calls, the sandboxed
-tool environment (``ToolEnv``), a tiny built-in task family (``ShellTasks``) and any OpenEnv environment
-(``OpenEnvAgentEnv`` with ``OpenEnvTasks``; OpenEnv itself is imported only when an episode starts)."""
+"""Agent environments: the episode interface (``AgentEnv``: reset / step / state), the sandboxed tool environment
+(``ToolEnv``) and any OpenEnv environment (``OpenEnvAgentEnv``; OpenEnv itself is imported only when an episode
+starts). Where their tasks come from is ``propel.tasks``; the text format of tool calls is
+``propel.engines.tool_calls``."""
 
-from propel.envs.base import FINISH_REASONS, AgentEnv, EpisodeState, Observation, TaskSource
+from propel.envs.base import FINISH_REASONS, AgentEnv, EpisodeState, Observation
 from propel.envs.openenv_env import OpenEnvAgentEnv
-from propel.envs.openenv_tasks import OpenEnvTasks
-from propel.envs.shell_tasks import DEMONSTRATION, ShellTasks
-from propel.envs.tool_calls import ToolCall, ToolCallError, describe_tools, format_tool_call, parse_tool_call
 from propel.envs.tool_env import ToolEnv
 
-__all__ = [
-    "DEMONSTRATION",
-    "FINISH_REASONS",
-    "AgentEnv",
-    "EpisodeState",
-    "Observation",
-    "OpenEnvAgentEnv",
-    "OpenEnvTasks",
-    "ShellTasks",
-    "TaskSource",
-    "ToolCall",
-    "ToolCallError",
-    "ToolEnv",
-    "describe_tools",
-    "format_tool_call",
-    "parse_tool_call",
-]
+__all__ = ["FINISH_REASONS", "AgentEnv", "EpisodeState", "Observation", "OpenEnvAgentEnv", "ToolEnv"]

@@ -62,14 +62,6 @@ class EpisodeState:
     grader outside the environment reads (an answer file, a solution)."""
 
 
-class TaskSource(ABC):
-    """Where agent tasks come from: ``contexts(n, seed)``, deterministic in the seed (the ``Domain.contexts``
-    contract), each context's ``data`` holding what its environment needs (files, a verify command)."""
-
-    @abstractmethod
-    def contexts(self, n: int, seed: int = 0) -> list[Context]: ...
-
-
 class AgentEnv(ABC):
     """One episode of a multi-turn environment. Subclass it, list ``tools`` and implement ``reset`` and ``step``.
 

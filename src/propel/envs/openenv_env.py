@@ -17,6 +17,7 @@ import uuid
 from typing import Any
 
 from propel.domains.base import Context
+from propel.engines.tool_calls import CLOSE, ToolCall, ToolCallError, parse_tool_call
 from propel.envs.base import AgentEnv, EpisodeState, Observation
 from propel.envs.openenv_schema import action_tool, import_object, observation_text
 from propel.envs.openenv_session import (
@@ -28,7 +29,6 @@ from propel.envs.openenv_session import (
     openenv_missing,
     server_schema,
 )
-from propel.envs.tool_calls import CLOSE, ToolCall, ToolCallError, parse_tool_call
 from propel.errors import ConfigError
 from propel.sandbox.base import Sandbox
 

@@ -18,8 +18,8 @@ import uuid
 from dataclasses import replace
 
 from propel.domains.base import Context
+from propel.engines.tool_calls import CLOSE, ToolCall, ToolCallError, check_arguments, function_tool, parse_tool_call
 from propel.envs.base import AgentEnv, EpisodeState, Observation
-from propel.envs.tool_calls import CLOSE, ToolCall, ToolCallError, check_arguments, function_tool, parse_tool_call
 from propel.errors import ConfigError
 from propel.sandbox.base import Job, Limits, Outcome, Result, Sandbox, SandboxError, check_file_name
 

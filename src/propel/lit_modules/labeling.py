@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from lightning.pytorch import LightningModule
 
+from propel.domains.agents import writes_in_episodes
 from propel.domains.base import Context, Domain
 from propel.domains.trials import SolverSpec, Trials, solver_trials
 from propel.engines.base import Engine, SamplingSpec
@@ -80,7 +81,7 @@ class LabelingModule(LightningModule):
                 f"domain {domain.name!r} takes reference answers from an oracle: set `oracle` (a model, ideally not "
                 "the solver) or the domain's oracle_model"
             )
-        if generator_agent is not None and not domain.writes_tasks_in_episodes:
+        if generator_agent is not None and not writes_in_episodes(domain):
             raise ConfigError(f"generator_agent: {type(domain).__name__}'s tasks are not written by agent episodes")
         self.save_hyperparameters(ignore=["domain", "sandbox", "solver", "solver_agent", "generator_agent"])
         self.domain = domain
@@ -176,7 +177,7 @@ class LabelingModule(LightningModule):
         sampled = [c for c in batch if _given(c) is None]
         fresh = iter(g[0] for g in self._generate(sampled, spec)) if sampled else iter(())
         samples = [next(fresh) if _given(c) is None else Sample("", _given(c), context=c) for c in batch]
-        self.env.score(samples, [self._task_text(s) for s in samples])
+        self.env.score(samples)
         valid = [s for s in samples if s.valid]
         trials = dict(zip(map(id, valid), self.run_trials(valid), strict=True))
         rows = []
@@ -193,12 +194,6 @@ class LabelingModule(LightningModule):
         if self.generator_agent is None:
             return sample_single_turn(self.generator_engine, contexts, spec)
         return self.generator_agent.run(self.generator_engine, contexts, replace(spec, stop=[]), self.sandbox)
-
-    def _task_text(self, sample: Sample) -> str:
-        """The text ``parse`` reads: a completion, or what a generator episode left (``Domain.episode_completion``)."""
-        if self.generator_agent is None or _given(sample.context) is not None:
-            return sample.completion
-        return self.domain.episode_completion(sample.context, sample.artifacts, sample.assistant_texts)
 
     def run_trials(self, samples: list[Sample]) -> list[Trials]:
         """The solver's graded trials of each sample's (valid) task: completions, or agent episodes."""

@@ -32,11 +32,11 @@ from collections.abc import Sequence
 
 import torch
 
-from propel.domains.humaneval.solution import solution_source
 from propel.errors import ConfigError
 from propel.rewards.base import Reward, RewardContext
 from propel.rollouts.record import Sample
 from propel.sandbox.base import Sandbox
+from propel.tasks.humaneval.solution import solution_source
 from propel.testsuite.detectors import (
     FLAGS,
     HackReport,
@@ -55,7 +55,7 @@ INFO_KEY = "test_suite"
 PARTS = ("pass_rate", "coverage", "hacked", *FLAGS)
 GRADERS = ("value", "pytest")
 DATA_KEYS = ("entry_point", "prompt", "visible", "hidden")
-"""What a context's ``data`` must hold (``propel.domains.humaneval.CodeTask.grading_data`` builds it)."""
+"""What a context's ``data`` must hold (``propel.tasks.humaneval.CodeTask.grading_data`` builds it)."""
 
 
 def suite_reward(
@@ -91,7 +91,7 @@ class TestSuiteReward(Reward):
     Contexts carry the suite in ``data``: ``visible`` and ``hidden`` (test name -> body calling ``candidate``),
     ``entry_point``, ``prompt`` (the task's pristine prompt: its helpers), ``preamble``, ``visible_calls`` (argument
     lists of visible calls) and, for agents, ``files`` (the starting workspace).
-    ``propel.domains.humaneval.HumanEvalTasks`` and ``propel.envs.humaneval.HumanEvalAgentTasks`` build them.
+    ``propel.tasks.humaneval.HumanEvalTasks`` and ``propel.tasks.humaneval.HumanEvalAgentTasks`` build them.
 
     Args:
         pass_weight: weight of the pass rate.
@@ -168,7 +168,7 @@ class TestSuiteReward(Reward):
             if missing:
                 raise ValueError(
                     f"TestSuiteReward grades against the context's data {list(DATA_KEYS)}; sample {i} lacks {missing} "
-                    "(use propel.domains.humaneval.HumanEvalTasks or propel.envs.humaneval.HumanEvalAgentTasks)"
+                    "(use propel.tasks.humaneval.HumanEvalTasks or propel.tasks.humaneval.HumanEvalAgentTasks)"
                 )
             if s.infra_error is not None:
                 s.info[INFO_KEY] = _info(0.0, 0.0, 0.0, HackReport(), "infra", s.infra_error)

@@ -2,8 +2,9 @@
 
 The multi-turn counterpart of ``propel.domains.trials.solver_trials``, with the same ``Trials`` out, so pools, utility
 labels and evaluation summaries read the same whichever solver ran: the domain turns a task into an agent task
-(``Domain.agent_context``), an ``EpisodeRunner`` runs the episodes (batched generation, tool calls in parallel in the
-sandbox) and ``Domain.agent_grade`` judges what each episode left behind (its collected files, its verifier). An
+(``SolvedByAgents.agent_context``), an ``EpisodeRunner`` runs the episodes (batched generation, tool calls in parallel
+in the sandbox) and ``SolvedByAgents.agent_grade`` judges what each episode left behind (its collected files, its
+verifier). An
 episode that failed for infrastructure reasons says nothing about the task: it is run again, and one that keeps
 failing stops the job with the error instead of entering the pool as an unsolved trial.
 """
@@ -13,15 +14,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from propel.domains.agents import SolvedByAgents
 from propel.domains.base import Context, Domain, Task
 from propel.domains.trials import SolverSpec, Trials
 from propel.engines.base import Engine, Prompt, SamplingSpec
 from propel.envs.base import AgentEnv
-from propel.envs.shell_tasks import DEMONSTRATION
 from propel.errors import ConfigError
 from propel.rollouts.episodes import SCHEDULES, EpisodeRunner
 from propel.rollouts.record import Sample
 from propel.sandbox.base import Sandbox
+from propel.tasks.shell import DEMONSTRATION
 
 
 class AgentEpisodes:
@@ -112,6 +114,8 @@ class AgentSolver(AgentEpisodes):
         ids: Sequence[str],
     ) -> tuple[list[Trials], list[list[Sample]]]:
         """``spec.n_trials`` episodes per task (ids name the episodes), graded; also returns the episodes."""
+        if not isinstance(domain, SolvedByAgents):
+            raise ConfigError(f"{type(domain).__name__} cannot be solved by agents (it does not take SolvedByAgents)")
         if not tasks:
             return [], []
         contexts = [domain.agent_context(task, task_id) for task, task_id in zip(tasks, ids, strict=True)]

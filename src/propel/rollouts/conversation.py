@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from propel.envs.tool_calls import describe_tools
+from propel.engines.tool_calls import describe_tools
 
 
 class TemplateNotAppendOnly(RuntimeError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
+from propel.domains.agents import WritesInEpisodes
 from propel.domains.base import Domain, Task
 from propel.rollouts.record import Sample
 from propel.sandbox.base import Sandbox
@@ -64,13 +65,12 @@ class GeneratorEnv(Environment):
         self.stop = tuple(domain.generator_stop)
         self.needs_sandbox = domain.needs_sandbox
 
-    def score(self, samples: Sequence[Sample], completions: Sequence[str] | None = None) -> None:
-        """``completions``: the task texts to parse instead of each sample's completion (a generator episode's task
-        is what it left in its workspace, ``Domain.episode_completion``, not what it said)."""
+    def score(self, samples: Sequence[Sample]) -> None:
+        """Parse, check and render each sample's task. A generator *episode*'s task (a sample with collected
+        workspace ``files``, for a domain that ``WritesInEpisodes``) is what it left in its workspace, not what it
+        said; that text is kept in ``artifacts["task_completion"]``. Everything else parses its completion."""
         domain = self.domain
-        if completions is not None and len(completions) != len(samples):
-            raise ValueError(f"completions: {len(completions)} texts for {len(samples)} samples")
-        texts = [s.completion for s in samples] if completions is None else list(completions)
+        texts = [task_text(domain, s) for s in samples]
         for s, text in zip(samples, texts, strict=True):
             parsed = domain.parse(text)
             s.valid = False
@@ -89,3 +89,13 @@ class GeneratorEnv(Environment):
         for sample, verdict in zip(parsed_rows, verdicts, strict=True):
             sample.valid, sample.info["reason"] = bool(verdict.ok), verdict.reason
             sample.topic = domain.topic(sample.task)  # validity may have filled what the topic reads (SWE: files)
+
+
+def task_text(domain: Domain, sample: Sample) -> str:
+    """The text ``domain.parse`` reads for ``sample``: what a generator episode left (and it is recorded), else the
+    completion. The one rule for tasks written by generator agents, in GRPO, labeling and evaluation."""
+    if isinstance(domain, WritesInEpisodes) and "files" in sample.artifacts:
+        text = domain.episode_completion(sample.context, sample.artifacts, sample.assistant_texts)
+        sample.artifacts["task_completion"] = text
+        return text
+    return sample.completion

@@ -124,7 +124,7 @@ class Job:
 def _check_argv(field_name: str, argv) -> None:
     """A list of str with no NUL byte: no argv can carry one (``execve`` ends each argument at it), so it is refused
     here, naming the argument, rather than failing inside the sandbox. A caller passing model-written text checks
-    it first (``envs.tool_calls.check_arguments``) and shows the model why."""
+    it first (``engines.tool_calls.check_arguments``) and shows the model why."""
     if isinstance(argv, (str, bytes)) or not isinstance(argv, Sequence):
         raise TypeError(f"sandbox Job {field_name} must be a list of str (not a str), got {argv!r}")
     for i, arg in enumerate(argv):

@@ -20,10 +20,10 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import ConfigDict, Field
 
-from propel.domains.humaneval import CodeTask, HumanEvalTasks
 from propel.rewards.test_suite import INFO_KEY, TestSuiteReward
 from propel.rollouts.record import Sample
 from propel.sandbox.base import Sandbox
+from propel.tasks.humaneval import CodeTask, HumanEvalTasks
 
 
 class SubmitSolution(Action):

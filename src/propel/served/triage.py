@@ -18,9 +18,9 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import ConfigDict, Field
 
-from propel.domains.triage import Ticket, TriageTickets, render_ticket
 from propel.rewards.triage import TriageReward
 from propel.served.triage_rubric import TriageRubric
+from propel.tasks.triage import Ticket, TriageTickets, render_ticket
 
 TOOL_FORMAT = (
     "Answer by calling submit_resolution once, with four arguments:\n"
@@ -69,7 +69,7 @@ class TriageEnvironment(Environment[SubmitResolution, TriageObservation, TriageS
     """One triage ticket per episode, graded by propel's six triage rewards (``TriageRubric``).
 
     Args:
-        path: a ticket file (Parquet/JSONL, ``propel.domains.triage.schema`` columns); None: the synthetic set.
+        path: a ticket file (Parquet/JSONL, ``propel.tasks.triage.schema`` columns); None: the synthetic set.
         n: synthetic tickets (when ``path`` is None).
         data_seed: the synthetic set's seed.
         split: ``train``, ``eval`` or None (all tickets).

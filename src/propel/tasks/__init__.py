@@ -1,6 +1,30 @@
-"""Task sources: ``contexts(n, seed)`` of graded problems for single-turn RL on verifiable rewards (reasoning-gym's
-procedural datasets, mixed by weight)."""
+"""Where tasks come from: every task source in one room (``TaskSource``: ``contexts(n, seed)``).
 
+HumanEval's coding problems (single-turn and as agent workspaces), IT-triage tickets, reasoning-gym's procedural
+datasets, the tiny shell tasks, SWE bug-injection episodes and OpenEnv episodes. A generator's *domain* (what it
+writes, how that is parsed and checked) is ``propel.domains``; a task source only hands out graded problems.
+"""
+
+from propel.tasks.base import TaskSource
 from propel.tasks.gym import GymDataset, ReasoningGymTasks, answer_tag, extract_answer, gym_dataset
+from propel.tasks.humaneval import HumanEvalAgentTasks, HumanEvalTasks
+from propel.tasks.openenv import OpenEnvTasks
+from propel.tasks.shell import DEMONSTRATION, ShellTasks
+from propel.tasks.swe import BugInjectionTasks
+from propel.tasks.triage import TriageTickets
 
-__all__ = ["GymDataset", "ReasoningGymTasks", "answer_tag", "extract_answer", "gym_dataset"]
+__all__ = [
+    "DEMONSTRATION",
+    "BugInjectionTasks",
+    "GymDataset",
+    "HumanEvalAgentTasks",
+    "HumanEvalTasks",
+    "OpenEnvTasks",
+    "ReasoningGymTasks",
+    "ShellTasks",
+    "TaskSource",
+    "TriageTickets",
+    "answer_tag",
+    "extract_answer",
+    "gym_dataset",
+]

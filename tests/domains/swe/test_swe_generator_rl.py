@@ -16,11 +16,12 @@ from propel.domains.math import MathExpressionDomain
 from propel.domains.swe import SweDomain
 from propel.engines.base import SamplingSpec
 from propel.engines.scripted import ScriptedEngine
-from propel.envs import ToolCall, ToolEnv, format_tool_call
-from propel.envs.swe_tasks import BugInjectionTasks
+from propel.engines.tool_calls import ToolCall, format_tool_call
+from propel.envs import ToolEnv
 from propel.errors import ConfigError
 from propel.rewards import CombinedReward, OverlongPenalty, ProbeReward
 from propel.rollouts.steps import ContextBatch
+from propel.tasks.swe import BugInjectionTasks
 
 SUBMIT = format_tool_call(ToolCall("submit", {}))
 INJECT = "sed -i 's/return self.converter(string)$/return self.converter(string[::-1])/' parse.py"

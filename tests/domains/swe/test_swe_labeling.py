@@ -19,7 +19,8 @@ from propel.domains.swe.repos import REPOS, SPLITS, get_repo
 from propel.domains.trials import SolverSpec
 from propel.engines.base import SamplingSpec
 from propel.engines.scripted import ScriptedEngine
-from propel.envs import ToolCall, ToolEnv, format_tool_call
+from propel.engines.tool_calls import ToolCall, format_tool_call
+from propel.envs import ToolEnv
 from propel.errors import ConfigError
 from propel.lit_modules.labeling import LabelingModule
 from propel.pools import read_pool

@@ -16,6 +16,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from propel.domains.agents import SolvedByAgents
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
 from propel.domains.code import harness
 from propel.domains.code.parsing import parse_generation, python_code
@@ -62,7 +63,7 @@ def _call_args(inp: str) -> str:
     return inp[1:-1].rstrip().rstrip(",")
 
 
-class CodeDomain(Domain):
+class CodeDomain(Domain, SolvedByAgents):
     """AZR function tasks (see module docstring).
 
     Args:

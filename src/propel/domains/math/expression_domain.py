@@ -17,6 +17,7 @@ from fractions import Fraction
 from functools import cache
 from importlib import resources
 
+from propel.domains.agents import SolvedByAgents
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
 from propel.domains.math.answers import extract_answer, parse_number
 from propel.domains.math.expression import ExpressionError, evaluate
@@ -60,7 +61,7 @@ def stated_numbers(text: str, words: bool = False) -> set[Fraction]:
     return found
 
 
-class MathExpressionDomain(Domain):
+class MathExpressionDomain(Domain, SolvedByAgents):
     """Arithmetic word problems whose reference answer is an executable expression's value.
 
     Args:

@@ -20,6 +20,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from propel.domains.agents import SolvedByAgents
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
 from propel.domains.math.answers import extract_answer
 from propel.domains.math.symbolic import equivalent
@@ -38,7 +39,7 @@ def example_problems() -> list[dict]:
     return json.loads(resources.files("propel.domains").joinpath("data/math_problems.json").read_text())
 
 
-class OracleMathDomain(Domain):
+class OracleMathDomain(Domain, SolvedByAgents):
     """Generated math problems; references by oracle agreement.
 
     Args:

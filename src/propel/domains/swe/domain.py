@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from propel.domains.agents import SolvedByAgents, WritesInEpisodes
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
 from propel.domains.swe.checkout import checkout
 from propel.domains.swe.diffs import apply_diff
@@ -77,7 +78,7 @@ def episode_bug(context: Context, collected: dict[str, str | None], turns: Seque
     return json.dumps({"id": context.id, **record}, sort_keys=True)
 
 
-class SweDomain(Domain):
+class SweDomain(Domain, SolvedByAgents, WritesInEpisodes):
     """Bugs in the shipped repos, labeled by repair episodes (``LabelingModule(solver_agent=AgentSolver(ToolEnv))``).
 
     Args:

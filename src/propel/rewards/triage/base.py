@@ -2,9 +2,9 @@
 per-sample record.
 
 Every component reads ``sample.completion`` (parsed once per text by ``submission``) and the context's gold
-``data`` (``propel.domains.triage.Ticket.grading_data``), and writes its value and details into
+``data`` (``propel.tasks.triage.Ticket.grading_data``), and writes its value and details into
 ``sample.info["triage"]`` so the sample table can show why a sample scored what it did. A rejected answer (no
-submission, two, a duplicate or extra key: ``propel.domains.triage.parse``) scores 0 on every component, and its
+submission, two, a duplicate or extra key: ``propel.tasks.triage.parse``) scores 0 on every component, and its
 ``reason`` is recorded by each of them.
 """
 
@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 
-from propel.domains.triage.parse import Submission, parse_submission
 from propel.rewards.base import Reward
 from propel.rewards.triage.normalize import normalize
 from propel.rewards.triage.steps import StepCheck, check_steps
 from propel.rollouts.record import Sample
+from propel.tasks.triage.parse import Submission, parse_submission
 
 INFO_KEY = "triage"
 GOLD_KEYS = ("gold_resolution", "gold_ids", "article_ids", "escalate", "ticket", "gold_steps", "distractor_steps")
@@ -78,7 +78,7 @@ class TriageReward(Reward):
             if missing:
                 raise ValueError(
                     f"{type(self).__name__} grades against the ticket's gold data; sample {i} lacks {missing} (use "
-                    "propel.domains.triage.TriageTickets contexts)"
+                    "propel.tasks.triage.TriageTickets contexts)"
                 )
             answer = submission(s.completion)
             value, details = (0.0, {}) if answer.rejected else self.score(answer, s.completion, gold)

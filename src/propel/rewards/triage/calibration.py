@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from propel.domains.triage.parse import Submission
 from propel.errors import ConfigError
 from propel.rewards.triage.base import TriageReward, content
 from propel.rewards.triage.steps import RIGHT_FIX
+from propel.tasks.triage.parse import Submission
 
 
 class TriageCalibration(TriageReward):

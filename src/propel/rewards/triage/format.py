@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from propel.domains.triage.parse import Submission
 from propel.errors import ConfigError
 from propel.rewards.triage.gate import StyleReward
+from propel.tasks.triage.parse import Submission
 
 
 class TriageFormat(StyleReward):

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from propel.domains.triage.parse import Submission
 from propel.rewards.triage.base import TriageReward, content
+from propel.tasks.triage.parse import Submission
 
 
 class StyleReward(TriageReward):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from propel.domains.triage.parse import Submission
 from propel.errors import ConfigError
 from propel.rewards.triage.gate import StyleReward
 from propel.rewards.triage.normalize import word_count
+from propel.tasks.triage.parse import Submission
 
 
 def parsimony(length: int, budget: float, tail: float) -> float:

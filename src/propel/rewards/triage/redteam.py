@@ -13,9 +13,9 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from propel.domains.triage.bank import ISSUES
-from propel.domains.triage.prompt import render_ticket
-from propel.domains.triage.schema import Article, Ticket
+from propel.tasks.triage.bank import ISSUES
+from propel.tasks.triage.prompt import render_ticket
+from propel.tasks.triage.schema import Article, Ticket
 
 CONTENT_FREE_SHARE = 0.6
 """The most an answer without a right resolution may score, as a share of the honest answer's total."""

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from propel.domains.triage.parse import Submission
 from propel.errors import ConfigError
 from propel.rewards.triage.copying import copied_span
 from propel.rewards.triage.gate import StyleReward
 from propel.rewards.triage.normalize import normalize, readable, words
+from propel.tasks.triage.parse import Submission
 
 
 def loop_fraction(tokens: list[str], n: int) -> float:

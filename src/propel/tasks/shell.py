@@ -13,9 +13,9 @@ import shlex
 
 from propel.domains.base import Context
 from propel.engines.base import Prompt
-from propel.envs.base import TaskSource
-from propel.envs.tool_calls import ToolCall, format_tool_call
+from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.errors import ConfigError
+from propel.tasks.base import TaskSource
 
 KINDS = ("create_file", "copy_line", "fix_function")
 _WORDS = ["apple", "river", "stone", "cloud", "maple", "tiger", "piano", "lemon", "ocean", "amber", "cedar", "delta"]

@@ -6,11 +6,11 @@ import random
 import zlib
 
 from propel.domains.base import Context
-from propel.domains.triage.generate import generate_tickets
-from propel.domains.triage.io import load_tickets
-from propel.domains.triage.prompt import triage_prompt
-from propel.domains.triage.schema import Ticket
 from propel.errors import ConfigError
+from propel.tasks.triage.generate import generate_tickets
+from propel.tasks.triage.io import load_tickets
+from propel.tasks.triage.prompt import triage_prompt
+from propel.tasks.triage.schema import Ticket
 
 SPLITS = ("train", "eval")
 
@@ -31,7 +31,7 @@ class TriageTickets:
     """IT-triage tickets: a user's Parquet/JSONL file, or the synthetic set generated on the fly.
 
     Args:
-        path: a ticket file in ``propel.domains.triage.schema`` columns; None generates the synthetic set.
+        path: a ticket file in ``propel.tasks.triage.schema`` columns; None generates the synthetic set.
         n: synthetic tickets (when ``path`` is None).
         data_seed: the synthetic set's seed (when ``path`` is None).
         split: ``train``, ``eval`` or None (all tickets); the split is a stable hash of the ticket id.

@@ -8,8 +8,8 @@ from typing import Any
 
 from propel.domains.base import Context
 from propel.engines.base import Prompt
-from propel.envs.base import TaskSource
 from propel.errors import ConfigError
+from propel.tasks.base import TaskSource
 
 
 class OpenEnvTasks(TaskSource):

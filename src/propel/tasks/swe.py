@@ -5,7 +5,7 @@ from __future__ import annotations
 from propel.domains.base import Context
 from propel.domains.swe.domain import resolve_repos
 from propel.domains.swe.episodes import generator_contexts
-from propel.envs.base import TaskSource
+from propel.tasks.base import TaskSource
 
 
 class BugInjectionTasks(TaskSource):

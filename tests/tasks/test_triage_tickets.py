@@ -12,7 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from propel.datamodules.triage import TriageDataModule, TriageEnv
-from propel.domains.triage import (
+from propel.errors import ConfigError
+from propel.rollouts.record import Sample
+from propel.tasks.triage import (
     TriageTickets,
     generate_tickets,
     load_tickets,
@@ -23,9 +25,7 @@ from propel.domains.triage import (
     write_jsonl,
     write_parquet,
 )
-from propel.domains.triage.schema import REQUIRED, Ticket, split_steps
-from propel.errors import ConfigError
-from propel.rollouts.record import Sample
+from propel.tasks.triage.schema import REQUIRED, Ticket, split_steps
 
 
 def test_synthetic_set_is_reproducible_balanced_and_consistent():
@@ -82,7 +82,7 @@ def test_a_users_file_with_a_missing_column_names_it(tmp_path):
 
 def test_make_dataset_writes_the_parquet(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "propel.domains.triage.make_dataset", "--out", str(tmp_path), "--seed", "0"],
+        [sys.executable, "-m", "propel.tasks.triage.make_dataset", "--out", str(tmp_path), "--seed", "0"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -1,4 +1,4 @@
-"""Write the synthetic triage set: ``python -m propel.domains.triage.make_dataset --out DIR --seed 0``.
+"""Write the synthetic triage set: ``python -m propel.tasks.triage.make_dataset --out DIR --seed 0``.
 
 Writes ``DIR/tickets.parquet`` (``--n`` tickets, 240 by default, balanced over networking, security, cloud and
 infrastructure) and prints a one-line summary. The same seed always gives the same file contents.
@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
-from propel.domains.triage.generate import generate_tickets
-from propel.domains.triage.io import write_jsonl, write_parquet
+from propel.tasks.triage.generate import generate_tickets
+from propel.tasks.triage.io import write_jsonl, write_parquet
 
 
 def main(argv: list[str] | None = None) -> None:

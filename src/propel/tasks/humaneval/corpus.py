@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from propel.domains.humaneval.tasks import SOLUTION_FILE, VISIBLE_FILE, CodeTask
+from propel.tasks.humaneval.tasks import SOLUTION_FILE, VISIBLE_FILE, CodeTask
 
 SINGLE_TASK = "HumanEval/0"
 AGENT_TASK = "HumanEval/13"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from propel.domains.triage.schema import Ticket
 from propel.engines.base import Prompt
+from propel.tasks.triage.schema import Ticket
 
 INSTRUCTION = (
     "You are an IT support engineer. Resolve the ticket below using the retrieved knowledge-base articles; some of "

@@ -7,9 +7,8 @@ import re
 
 import pytest
 
-from propel.envs import ShellTasks
-from propel.envs.shell_tasks import DEMONSTRATION, KINDS
 from propel.sandbox import Job, LocalSandbox
+from propel.tasks.shell import DEMONSTRATION, KINDS, ShellTasks
 
 
 def _solve(ctx) -> str:

@@ -11,8 +11,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from propel.domains.triage.schema import COLUMNS, REQUIRED, Ticket
 from propel.errors import ConfigError
+from propel.tasks.triage.schema import COLUMNS, REQUIRED, Ticket
 
 
 def write_parquet(tickets: Sequence[Ticket], path: str | Path) -> Path:
@@ -40,9 +40,7 @@ def load_tickets(path: str | Path) -> list[Ticket]:
     """Tickets from ``.parquet`` or ``.jsonl`` / ``.json`` (JSON lines, optionally ``.gz``) in ``schema.COLUMNS``."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(
-            f"triage tickets: no file {path} (write one with python -m propel.domains.triage.make_dataset)"
-        )
+        raise ConfigError(f"triage tickets: no file {path} (write one with python -m propel.tasks.triage.make_dataset)")
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 

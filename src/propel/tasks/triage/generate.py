@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import random
 
-from propel.domains.triage.bank import CATEGORIES, ESCALATION_ARTICLES, ISSUES, PREFIX, SLOTS, Issue
-from propel.domains.triage.schema import Article, Ticket
 from propel.errors import ConfigError
+from propel.tasks.triage.bank import CATEGORIES, ESCALATION_ARTICLES, ISSUES, PREFIX, SLOTS, Issue
+from propel.tasks.triage.schema import Article, Ticket
 
 
 def knowledge_base() -> dict[str, Article]:

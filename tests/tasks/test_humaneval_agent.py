@@ -4,14 +4,15 @@ a conftest.py that forces every test to pass is flagged and earns nothing."""
 
 from __future__ import annotations
 
-from propel.domains.humaneval import load_humaneval
-from propel.domains.humaneval.corpus import AGENT_TASK
 from propel.engines.base import SamplingSpec
 from propel.engines.scripted import ScriptedEngine
-from propel.envs import ToolCall, ToolEnv, format_tool_call
+from propel.engines.tool_calls import ToolCall, format_tool_call
+from propel.envs import ToolEnv
 from propel.rewards import TestSuiteReward
 from propel.rollouts.episodes import EpisodeRunner
 from propel.sandbox import LocalSandbox
+from propel.tasks.humaneval import load_humaneval
+from propel.tasks.humaneval.corpus import AGENT_TASK
 
 CONFTEST = (
     "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"

@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from propel.domains.humaneval import HumanEvalTasks, load_humaneval, solution_source, split_check
-from propel.envs.humaneval import HumanEvalAgentTasks
 from propel.errors import ConfigError
 from propel.rewards.test_suite import TestSuiteReward
 from propel.rollouts.record import Sample
 from propel.sandbox import LocalSandbox
+from propel.tasks.humaneval import HumanEvalTasks, load_humaneval, solution_source, split_check
+from propel.tasks.humaneval.agent import HumanEvalAgentTasks
 
 ROW = {
     "task_id": "Local/0",

@@ -10,8 +10,8 @@ Python files and any test configuration, read back when the episode ends), plus 
 from __future__ import annotations
 
 from propel.domains.base import Context
-from propel.domains.humaneval.tasks import HumanEvalTasks
-from propel.envs.base import TaskSource
+from propel.tasks.base import TaskSource
+from propel.tasks.humaneval.tasks import HumanEvalTasks
 
 
 class HumanEvalAgentTasks(TaskSource):
