@@ -22,6 +22,7 @@ from propel.lit_modules.state import RolloutState
 from propel.losses.policy import LossSpec
 from propel.models.lora import LoRASpec
 from propel.pools import MINED_SCHEMA, read_pool, write_part
+from propel.probes.gate import GateSpec
 from propel.rewards import FunctionReward, RewardBreakdown
 from propel.rewards.probe import ProbeReward
 from propel.rollouts import Sample
@@ -203,7 +204,7 @@ def test_soft_gate_mining_compares_logits_not_probabilities(tiny_model_dir, tmp_
     def probe(texts):
         return torch.tensor([2.0 if len(t) % 2 == 0 else -2.0 for t in texts])
 
-    reward = ProbeReward(probe=probe, mode="soft_gate", invalid_penalty=0.0, text="completion", name="probe")
+    reward = ProbeReward(probe=probe, text="completion", name="probe", gate=GateSpec(mode="soft_gate", floor=0.0))
     seen, miner = Seen(), _miner(tiny_model_dir, tmp_path / "mined", max_per_round=16)
     _fit(tiny_model_dir, 3, [seen, miner], rewards=[reward])
     rows = read_pool(tmp_path / "mined")

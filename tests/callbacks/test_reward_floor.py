@@ -12,7 +12,7 @@ from propel.callbacks.reward_floor import RewardFloorCheck
 from propel.callbacks.rvp import RVPSelection
 from propel.errors import ConfigError
 from propel.lit_modules.state import RolloutState
-from propel.probes.gate import logit_quantiles
+from propel.probes.gate import GateSpec, logit_quantiles
 from propel.rewards.combine import CombinedReward
 from propel.rewards.probe import ProbeReward
 from propel.rollouts.record import Sample
@@ -64,7 +64,7 @@ def _fit(module, callbacks, max_steps=5) -> Trainer:
 def test_check_fires_for_a_floor_set_too_high_and_not_for_the_default():
     check = RewardFloorCheck(every_n_steps=2)
     with pytest.warns(UserWarning, match="valid samples score below the invalid floor"):
-        _fit(Publisher(ProbeReward(LowProbe(), invalid_penalty=-1.0)), [check])
+        _fit(Publisher(ProbeReward(LowProbe(), gate=GateSpec(floor=-1.0))), [check])
     assert [step for step, _, _ in check.checks] == [0, 2, 4]  # the first step, then every 2
     step, name, result = check.checks[0]
     assert name == "probe" and not result.ok and result.floor == -1.0 and result.n_valid == 6
@@ -79,14 +79,14 @@ def test_check_fires_for_a_floor_set_too_high_and_not_for_the_default():
 
 
 def test_stop_ends_training_at_the_first_failed_check():
-    trainer = _fit(Publisher(ProbeReward(LowProbe(), invalid_penalty=-1.0)), [RewardFloorCheck(action="stop")])
+    trainer = _fit(Publisher(ProbeReward(LowProbe(), gate=GateSpec(floor=-1.0))), [RewardFloorCheck(action="stop")])
     assert trainer.global_step == 1
 
 
 def test_rvp_sample_is_checked_at_fit_start():
     gens = [[f"ctx{c} task {'y' * g}" for g in range(4)] for c in range(3)]
     valid = [[g < 3 for g in range(4)] for _ in range(3)]
-    high = RVPSelection(gens, reward_fn=ProbeReward(LowProbe(), invalid_penalty=-1.0), valid=valid)
+    high = RVPSelection(gens, reward_fn=ProbeReward(LowProbe(), gate=GateSpec(floor=-1.0)), valid=valid)
     with pytest.warns(UserWarning, match="RVP sample at fit start: 100% of 9 valid samples score below"):
         _fit(Publisher(ProbeReward(LowProbe())), [high], max_steps=1)
     assert not high.floor_check.ok and high.floor_check.n_valid == 9

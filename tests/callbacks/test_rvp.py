@@ -5,7 +5,7 @@ import torch
 from lightning.pytorch import Trainer
 
 from propel.callbacks.rvp import RVPSelection
-from propel.probes.gate import gated_reward
+from propel.probes.gate import GateSpec, gated_reward
 from propel.probes.selection import rvp
 from propel.rewards.probe import ProbeReward
 
@@ -41,10 +41,10 @@ def test_probe_reward_is_scored_with_its_gate(mode):
     """Given the run's ProbeReward, RVP is that of the exact RL reward: validity gate and mode included."""
     gens = [[f"task {c}-{g}" + "x" * (3 * g + c) for g in range(4)] for c in range(3)]
     valid = [[g != 1 for g in range(4)] for _ in range(3)]
-    reward = ProbeReward(lambda texts: length_reward(texts) / 10, mode=mode, invalid_penalty=-1.0)
+    reward = ProbeReward(lambda texts: length_reward(texts) / 10, gate=GateSpec(mode=mode, floor=-1.0))
     cb = RVPSelection(gens, reward_fn=reward, valid=valid)
     flat = [t for g in gens for t in g]
-    want = gated_reward(length_reward(flat) / 10, torch.tensor(valid).flatten(), mode, -1.0)
+    want = gated_reward(length_reward(flat) / 10, torch.tensor(valid).flatten(), GateSpec(mode=mode, floor=-1.0))
     assert cb.score(reward) == pytest.approx(rvp(want.reshape(3, 4)))
 
 

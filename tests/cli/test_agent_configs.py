@@ -37,17 +37,19 @@ def test_agent_labeling_config_resolves():
 def test_distill_config_resolves():
     cfg = resolve_lightning("fit", yaml.safe_load((ROOT / "configs/agent/distill.yaml").read_text()))
     init = cfg["model"]["init_args"]
-    assert init["hints"]["class_path"] == "propel.rollouts.hints.ErrorHints" and init["teacher"] == "live"
-    assert init["divergence"]["kind"] == "forward_kl" and init["temperature_schedule"] == [1.0, 0.8, 0.6]
+    turn_kl = init["turn_kl"]
+    assert init["hints"]["class_path"] == "propel.rollouts.hints.ErrorHints" and turn_kl["teacher"] == "live"
+    assert turn_kl["divergence"]["kind"] == "forward_kl" and list(turn_kl["temperature_schedule"]) == [1.0, 0.8, 0.6]
 
 
 def test_grpo_distill_config_resolves():
     cfg = resolve_lightning("fit", yaml.safe_load((ROOT / "configs/agent/grpo_distill.yaml").read_text()))
     init = cfg["model"]["init_args"]
     assert cfg["model"]["class_path"] == "propel.lit_modules.grpo_turn_kl.GRPOTurnKLModule"
-    assert init["group_size"] == 4 and init["kl_coefficient"] == 0.05 and init["teacher"] == "live"
+    assert (
+        init["group_size"] == 4 and init["turn_kl"]["kl_coefficient"] == 0.05 and init["turn_kl"]["teacher"] == "live"
+    )
     assert [r["class_path"] for r in init["rewards"]][0] == "propel.rewards.EnvironmentReward"
     bad = yaml.safe_load((ROOT / "configs/agent/grpo_distill.yaml").read_text())
-    bad["model"]["init_args"]["teacher"] = "ema"
-    bad["model"]["init_args"]["ema_decay"] = 0.9
-    assert resolve_lightning("fit", bad)["model"]["init_args"]["ema_decay"] == 0.9
+    bad["model"]["init_args"]["turn_kl"].update(teacher="ema", ema_decay=0.9)
+    assert resolve_lightning("fit", bad)["model"]["init_args"]["turn_kl"]["ema_decay"] == 0.9

@@ -121,9 +121,8 @@ GRPO_TURN_KL = {
         "filter_zero_variance": True,
         "rewards": [{"class_path": "ddp_helpers.PlannedVowels"}],
         "hints": {"class_path": "ddp_helpers.PlannedHints"},
-        "teacher": "ema",
-        "ema_decay": 0.5,
-        "kl_coefficient": 1.0,  # the turn term alone moves the weights by ~7e-3 here (a wrong factor: ~1e-3)
+        # kl_coefficient 1: the turn term alone moves the weights by ~7e-3 here (a wrong factor: ~1e-3)
+        "turn_kl": {"teacher": "ema", "ema_decay": 0.5, "kl_coefficient": 1.0},
     },
 }
 
@@ -133,8 +132,8 @@ DISTILL = {
         "episodes_per_context": 2,
         "optimizer": sgd(20.0),  # the tiny model's divergences are ~1e-4: a step that moves the adapter
         "hints": {"class_path": "ddp_helpers.PlannedHints"},
-        "divergence": {"kind": "reverse_kl"},
-        "kl_coefficient": 1.0,  # float noise in the divergence scales with it (losses are compared within 1e-6)
+        # kl_coefficient 1: float noise in the divergence scales with it (losses are compared within 1e-6)
+        "turn_kl": {"divergence": {"kind": "reverse_kl"}, "kl_coefficient": 1.0},
         "hint_share": [0.5, 1.0],
         "max_drift": 0.0,  # any drift: a step with drift rows anywhere is rolled back everywhere
         "rollback": True,

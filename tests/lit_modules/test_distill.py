@@ -17,11 +17,14 @@ from propel.losses.distillation import DivergenceSpec, masked_mean, token_diverg
 from propel.models.lora import LoRASpec
 from propel.rollouts.hints import ErrorHints, FunctionHints, Hint
 from propel.tasks.shell import ShellTasks
+from tests.lit_modules.turn_kl_args import with_turn_kl
 from tests.rollouts.test_hints import _episode
 
 
 def _module(model_dir, hints, **kw):
-    module = TurnKLDistillModule(hints=hints, model=str(model_dir), lora=LoRASpec(r=4, alpha=8), **kw)
+    module = TurnKLDistillModule(
+        **with_turn_kl(dict(hints=hints, model=str(model_dir), lora=LoRASpec(r=4, alpha=8), **kw))
+    )
     module.configure_model()
     return module
 
@@ -82,13 +85,17 @@ def _fit(model_dir, steps, tmp_path=None, ckpt_path=None, save=False, **kw):
     # a random model never writes a valid call: with ErrorHints, turn 0 is always targeted
     settings = {"divergence": DivergenceSpec("jsd", beta=0.5, top_k=64), "hints": ErrorHints(), **kw}
     module = TurnKLDistillModule(
-        model=str(model_dir),
-        lora=LoRASpec(r=4, alpha=8),
-        kl_coefficient=1.0,
-        episodes_per_context=2,
-        max_new_tokens=6,
-        lr=1e-2,
-        **settings,
+        **with_turn_kl(
+            dict(
+                model=str(model_dir),
+                lora=LoRASpec(r=4, alpha=8),
+                kl_coefficient=1.0,
+                episodes_per_context=2,
+                max_new_tokens=6,
+                lr=1e-2,
+                **settings,
+            )
+        )
     )
     data = EpisodeDataModule(partial(ToolEnv, max_turns=2, command_timeout_s=2.0), ShellTasks(), contexts_per_step=1,
                              execute_cut_turns=True)  # a random model's turns are all cut: run them  # fmt: skip

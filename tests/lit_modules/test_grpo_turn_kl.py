@@ -17,12 +17,14 @@ from propel.errors import ConfigError
 from propel.lit_modules.distill import TurnKLDistillModule
 from propel.lit_modules.grpo import GRPOModule
 from propel.lit_modules.grpo_turn_kl import GRPOTurnKLModule
+from propel.lit_modules.turn_kl import TurnKLSpec
 from propel.losses.distillation import DivergenceSpec
 from propel.losses.policy import LossSpec
 from propel.models.lora import LoRASpec
 from propel.rewards import EnvironmentReward, FunctionReward
 from propel.rollouts.hints import ErrorHints, FunctionHints
 from propel.tasks.shell import ShellTasks
+from tests.lit_modules.turn_kl_args import with_turn_kl
 
 LR = 0.5
 
@@ -50,10 +52,10 @@ def _fit(model_dir, steps, cls=GRPOTurnKLModule, tmp_path=None, ckpt_path=None, 
     common = dict(model=str(model_dir), lora=LoRASpec(r=4, alpha=8), max_new_tokens=6,
                   optimizer=_sgd, gradient_clip_val=0.0)  # fmt: skip
     if cls is TurnKLDistillModule:
-        module = cls(episodes_per_context=2, control_hint=None, **common, **kw)
+        module = cls(**with_turn_kl(dict(episodes_per_context=2, control_hint=None, **common, **kw)))
     else:
         grpo = dict(rewards=[FunctionReward("distinct", _distinct)], group_size=2, loss=LossSpec(beta=0.0))
-        module = cls(**{**common, **grpo, **kw})
+        module = cls(**with_turn_kl({**common, **grpo, **kw}))
     data = EpisodeDataModule(partial(ToolEnv, max_turns=2, command_timeout_s=2.0), ShellTasks(), contexts_per_step=1)
     rec = Rows()
     callbacks = [rec] + ([ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=1, save_top_k=-1)] if tmp_path else [])
@@ -119,7 +121,7 @@ def test_a_step_grpo_skips_still_takes_the_turn_term(tiny_model_dir):
 
 def test_ema_teacher_averages_old_weights_and_resumes(tiny_model_dir, tmp_path):
     with pytest.raises(ConfigError, match="ema_decay"):
-        GRPOTurnKLModule(hints=ErrorHints(), teacher="ema", ema_decay=1.0)
+        GRPOTurnKLModule(hints=ErrorHints(), turn_kl=TurnKLSpec(teacher="ema", ema_decay=1.0))
     start = _start(tiny_model_dir)
     one, _ = _fit(tiny_model_dir, 1, hints=ErrorHints(), teacher="ema", ema_decay=0.75)
     for k, v in _lora(one).items():  # decay weighs the old average: 0.75 * start + 0.25 * live

@@ -203,7 +203,8 @@ def test_stage_configs_are_the_templates_with_the_run_level_values_kept_in_step(
             f"workdir={tmp_path}",
             "seed=3",
             "grpo.model.init_args.rewards=[{class_path: propel.rewards.probe.ProbeReward, "
-            "init_args: {mode: soft_gate, invalid_penalty: -2.0, soft_clip: [0.1, 0.9]}}]",
+            "init_args: {gate: {mode: soft_gate, floor: -2.0, soft_clip: [0.1, 0.9]}}}]",
+            "grpo.model.init_args.group_size=6",
         ],
     )
     label, probe, grpo, evaluate = (cfg.configs[k] for k in ("label", "probe", "grpo", "evaluate"))
@@ -217,9 +218,11 @@ def test_stage_configs_are_the_templates_with_the_run_level_values_kept_in_step(
     assert grpo["data"]["init_args"]["domain"] == label["model"]["init_args"]["domain"]
     assert probe["pool"] == label["data"]["init_args"]["pool_dir"] == str(tmp_path / "label" / "pool")
     assert grpo["model"]["init_args"]["rewards"][0]["init_args"]["artifact"] == str(tmp_path / "probe" / "artifact")
-    # RVP is scored with the reward GRPO trains with; evaluation grades as labeling did
-    assert probe["rvp"]["mode"] == "soft_gate" and probe["rvp"]["invalid_penalty"] == -2.0
-    assert list(probe["rvp"]["soft_clip"]) == [0.1, 0.9]
+    # RVP is scored with the reward GRPO trains with (the gate object, the group size); evaluation grades as
+    # labeling did
+    gate = probe["rvp"]["gate"]
+    assert gate["mode"] == "soft_gate" and gate["floor"] == -2.0 and list(gate["soft_clip"]) == [0.1, 0.9]
+    assert probe["rvp"]["group_size"] == grpo["model"]["init_args"]["group_size"] == 6
     assert probe["rvp"]["max_new_tokens"] == label["model"]["init_args"]["generator_max_new_tokens"]
     assert evaluate["model"]["init_args"]["solver"] == label["model"]["init_args"]["solver"]
     trained = cfg.evaluate_config("trained", "x/adapter")

@@ -15,6 +15,7 @@ from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.errors import ConfigError
 from propel.jobs.probe import ProbeJob, RVPSettings
 from propel.pools.io import read_pool, write_part
+from propel.probes.gate import GateSpec
 from propel.probes.sweep import SweepConfig
 
 REPOS = ["parse", "inflection", "isodate", "webcolors"]  # probe_train
@@ -107,7 +108,7 @@ def test_the_probe_reads_episodes_turn_by_turn_with_repo_folds(tmp_path, tiny_mo
     sample = Sample(prompt="p", completion="\n".join(turns), valid=True)
     for text in turns:
         sample.turns += [Turn("assistant", text), Turn("tool", "[exit code 0]", trainable=False)]
-    reward = ProbeReward(probe=scorer, text="turns", mode="hard_gate", invalid_penalty=-5.0)
+    reward = ProbeReward(probe=scorer, text="turns", gate=GateSpec(mode="hard_gate", floor=-5.0))
     invalid = Sample(prompt="p", completion="x", valid=False, turns=[Turn("assistant", "x")])
     got = reward([sample, invalid])
     assert got[0].item() == pytest.approx(scorer.logits([turns])[0].item(), abs=1e-5) and got[1].item() == -5.0

@@ -15,6 +15,7 @@ from propel.metrics.calibration import LogitScaling, expected_calibration_error,
 from propel.metrics.classification import binary_metrics
 from propel.probes.artifact import ProbeArtifact
 from propel.probes.data import align_labels
+from propel.probes.gate import GateSpec
 from propel.probes.heads import ProbeHead
 from propel.probes.selection import select_probe
 from propel.probes.sweep import SweepConfig, run_sweep
@@ -81,9 +82,9 @@ def test_soft_gate_uses_calibrated_probabilities_and_hard_gate_the_raw_logit():
             return self.logits(texts) * 0.25
 
     samples = [Sample("p", "a"), Sample("p", "b"), Sample("p", "c")]
-    soft = ProbeReward(Calibrated(), mode="soft_gate")(samples)
+    soft = ProbeReward(Calibrated(), gate=GateSpec(mode="soft_gate"))(samples)
     torch.testing.assert_close(soft, torch.sigmoid(torch.tensor([1.0, -1.0, 2.0])))
-    hard = ProbeReward(Calibrated(), invalid_penalty=-10.0)(samples)
+    hard = ProbeReward(Calibrated(), gate=GateSpec(floor=-10.0))(samples)
     torch.testing.assert_close(hard, torch.tensor([4.0, -4.0, 8.0]))
 
 

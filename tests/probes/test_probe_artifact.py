@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from propel.probes.artifact import ProbeArtifact
+from propel.probes.gate import GateSpec
 from propel.probes.heads import ProbeHead
 
 
@@ -95,7 +96,7 @@ def test_bind_refuses_a_model_of_another_width(tiny_model, tiny_model_dir, tmp_p
     model, tok = tiny_model
     width = 2 * model.config.hidden_size + 1
     folder = _saved_for(model, tok, tmp_path / "wide", input_dim=width, reference_model=str(tiny_model_dir))
-    reward = ProbeReward(artifact=str(folder), mode="probe_only")
+    reward = ProbeReward(artifact=str(folder), gate=GateSpec(mode="probe_only"))
     ctx = RewardContext(policy=model, tokenizer=tok, model_name=str(tiny_model_dir))
     with pytest.raises(ConfigError) as err:
         reward.setup(ctx)

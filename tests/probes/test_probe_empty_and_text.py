@@ -5,6 +5,7 @@ import torch
 
 from propel.probes.artifact import ProbeArtifact, ProbeScorer
 from propel.probes.extraction import ActivationExtractor
+from propel.probes.gate import GateSpec
 from propel.probes.heads import ProbeHead
 from propel.probes.sweep import RVPSample
 from propel.rewards import ProbeReward, RewardContext
@@ -29,10 +30,10 @@ def test_default_text_is_the_rendered_task_else_the_completion():
         Sample("PROMPT", "unparsed", valid=False),
         Sample("PROMPT", "no rendering"),
     ]
-    rewards = ProbeReward(probe=probe, mode="probe_only")(samples)
+    rewards = ProbeReward(probe=probe, gate=GateSpec(mode="probe_only"))(samples)
     assert seen == [["Rendered task", "unparsed", "no rendering"]]
     assert rewards.tolist() == [13.0, 8.0, 12.0]
-    ProbeReward(probe=probe, mode="probe_only", text="prompt+completion")(samples[:1])
+    ProbeReward(probe=probe, text="prompt+completion", gate=GateSpec(mode="probe_only"))(samples[:1])
     assert seen[-1] == ["PROMPTraw completion with <task> tags"]
 
 
@@ -41,7 +42,7 @@ def test_empty_completion_is_scored_by_a_real_probe(tiny_model, tiny_model_dir, 
     """First token EOS (or a stop string at once): the completion is "", and the training step goes on."""
     model, tok = tiny_model
     folder = _probe_folder(model, tmp_path, str(tiny_model_dir))
-    reward = ProbeReward(artifact=str(folder), mode=mode, invalid_penalty=-5.0)
+    reward = ProbeReward(artifact=str(folder), gate=GateSpec(mode=mode, floor=-5.0))
     reward.setup(RewardContext(policy=model, tokenizer=tok, model_name=str(tiny_model_dir)))
     samples = [Sample("p", "", valid=mode == "hard_gate"), Sample("p", "A task: add 2 and 3.")]
     got = reward(samples)
@@ -56,7 +57,7 @@ def test_rvp_sample_of_unparsed_generations(tiny_model):
     texts = ["", "Task: 2 + 2", "", "Task: prove it"]
     ex = ActivationExtractor(model, tok, [2], ["last_token"])
     valid = torch.tensor([False, True, False, True])
-    sample = RVPSample(ex.encode(texts), valid, group_size=2, mode="probe_only", invalid_penalty=-1.0)
+    sample = RVPSample(ex.encode(texts), valid, group_size=2, gate=GateSpec(mode="probe_only", floor=-1.0))
     torch.manual_seed(0)
     head = ProbeHead("linear", model.config.hidden_size)
     overall, within = sample.score("layer2/last_token", head)

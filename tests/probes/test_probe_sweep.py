@@ -9,6 +9,7 @@ from propel.probes.artifact import ProbeArtifact, ProbeScorer
 from propel.probes.cache import extract_to_cache
 from propel.probes.data import align_labels
 from propel.probes.extraction import ActivationExtractor
+from propel.probes.gate import GateSpec
 from propel.probes.sweep import (
     BASELINE_ARCH,
     RUN_COLUMNS,
@@ -81,7 +82,7 @@ def _sweep_data():
     ids, features, pool = synthetic_probe_data(n=400)
     rows = align_labels(ids, pool)
     rvp_feats, valid = rvp_features(features, contexts=4, group_size=4)
-    sample = RVPSample(rvp_feats, valid, group_size=4, invalid_penalty=-1.0)
+    sample = RVPSample(rvp_feats, valid, group_size=4, gate=GateSpec(floor=-1.0))
     config = small_config(archs=("linear",), seeds=(0, 1), loop=LoopSettings(max_epochs=4))
     return features, rows, pool, sample, config
 

@@ -20,6 +20,7 @@ from propel.lit_modules.grpo import GRPOModule
 from propel.losses.policy import LossSpec
 from propel.models.lora import LoRASpec
 from propel.probes.artifact import ProbeArtifact
+from propel.probes.gate import GateSpec
 from propel.probes.heads import ProbeHead
 from propel.rewards.probe import ProbeReward
 
@@ -101,7 +102,7 @@ def test_grpo_with_a_policy_of_another_family_scores_texts_with_the_reference_to
     torch.manual_seed(0)
     artifact = tmp_path / "probe"
     ProbeArtifact(ProbeHead("linear", 64), str(tiny_model_dir), 1, "mean_full").save(artifact)
-    reward = ProbeReward(artifact=str(artifact), mode="probe_only")  # every sample scored, valid or not
+    reward = ProbeReward(artifact=str(artifact), gate=GateSpec(mode="probe_only"))  # every sample scored, valid or not
     seen = ReferenceInputs()
     pl.seed_everything(0)
     module = GRPOModule(

@@ -15,6 +15,7 @@ from propel.probes.artifact import ProbeArtifact, ProbeScorer
 from propel.probes.gate import (
     LEGACY_FLOOR,
     VALID_MARGIN,
+    GateSpec,
     check_floor,
     default_floor,
     logit_quantiles,
@@ -72,7 +73,7 @@ def test_default_floor_ranks_every_invalid_below_every_valid(tiny_model_dir, tin
     samples = _samples()
     valid = torch.tensor([s.valid for s in samples])
 
-    high = _shared(tiny_model_dir, model, tok, artifact=folder, invalid_penalty=-1.0)
+    high = _shared(tiny_model_dir, model, tok, artifact=folder, gate=GateSpec(floor=-1.0))
     old = high(samples)
     assert (high.last_logits[valid] < -1.0).all()  # the bug: every valid logit is below the invalid floor
     assert (old[valid] == -1.0 + VALID_MARGIN).all()  # the gate lifts them: valid still wins, but unranked
@@ -111,9 +112,11 @@ def test_explicit_floor_wins_and_old_artifacts_fall_back_with_a_warning(tiny_mod
         assert ProbeReward(artifact=folder).floor == LEGACY_FLOOR
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert ProbeReward(artifact=folder, invalid_penalty=-50.0).floor == -50.0
-        assert ProbeReward(artifact=folder, mode="probe_only").floor is None
-        assert ProbeReward(artifact=folder, mode="soft_gate", soft_clip=(0.05, 0.95)).floor == pytest.approx(-0.95)
+        assert ProbeReward(artifact=folder, gate=GateSpec(floor=-50.0)).floor == -50.0
+        assert ProbeReward(artifact=folder, gate=GateSpec(mode="probe_only")).floor is None
+        assert ProbeReward(
+            artifact=folder, gate=GateSpec(mode="soft_gate", soft_clip=(0.05, 0.95))
+        ).floor == pytest.approx(-0.95)
 
 
 def test_injected_probe_reads_its_recorded_quantiles():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from propel.probes.gate import GateSpec
 from propel.rewards import (
     CombinedReward,
     FunctionReward,
@@ -55,7 +56,7 @@ def _single(probe, text: str) -> float:
 
 
 def test_hard_gate(probes):
-    r = ProbeReward(probes[0], invalid_penalty=-100.0)(SAMPLES)  # below these probes' logits: none is lifted
+    r = ProbeReward(probes[0], gate=GateSpec(floor=-100.0))(SAMPLES)  # below these probes' logits: none is lifted
     assert r[1].item() == -100.0
     for i in (0, 2, 3):
         assert r[i].item() == pytest.approx(_single(probes[0], SAMPLES[i].completion), abs=1e-4)
@@ -63,8 +64,8 @@ def test_hard_gate(probes):
 
 
 def test_soft_gate_and_probe_only(probes):
-    soft = ProbeReward(probes[0], mode="soft_gate", soft_clip=(0.05, 0.95), invalid_penalty=0.0)(SAMPLES)
-    raw = ProbeReward(probes[0], mode="probe_only")(SAMPLES)
+    soft = ProbeReward(probes[0], gate=GateSpec(mode="soft_gate", soft_clip=(0.05, 0.95), floor=0.0))(SAMPLES)
+    raw = ProbeReward(probes[0], gate=GateSpec(mode="probe_only"))(SAMPLES)
     assert soft[1].item() == 0.0
     want = torch.sigmoid(raw).clamp(0.05, 0.95)
     torch.testing.assert_close(soft[[0, 2, 3]], want[[0, 2, 3]], atol=1e-5, rtol=0)
@@ -72,10 +73,10 @@ def test_soft_gate_and_probe_only(probes):
 
 
 def test_worst_case_and_constraint_are_minimum_over_probes(probes):
-    each = torch.stack([ProbeReward(p, mode="probe_only")(SAMPLES) for p in probes])
-    wco = ProbeReward(worst_case(probes), mode="probe_only")(SAMPLES)
+    each = torch.stack([ProbeReward(p, gate=GateSpec(mode="probe_only"))(SAMPLES) for p in probes])
+    wco = ProbeReward(worst_case(probes), gate=GateSpec(mode="probe_only"))(SAMPLES)
     torch.testing.assert_close(wco, each.min(0).values)
-    con = ProbeReward(constrained(probes[0], probes[1]), invalid_penalty=-100.0)(SAMPLES)
+    con = ProbeReward(constrained(probes[0], probes[1]), gate=GateSpec(floor=-100.0))(SAMPLES)
     assert con[1].item() == -100.0
     torch.testing.assert_close(con[[0, 2, 3]], each[:2].min(0).values[[0, 2, 3]])
 
@@ -94,9 +95,9 @@ def test_same_reward_as_the_sweeps_rvp(mode):
     logits = torch.tensor([2.0, -0.5, 0.1, -3.0, 0.7, 1.5])
     valid = torch.tensor([True, False, True, True, False, True])
     samples = [Sample(prompt="p", completion=str(i), valid=bool(v)) for i, v in enumerate(valid)]
-    settings = {"mode": mode, "invalid_penalty": -4.0, "soft_clip": (0.1, 0.9)}
-    reward = ProbeReward(lambda texts: logits[[int(t) for t in texts]], **settings)(samples)
-    sample = RVPSample({"layer1/mean_full": torch.eye(6)}, valid, group_size=3, **settings)
+    gate = GateSpec(mode=mode, floor=-4.0, soft_clip=(0.1, 0.9))
+    reward = ProbeReward(lambda texts: logits[[int(t) for t in texts]], gate=gate)(samples)
+    sample = RVPSample({"layer1/mean_full": torch.eye(6)}, valid, group_size=3, gate=gate)
     rvp_rewards = sample.rewards("layer1/mean_full", lambda x: x @ logits)
     torch.testing.assert_close(reward, rvp_rewards, rtol=0, atol=0)
     assert sample.score("layer1/mean_full", lambda x: x @ logits) == pytest.approx(
@@ -136,7 +137,7 @@ def test_combined_reward_weights_and_logs_each_component(probes):
 
 def test_bad_inputs():
     with pytest.raises(ValueError, match="mode"):
-        ProbeReward(lambda t: t, mode="gate")
+        ProbeReward(lambda t: t, gate=GateSpec(mode="gate"))
     with pytest.raises(ValueError, match="unique"):
         CombinedReward([FunctionReward("a", len), FunctionReward("a", len)])
     with pytest.raises(ValueError, match="returned 1 values"):

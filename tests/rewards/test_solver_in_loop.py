@@ -97,7 +97,7 @@ def test_reward_is_band_membership_of_known_solve_counts_and_trials_are_counted(
 
 def test_band_and_trial_count_follow_the_solver_spec(tokenizer):
     engine = PerAttempt(tokenizer, script=lambda _: "")
-    sil = SolverInLoopReward(KnownSolves(), SolverSpec(n_trials=4, band=(4, 4)), engine=engine, invalid_penalty=-2.0)
+    sil = SolverInLoopReward(KnownSolves(), SolverSpec(n_trials=4, band=(4, 4)), engine=engine, floor=-2.0)
     r = sil(_samples())
     # with 4 attempts, solves=k succeeds min(k, 4) times; the band is "all 4"
     want_valid = [1.0 if min(k, 4) == 4 else 0.0 for k in SOLVES]
@@ -121,7 +121,7 @@ def test_injected_trial_runner_and_setup(tokenizer):
 
 def test_floor_must_be_the_worst_outcome_and_engine_needs_a_model():
     with pytest.raises(ConfigError, match="below 0"):
-        SolverInLoopReward(KnownSolves(), invalid_penalty=0.0)
+        SolverInLoopReward(KnownSolves(), floor=0.0)
     with pytest.raises(ConfigError, match="solver.model"):
         SolverInLoopReward(KnownSolves()).setup(RewardContext())
     assert SolverInLoopReward(KnownSolves()).floor == -1.0  # what RewardFloorCheck compares valid rewards with

@@ -17,6 +17,7 @@ import torch
 from propel.domains.base import Context
 from propel.engines.base import Prompt
 from propel.errors import ConfigError
+from propel.probes.gate import GateSpec
 from propel.rewards import CombinedReward, TestSuiteReward, triage_rewards
 from propel.rewards.trl_export import as_trl_reward
 from propel.rewards.trl_function import TRLRewardFunction
@@ -237,7 +238,7 @@ def probe_case(tmp_path: Path, tiny_model_dir: Path):
     folder = ProbeArtifact(head, str(tiny_model_dir), layer=1, pooling="last_token", max_length=128).save(
         tmp_path / "p"
     )
-    reward = ProbeReward(artifact=str(folder), invalid_penalty=-1.0)
+    reward = ProbeReward(artifact=str(folder), gate=GateSpec(floor=-1.0))
     environment = GeneratorEnv(MathExpressionDomain())
     contexts = MathExpressionDomain().contexts(2, seed=0)
     answers = [

@@ -4,7 +4,7 @@ A hard-gated probe reward pays invalid tasks a fixed floor. If the probe's logit
 floor of -1 with valid logits around -2), being invalid would pay better; the gate lifts such valid rewards to the
 floor + a margin, so validity still wins, but the reward then cannot rank those tasks. The default floor
 (``propel.probes.gate.default_floor``) keeps them rare; this callback catches the case it cannot (an explicit
-``invalid_penalty`` set too high, on-policy tasks drifting below the probe's pool range): it fails when more than
+the gate's ``floor`` set too high, on-policy tasks drifting below the probe's pool range): it fails when more than
 ``max_below`` of the valid samples sit under the floor (+ margin), whatever their mean, on the first step (the base
 policy's samples) and every ``every_n_steps`` steps after. ``RVPSelection`` runs the same check on its fixed
 base-policy sample at fit start.

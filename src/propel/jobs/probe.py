@@ -2,19 +2,20 @@
 (cached, resumable) -> the layer x pooling x arch x balance sweep -> the selected probe refit and exported.
 
 Selection breaks ties with RVP measured on a fixed base-policy sample scored by the exact reward GRPO trains with
-(``RVPSettings``: set its mode, penalty and clip as the GRPO run's ``ProbeReward`` has them).
+(``RVPSettings``: its gate and group size are the GRPO run's; the pipeline copies them).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from propel.domains.base import Domain
 from propel.durable import write_json
 from propel.errors import ConfigError
+from propel.probes.gate import GateSpec
 from propel.probes.sweep import SweepConfig
 
 SUMMARY = "summary.json"
@@ -27,15 +28,12 @@ class RVPSettings:
     contexts: int = 8
     """Contexts of the sample (0 skips RVP); drawn with seed ``seed + 10_000``, apart from the labeled pool's."""
     group_size: int = 4
-    """Samples per context (GRPO's within-group variance)."""
+    """Samples per context: GRPO's ``group_size`` (the pipeline copies it), whose within-group variance RVP reads."""
     max_new_tokens: int = 256
     """Generation length of the sample (as the labeled tasks were generated)."""
     temperature: float = 1.0
-    mode: str = "hard_gate"
-    """Reward mode of the GRPO run's ``ProbeReward`` (``hard_gate``, ``soft_gate``, ``probe_only``)."""
-    invalid_penalty: float | None = None
-    """Reward of invalid samples; None: each candidate's default floor, below its pool minimum logit."""
-    soft_clip: tuple[float, float] = (0.0, 1.0)
+    gate: GateSpec = field(default_factory=GateSpec)
+    """The GRPO run's ``ProbeReward`` gate (the pipeline copies it; by hand, set it as the run has it)."""
 
 
 class ProbeJob:
@@ -174,9 +172,7 @@ class ProbeJob:
                 features=extractor.encode(rvp_texts),
                 valid=torch.tensor(rvp_valid),
                 group_size=self.rvp.group_size,
-                invalid_penalty=self.rvp.invalid_penalty,
-                mode=self.rvp.mode,
-                soft_clip=tuple(self.rvp.soft_clip),
+                gate=self.rvp.gate,
             )
         result = run_sweep(
             features, rows, self.sweep, rvp_sample=rvp_sample, out_dir=out / "sweep", cache_key=cache.root.name

@@ -37,7 +37,7 @@ import torch
 from propel.errors import ConfigError
 from propel.lit_modules.policy import LoRAPolicyModule
 from propel.lit_modules.state import RolloutState
-from propel.lit_modules.turn_kl import TurnKLTerm, check_turn_kl_settings
+from propel.lit_modules.turn_kl import TurnKLSpec, TurnKLTerm
 from propel.losses.distillation import DivergenceSpec, token_divergence
 from propel.rollouts.episode_stats import episode_stats
 from propel.rollouts.hints import HintSource, TurnTarget, turn_context
@@ -52,18 +52,9 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
 
     Args:
         hints: which turns to target and with what (``propel.rollouts.hints.ErrorHints``, ``StaticHints``, ...).
-        divergence: ``forward_kl`` / ``reverse_kl`` / ``jsd`` (beta), full vocabulary or teacher top-k, clipping.
-        teacher: ``live`` (the policy under no-grad), ``base`` (the policy with its adapters disabled), ``ema``
-            (an exponential moving average of the adapter weights) or ``external`` (``teacher_model``, which must
-            share the tokenizer).
-        teacher_model: the external teacher (bundled alias, folder or hub id).
-        kl_coefficient: the loss's scale (the divergence is logged unscaled).
-        temperature_schedule: softmax temperatures of both distributions, stepped evenly over ``max_steps``.
-        max_target_turns_per_rollout: at most this many targeted turns per episode (the first ones named).
+        turn_kl: the turn term's settings (``TurnKLSpec``: divergence, teacher, coefficient, temperatures, hint
+            message, control hint, EMA decay), the same object ``GRPOTurnKLModule`` takes.
         episodes_per_context: episodes rolled out per task each step.
-        hint_role: the hint message's role (``system`` or ``user``).
-        hint_template: the hint message text (``{hint}`` is the hint).
-        control_hint: an unrelated hint whose divergence is logged as the control (None: no control).
         max_steps_without_targets: steps in a row that find nothing to target before the run stops with an error
             (no optimizer step is taken without targets, so the step count would never reach ``max_steps``); it is
             the base's ``max_steps_without_update`` for this trainer (each such step is also warned about and counted).
@@ -77,23 +68,14 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         drift_set: which turns the drift is measured on: ``targeted`` (the step's targeted episodes' other turns)
             or ``held_out`` (a fixed set of assistant turns from the first step's untargeted episodes, never trained
             on, kept in the checkpoint; the targeted episodes' other turns stand in until such episodes exist).
-        ema_decay: with ``teacher: ema``, the old average's weight in each update after an optimizer step.
         **kwargs: the policy's settings (``LoRAPolicyModule``: model, lora, sampling, lr, gradient_clip_val, ...).
     """
 
     def __init__(
         self,
         hints: HintSource,
-        divergence: DivergenceSpec | None = None,
-        teacher: str = "live",
-        teacher_model: str | None = None,
-        kl_coefficient: float = 0.05,
-        temperature_schedule: Sequence[float] = (1.0, 0.8, 0.6),
-        max_target_turns_per_rollout: int = 3,
+        turn_kl: TurnKLSpec | None = None,
         episodes_per_context: int = 2,
-        hint_role: str = "system",
-        hint_template: str = "Hint: {hint}",
-        control_hint: str | None = "Take a deep breath and read the task again.",
         max_steps_without_targets: int = 20,
         on_policy: bool = False,
         importance_cap: float = 3.0,
@@ -102,12 +84,8 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         rollback: bool = False,
         drift_rows: int = 8,
         drift_set: str = "targeted",
-        ema_decay: float = 0.99,
         **kwargs,
     ) -> None:
-        check_turn_kl_settings(
-            teacher, teacher_model, kl_coefficient, temperature_schedule, max_target_turns_per_rollout, ema_decay
-        )
         for name, value in (("episodes_per_context", episodes_per_context),
                             ("max_steps_without_targets", max_steps_without_targets)):  # fmt: skip
             if value < 1:
@@ -122,8 +100,7 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
             raise ConfigError(f"drift_set must be 'targeted' or 'held_out', got {drift_set!r}")
         kwargs.setdefault("max_steps_without_update", max_steps_without_targets)  # the policy base's guard
         super().__init__(**kwargs)
-        self.hints = hints
-        self.divergence = divergence or DivergenceSpec()
+        self.hints, self.turn_kl = hints, turn_kl or TurnKLSpec()
         self.sampling.n = episodes_per_context
         self._held_out: list[Row] = []
         """The drift's fixed held-out turns (``drift_set: held_out``), chosen at the first step."""

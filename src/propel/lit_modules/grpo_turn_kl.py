@@ -19,14 +19,12 @@ still joins each optimizer step (GRPO's placeholder row, or ``optimization_step`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 
 import torch
 
 from propel.lit_modules.grpo import GRPOModule
-from propel.lit_modules.turn_kl import TurnKLTerm, check_turn_kl_settings
-from propel.losses.distillation import DivergenceSpec
+from propel.lit_modules.turn_kl import TurnKLSpec, TurnKLTerm
 from propel.rollouts.hints import HintSource, TurnTarget
 from propel.rollouts.steps import ContextBatch, Rollout
 
@@ -36,44 +34,22 @@ class GRPOTurnKLModule(TurnKLTerm, GRPOModule):
 
     Args:
         hints: which turns to target and with what (``propel.rollouts.hints.ErrorHints``, ``StaticHints``, ...).
-        divergence: ``forward_kl`` / ``reverse_kl`` / ``jsd`` (beta), full vocabulary or teacher top-k, clipping.
-        teacher: ``live`` (the policy under no-grad), ``base`` (adapters disabled), ``ema`` (an exponential moving
-            average of the adapter weights) or ``external`` (``teacher_model``, sharing the tokenizer).
-        teacher_model: the external teacher (bundled alias, folder or hub id).
-        kl_coefficient: the turn term's scale in the summed loss (the divergence is logged unscaled).
-        temperature_schedule: softmax temperatures of both distributions, stepped evenly over ``max_steps``.
-        max_target_turns_per_rollout: at most this many targeted turns per episode (the first ones named).
-        hint_role: the hint message's role (``system`` or ``user``).
-        hint_template: the hint message text (``{hint}`` is the hint).
-        control_hint: an unrelated hint whose divergence is logged as the control (None: no control).
+        turn_kl: the turn term's settings (``TurnKLSpec``: divergence, teacher, coefficient, temperatures, hint
+            message, control hint, EMA decay), the same object the distillation trainer takes.
         importance_cap: truncation of the importance ratio of the turn term (engines other than the policy) and of
             GRPO's correction.
-        ema_decay: with ``teacher: ema``, the old average's weight in each update after an optimizer step.
         **kwargs: GRPO's settings (``GRPOModule``: rewards, loss, group_size, ...; and the policy's).
     """
 
     def __init__(
         self,
         hints: HintSource,
-        divergence: DivergenceSpec | None = None,
-        teacher: str = "live",
-        teacher_model: str | None = None,
-        kl_coefficient: float = 0.05,
-        temperature_schedule: Sequence[float] = (1.0, 0.8, 0.6),
-        max_target_turns_per_rollout: int = 3,
-        hint_role: str = "system",
-        hint_template: str = "Hint: {hint}",
-        control_hint: str | None = "Take a deep breath and read the task again.",
+        turn_kl: TurnKLSpec | None = None,
         importance_cap: float = 3.0,
-        ema_decay: float = 0.99,
         **kwargs,
     ) -> None:
-        check_turn_kl_settings(
-            teacher, teacher_model, kl_coefficient, temperature_schedule, max_target_turns_per_rollout, ema_decay
-        )
         super().__init__(importance_cap=importance_cap, **kwargs)
-        self.hints = hints
-        self.divergence = divergence or DivergenceSpec()
+        self.hints, self.turn_kl = hints, turn_kl or TurnKLSpec()
         self._turn_targets: list[TurnTarget] = []
         self._turn_tokens = 0.0
         """This step's target tokens on every rank (0: no rank has a target)."""

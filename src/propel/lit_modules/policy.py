@@ -31,6 +31,7 @@ A training step that ends without an optimizer step (every group zero-variance, 
 
 from __future__ import annotations
 
+import inspect
 import threading
 import warnings
 from collections.abc import Callable, Iterable
@@ -60,6 +61,32 @@ from propel.rollouts.steps import ContextBatch, Rollout, RolloutSource
 warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
 
 MicroLoss = Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, float]]]
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, _PLAIN):
+        return True
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
+
+
+def save_plain_hyperparameters(module: pl.LightningModule, frame) -> None:
+    """``save_hyperparameters`` over every ``__init__`` of the module's class chain (``frame``: the base's), keeping
+    plain values only: objects (rewards, hint sources, settings dataclasses, an optimizer factory) break
+    ``weights_only`` checkpoint loading (the run's whole config is saved beside it). No class names its subclasses'
+    arguments."""
+    from lightning.pytorch.utilities.parsing import collect_init_args
+
+    init_args: dict[str, Any] = {}
+    for local_args in collect_init_args(frame, []):
+        init_args.update(local_args)
+    module.save_hyperparameters(ignore=[k for k, v in init_args.items() if not _plain(v)], frame=frame)
 
 
 class LoRAPolicyModule(pl.LightningModule):
@@ -116,8 +143,7 @@ class LoRAPolicyModule(pl.LightningModule):
         max_staleness: int = 1,
     ) -> None:
         super().__init__()
-        # collects the subclass's init args too; objects are kept out (they break weights_only checkpoint loading)
-        self.save_hyperparameters(ignore=["rewards", "optimizer", "lora", "loss", "hints", "divergence"])
+        save_plain_hyperparameters(self, inspect.currentframe())
         if micro_batch_size < 1:
             raise ConfigError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
         if temperature < 0:

@@ -19,21 +19,20 @@ whether or not a step had targets).
 Importance weights (an engine that is not the policy) are per target: a target whose turn has no engine logprobs
 gets weight 1 on its tokens, and the other targets of its micro-batch keep their correction.
 
-The class is a mixin for ``LoRAPolicyModule`` subclasses: it reads its settings from ``self.hparams`` (the trainer's
-``__init__`` declares them, so they are config keys with ``--help`` text there) and its ``hints`` and ``divergence``
-from attributes the trainer sets.
+The class is a mixin for ``LoRAPolicyModule`` subclasses: it reads its settings from ``self.turn_kl`` (a
+``TurnKLSpec``, the trainer's ``turn_kl`` argument) and its ``hints`` from the attribute the trainer sets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from propel.errors import ConfigError
-from propel.losses.distillation import masked_mean, token_divergence
+from propel.losses.distillation import DivergenceSpec, masked_mean, token_divergence
 from propel.losses.logprobs import token_logprobs
 from propel.losses.policy import truncated_importance_weights
 from propel.models.reference import reference_forward
@@ -45,27 +44,50 @@ EMA_KEY = "turn_kl_ema"
 """Checkpoint entry holding the EMA teacher's adapter weights (a resumed run continues the same average)."""
 
 
-def check_turn_kl_settings(
-    teacher: str,
-    teacher_model: str | None,
-    kl_coefficient: float,
-    temperature_schedule: Sequence[float],
-    max_target_turns_per_rollout: int,
-    ema_decay: float,
-) -> None:
-    """Refuse settings the term cannot run with, in one line each (before any model is loaded)."""
-    if teacher not in TEACHERS:
-        raise ConfigError(f"teacher must be one of {TEACHERS}, got {teacher!r}")
-    if (teacher == "external") != (teacher_model is not None):
-        raise ConfigError("teacher_model is needed with teacher='external', and only then")
-    if not temperature_schedule or any(not t > 0 for t in temperature_schedule):
-        raise ConfigError(f"temperature_schedule needs positive temperatures, got {list(temperature_schedule)}")
-    if max_target_turns_per_rollout < 1:
-        raise ConfigError(f"max_target_turns_per_rollout must be >= 1, got {max_target_turns_per_rollout}")
-    if not kl_coefficient > 0:
-        raise ConfigError(f"kl_coefficient must be > 0, got {kl_coefficient}")
-    if not 0.0 <= ema_decay < 1.0:
-        raise ConfigError(f"ema_decay must be in [0, 1), got {ema_decay}")
+@dataclass
+class TurnKLSpec:
+    """The turn-targeted KL term's settings: one object both trainers take (``turn_kl:`` in YAML), so the term reads
+    the same values whichever trainer it is in."""
+
+    divergence: DivergenceSpec = field(default_factory=DivergenceSpec)
+    """Which divergence over turn t's tokens (``propel.losses.distillation.DivergenceSpec``)."""
+    teacher: str = "live"
+    """``live`` (the policy under no-grad), ``base`` (adapters disabled), ``ema`` (an average of the adapter's
+    weights) or ``external`` (``teacher_model``, sharing the tokenizer)."""
+    teacher_model: str | None = None
+    """The external teacher (alias, folder or hub id), with ``teacher: external`` only."""
+    kl_coefficient: float = 0.05
+    """Weight of the term: ``kl_coefficient`` times the mean per-token divergence."""
+    temperature_schedule: tuple[float, ...] = (1.0, 0.8, 0.6)
+    """Softmax temperatures of both distributions, in evenly spaced stages over ``max_steps``."""
+    max_target_turns_per_rollout: int = 3
+    """At most this many hinted turns per episode."""
+    hint_role: str = "system"
+    """The role of the hint message spliced in before turn t."""
+    hint_template: str = "Hint: {hint}"
+    """The hint message's text (``{hint}``: the hint source's text)."""
+    control_hint: str | None = "Take a deep breath and read the task again."
+    """An unrelated hint whose divergence is logged next to the real one (None: no control)."""
+    ema_decay: float = 0.99
+    """The EMA teacher's weight on the old average per optimizer step."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.divergence, dict):
+            self.divergence = DivergenceSpec(**self.divergence)
+        self.temperature_schedule = tuple(float(t) for t in self.temperature_schedule)
+        if self.teacher not in TEACHERS:
+            raise ConfigError(f"teacher must be one of {TEACHERS}, got {self.teacher!r}")
+        if (self.teacher == "external") != (self.teacher_model is not None):
+            raise ConfigError("teacher_model is needed with teacher='external', and only then")
+        schedule = list(self.temperature_schedule)
+        if not schedule or any(not t > 0 for t in schedule):
+            raise ConfigError(f"temperature_schedule needs positive temperatures, got {schedule}")
+        if self.max_target_turns_per_rollout < 1:
+            raise ConfigError(f"max_target_turns_per_rollout must be >= 1, got {self.max_target_turns_per_rollout}")
+        if not self.kl_coefficient > 0:
+            raise ConfigError(f"kl_coefficient must be > 0, got {self.kl_coefficient}")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ConfigError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
 
 
 class TurnKLTerm:
@@ -73,22 +95,22 @@ class TurnKLTerm:
 
     supports_async_rollouts = False  # the turn term is on-policy by construction (its targets are this step's turns)
     hints: Any
-    divergence: Any
+    turn_kl: TurnKLSpec
     teacher_model: torch.nn.Module  # set by setup_turn_kl with teacher='external' (no class default: nn.Module
     # keeps submodules in _modules, and a class attribute would shadow it)
     _ema: dict[str, torch.Tensor] | None = None
 
     def setup_turn_kl(self) -> None:
         """After the policy exists: the hint splicer, the external teacher, the EMA's starting weights."""
-        self.splicer = HintSplicer(self.tokenizer, self.hparams.hint_role, self.hparams.hint_template)
-        if self.hparams.teacher == "external":
+        self.splicer = HintSplicer(self.tokenizer, self.turn_kl.hint_role, self.turn_kl.hint_template)
+        if self.turn_kl.teacher == "external":
             from propel.models import load_model
 
-            model, tokenizer = load_model(self.hparams.teacher_model, dtype=self.hparams.dtype)
+            model, tokenizer = load_model(self.turn_kl.teacher_model, dtype=self.hparams.dtype)
             if tokenizer.get_vocab() != self.tokenizer.get_vocab():
-                raise ConfigError(f"teacher_model {self.hparams.teacher_model!r} does not share the policy's tokenizer")
+                raise ConfigError(f"teacher_model {self.turn_kl.teacher_model!r} does not share the policy's tokenizer")
             self.teacher_model = model.to(self.device).eval().requires_grad_(False)
-        if self.hparams.teacher == "ema" and self._ema is None:
+        if self.turn_kl.teacher == "ema" and self._ema is None:
             self._ema = {k: v.detach().clone() for k, v in self._adapter_params().items()}
 
     # ------------------------------------------------------------------------------------------- schedule
@@ -99,7 +121,7 @@ class TurnKLTerm:
 
     def temperature(self) -> float:
         """The schedule's temperature at this step (evenly spaced stages over ``max_steps``)."""
-        schedule, progress = list(self.hparams.temperature_schedule), self._progress()
+        schedule, progress = list(self.turn_kl.temperature_schedule), self._progress()
         return schedule[0] if progress is None else schedule[min(len(schedule) - 1, int(progress * len(schedule)))]
 
     # -------------------------------------------------------------------------------------------- targets
@@ -110,7 +132,7 @@ class TurnKLTerm:
         for i, sample in enumerate(samples):
             if sample.infra_error is not None:
                 continue
-            named = self.hints.hints(sample)[: self.hparams.max_target_turns_per_rollout]
+            named = self.hints.hints(sample)[: self.turn_kl.max_target_turns_per_rollout]
             out += [self.splicer.target(sample, i, hint) for hint in named if hint.text]
         return out
 
@@ -138,7 +160,7 @@ class TurnKLTerm:
         (``decay`` weighs the old average, so 0 makes the EMA the live policy and values near 1 move it slowly)."""
         if self._ema is None:
             return
-        decay = self.hparams.ema_decay
+        decay = self.turn_kl.ema_decay
         with torch.no_grad():
             for k, v in self._adapter_params().items():
                 self._ema[k].mul_(decay).add_(v.detach(), alpha=1.0 - decay)
@@ -153,7 +175,7 @@ class TurnKLTerm:
         for b, r in enumerate(rows):
             ids[b, : len(r)], attn[b, : len(r)] = torch.tensor(r), 1
         starts = torch.tensor([len(r) - n for r, n in zip(rows, lengths, strict=True)])
-        model, ctx, teacher = self.policy, nullcontext(), self.hparams.teacher
+        model, ctx, teacher = self.policy, nullcontext(), self.turn_kl.teacher
         if which == "teacher" and teacher == "external":
             model = self.teacher_model
         elif which == "teacher" and teacher == "base":
@@ -188,7 +210,7 @@ class TurnKLTerm:
     def turn_stats(self, totals: dict[str, float], *extra: str) -> dict[str, float]:
         """``totals`` with the term's statistics (and ``extra`` keys) present, 0 where this rank had no targets, and
         in one key order on every rank: logged with ``sync_dist`` each key is an all-reduce, paired by order."""
-        keys = ["distill/divergence", *(["distill/control_divergence"] if self.hparams.control_hint else []), *extra]
+        keys = ["distill/divergence", *(["distill/control_divergence"] if self.turn_kl.control_hint else []), *extra]
         return dict(sorted({**dict.fromkeys(keys, 0.0), **totals}.items()))
 
     def turn_tokens(self, targets: list[TurnTarget]) -> float:
@@ -201,7 +223,7 @@ class TurnKLTerm:
         """A micro-batch's share of ``kl_coefficient * mean divergence`` over all ``n_tok`` target tokens of the
         step (every rank's), and its share of the logged (unscaled) divergence and control divergence, all times
         ``share`` (the world size under DDP, whose gradient and ``sync_dist`` means divide by it)."""
-        spec, temp, control = self.divergence, self.temperature(), self.hparams.control_hint
+        spec, temp, control = self.turn_kl.divergence, self.temperature(), self.turn_kl.control_hint
         lengths = [t.length for t in group]
         mask = self._mask(lengths)
         with self.eval_mode():
@@ -216,7 +238,7 @@ class TurnKLTerm:
         weights = self._importance(group, student, mask)
         if weights is not None:
             div = div * weights
-        loss = share * self.hparams.kl_coefficient * masked_mean(div, mask, n_tok)
+        loss = share * self.turn_kl.kl_coefficient * masked_mean(div, mask, n_tok)
         out = {"distill/divergence": share * float(masked_mean(div.detach(), mask, n_tok))}
         if control:
             out["distill/control_divergence"] = share * float(
@@ -232,7 +254,7 @@ class TurnKLTerm:
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         super().on_load_checkpoint(checkpoint)
-        if self.hparams.teacher == "ema":
+        if self.turn_kl.teacher == "ema":
             if EMA_KEY not in checkpoint:
                 raise ValueError("teacher='ema' but the checkpoint holds no EMA weights (written with another teacher)")
             self._ema = {k: v.to(self.device) for k, v in checkpoint[EMA_KEY].items()}

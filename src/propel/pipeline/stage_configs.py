@@ -239,9 +239,11 @@ def _grpo(cfg: PipelineConfig, node: DictConfig, name: str, artifact: str, const
 
 
 def _probe_stage(cfg: PipelineConfig, node: DictConfig, pool: str, out, configs: dict) -> dict:
-    """A probe job's config: ``pool`` in, ``out`` out, the reference, domain and RVP reward kept in step."""
+    """A probe job's config: ``pool`` in, ``out`` out, the reference, domain and RVP reward kept in step (the GRPO
+    ``ProbeReward``'s gate object and GRPO's group size are copied whole, so RVP scores with the trained reward)."""
     generator = configs["label"]["model"]["init_args"]
     reward = _probe_reward(configs["grpo"]) or {}
+    grpo = configs["grpo"]["model"]["init_args"]
     for key, value in {
         "pool": pool,
         "output_dir": str(out),
@@ -252,7 +254,8 @@ def _probe_stage(cfg: PipelineConfig, node: DictConfig, pool: str, out, configs:
         "engine_kwargs": dict(cfg.engine_kwargs),
         "rvp.max_new_tokens": generator["generator_max_new_tokens"],
         "rvp.temperature": generator["generator_temperature"],
-        **{f"rvp.{k}": reward[k] for k in ("mode", "invalid_penalty", "soft_clip") if k in reward},
+        **({"rvp.gate": reward["gate"]} if reward.get("gate") else {}),
+        **({"rvp.group_size": grpo["group_size"]} if "group_size" in grpo else {}),
     }.items():
         _put(node, key, value)
     return _probe(node)

@@ -7,7 +7,7 @@ Light imports only here (no Lightning): ``propel.probes.sweep`` trains heads in 
 from propel.probes.artifact import ProbeArtifact, ProbeScorer
 from propel.probes.cache import ActivationCache, extract_to_cache, load_features, save_features_file
 from propel.probes.extraction import ActivationExtractor, feature_key, hidden_states_at
-from propel.probes.gate import PROBE_MODES, gated_reward
+from propel.probes.gate import PROBE_MODES, GateSpec, gated_reward
 from propel.probes.heads import ARCHS, ProbeHead
 from propel.probes.pooling import POOLINGS, TRAJECTORY_POOLINGS, pool, pool_turns
 from propel.probes.selection import rvp, select_probe
@@ -24,6 +24,7 @@ __all__ = [
     "ProbeScorer",
     "extract_to_cache",
     "feature_key",
+    "GateSpec",
     "gated_reward",
     "hidden_states_at",
     "load_features",

@@ -48,27 +48,59 @@ def check_gate(mode: str, soft_clip: tuple[float, float]) -> tuple[float, float]
     return low, high
 
 
+@dataclass
+class GateSpec:
+    """How a probe's logit and a task's validity become the RL reward. One object: ``ProbeReward`` trains with it,
+    the probe job's RVP selects with it (the pipeline copies the GRPO stage's), so a probe is selected on the reward
+    the policy is trained with by construction."""
+
+    mode: str = "hard_gate"
+    """``hard_gate`` (valid -> logit, at least ``floor`` + ``VALID_MARGIN``; invalid -> ``floor``), ``soft_gate``
+    (valid -> the calibrated probability clipped to ``soft_clip``; invalid -> ``floor``) or ``probe_only`` (the
+    logit for every sample, validity ignored)."""
+    floor: float | None = None
+    """Reward of invalid samples in the gated modes; None: below every probe's recorded pool minimum logit
+    (``default_floor``; ``soft_gate``: ``soft_clip[0] - 1``). Set 0 with ``soft_gate`` for no penalty."""
+    soft_clip: tuple[float, float] = (0.0, 1.0)
+    """(low, high) bounds of the soft gate's probability."""
+
+    def __post_init__(self) -> None:
+        self.soft_clip = check_gate(self.mode, self.soft_clip)
+        if self.floor is not None:
+            self.floor = float(self.floor)
+
+    @property
+    def margin(self) -> float:
+        return floor_margin(self.mode)
+
+    def floor_for(self, members: Sequence[Mapping[str, float] | None], names: Sequence[str] | None = None):
+        """The floor in force for probes with these recorded quantiles: None in ``probe_only``, the given ``floor``,
+        else ``default_floor``."""
+        if self.mode == "probe_only":
+            return None
+        if self.floor is not None:
+            return self.floor
+        return default_floor(members, self.mode, self.soft_clip, names)
+
+
 def needs_logit(valid: Tensor, mode: str = "hard_gate") -> Tensor:
     """Which samples' logits the reward reads (all in ``probe_only``, else the valid ones): score only those."""
     valid = torch.as_tensor(valid).bool()
     return torch.ones_like(valid) if mode == "probe_only" else valid
 
 
-def gated_reward(
-    logits: Tensor,
-    valid: Tensor,
-    mode: str = "hard_gate",
-    invalid_penalty: float = -1.0,
-    soft_clip: tuple[float, float] = (0.0, 1.0),
-    margin: float = VALID_MARGIN,
-) -> Tensor:
-    """Rewards [N] (float32) from probe logits [N] and validity [N].
+def gated_reward(logits: Tensor, valid: Tensor, gate: GateSpec, floor: float | None = None) -> Tensor:
+    """Rewards [N] (float32) from probe logits [N] and validity [N] under ``gate``; ``floor``: the floor in force
+    (``gate.floor_for``; defaults to ``gate.floor``).
 
     Logits where ``needs_logit`` is false are never read (they may be NaN: the probe need not score invalid tasks).
-    The ``invalid_penalty`` must be the worst outcome: the hard gate makes it so, lifting a valid task's logit to at
-    least ``invalid_penalty + margin``.
+    The floor must be the worst outcome: the hard gate makes it so, lifting a valid task's logit to at least
+    ``floor + VALID_MARGIN``.
     """
-    low, high = check_gate(mode, soft_clip)
+    mode, (low, high) = gate.mode, gate.soft_clip
+    floor = gate.floor if floor is None else floor
+    if floor is None and mode != "probe_only":
+        raise ValueError("gated_reward needs a floor: pass gate.floor_for(...) or set gate.floor")
     logits = torch.as_tensor(logits).float().reshape(-1)
     valid = torch.as_tensor(valid).bool().reshape(-1)
     if logits.shape != valid.shape:
@@ -78,8 +110,8 @@ def gated_reward(
     if mode == "soft_gate":
         score = torch.sigmoid(logits).clamp(low, high)
     else:
-        score = logits.clamp(min=float(invalid_penalty) + float(margin))
-    return torch.where(valid, score, torch.full_like(score, float(invalid_penalty)))
+        score = logits.clamp(min=float(floor) + gate.margin)
+    return torch.where(valid, score, torch.full_like(score, float(floor)))
 
 
 QUANTILES = (0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)
@@ -136,8 +168,8 @@ def default_floor(
             name = names[i] if names is not None else f"probe {i}"
             warnings.warn(
                 f"{name}: no logit quantiles recorded (an artifact written before they were); its floor falls back "
-                f"to {LEGACY_FLOOR}, which may sit above valid tasks' logits: re-export the probe or set "
-                "invalid_penalty",
+                f"to {LEGACY_FLOOR}, which may sit above valid tasks' logits: re-export the probe or set the gate's "
+                "floor",
                 stacklevel=2,
             )
             floors.append(LEGACY_FLOOR)
@@ -175,7 +207,7 @@ class FloorCheck:
         return (
             f"{name}: {self.below:.0%} of {self.n_valid} valid samples score below the invalid floor {where} (more "
             f"than {self.max_below:.0%}; mean valid reward {self.mean_valid:.3f}), so the reward cannot rank them "
-            "above invalid tasks: lower invalid_penalty or leave it unset for the probe's default floor"
+            "above invalid tasks: lower the gate's floor or leave it unset for the probe's default floor"
         )
 
     def metrics(self, prefix: str) -> dict[str, float]:

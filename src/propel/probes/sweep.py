@@ -25,7 +25,7 @@ from propel.metrics.calibration import CALIBRATIONS, expected_calibration_error,
 from propel.metrics.classification import METRIC_NAMES
 from propel.probes.classifier import ProbeClassifier
 from propel.probes.data import LabeledRows
-from propel.probes.gate import check_gate, default_floor, gated_reward, logit_quantiles
+from propel.probes.gate import GateSpec, gated_reward, logit_quantiles
 from propel.probes.heads import ARCHS, feature_stats
 from propel.probes.selection import rvp, select_probe
 from propel.probes.splits import BALANCES, downsample, make_split, outer_split, positive_weight
@@ -105,8 +105,8 @@ class SweepConfig:
 class RVPSample:
     """Features of a fixed sample of base-policy generations, for RVP under the exact RL reward (``gated_reward``).
 
-    Set ``mode``, ``invalid_penalty`` and ``soft_clip`` as the GRPO run's ``ProbeReward`` has them, so the probe is
-    selected on the reward the policy will be trained with.
+    ``gate`` is the GRPO run's ``ProbeReward`` gate (the pipeline copies the object), so the probe is selected on the
+    reward the policy will be trained with.
     """
 
     features: Mapping[str, Tensor]
@@ -115,31 +115,22 @@ class RVPSample:
     """``[num_contexts * G]`` validity of each generation."""
     group_size: int
     """G, samples per context."""
-    invalid_penalty: float | None = None
-    """Reward of invalid generations (gated modes); None: each candidate's default floor
-    (``propel.probes.gate.default_floor`` of its logits on the training pool), as ``ProbeReward`` sets it."""
-    mode: str = "hard_gate"
-    """``hard_gate``, ``soft_gate`` or ``probe_only`` (``propel.probes.gate.PROBE_MODES``)."""
-    soft_clip: tuple[float, float] = (0.0, 1.0)
-    """(low, high) bounds of the soft-gate probability."""
-
-    def __post_init__(self):
-        self.soft_clip = check_gate(self.mode, self.soft_clip)
+    gate: GateSpec = field(default_factory=GateSpec)
+    """The reward's gate; a None floor is each candidate's default floor (``default_floor`` of its logits on the
+    training pool), as ``ProbeReward`` sets it."""
 
     def rewards(self, key: str, module, pool: Tensor | None = None) -> Tensor:
         """The RL reward of every generation under ``module``'s logits on feature block ``key``.
 
-        ``pool``: the training pool's features, whose logits set the default floor when ``invalid_penalty`` is None.
+        ``pool``: the training pool's features, whose logits set the default floor when the gate has none.
         """
         with torch.no_grad():
             logits = module(self.features[key])
-            if self.mode == "soft_gate" and getattr(module, "calibration", None) is not None:
+            if self.gate.mode == "soft_gate" and getattr(module, "calibration", None) is not None:
                 logits = module.calibration.logits(logits)  # the soft gate reads calibrated probabilities
-            floor = self.invalid_penalty
-            if floor is None:
-                quantiles = None if pool is None else logit_quantiles(module(pool))
-                floor = default_floor([quantiles], self.mode, self.soft_clip, ["sweep candidate"])
-        return gated_reward(logits, self.valid, self.mode, floor, self.soft_clip)
+            quantiles = None if pool is None or self.gate.floor is not None else logit_quantiles(module(pool))
+            floor = self.gate.floor_for([quantiles], ["sweep candidate"])
+        return gated_reward(logits, self.valid, self.gate, floor)
 
     def score(self, key: str, module, pool: Tensor | None = None) -> tuple[float, float]:
         """``(overall, within)`` RVP of ``module`` on feature block ``key``."""
@@ -198,7 +189,8 @@ def resume_fingerprint(
     if rvp_sample is not None:
         s = rvp_sample
         blocks = [x for k in sorted(s.features) for x in (k, s.features[k])]
-        rvp_part = _hash(s.mode, s.invalid_penalty, list(s.soft_clip), s.group_size, s.valid.float(), *blocks)
+        gate = s.gate
+        rvp_part = _hash(gate.mode, gate.floor, list(gate.soft_clip), s.group_size, s.valid.float(), *blocks)
     return {
         "features": feats,
         "labels": _hash(rows.ids, rows.rows.astype(np.int64), rows.labels, rows.solve_counts, groups),

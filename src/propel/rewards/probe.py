@@ -1,7 +1,7 @@
 """PROPEL's probe rewards: a frozen activation probe's logit, gated by task validity (seed 004, §3 and ablations).
 
 The gate itself is ``propel.probes.gate.gated_reward``, the one definition the sweep's RVP selects probes with.
-Unless ``invalid_penalty`` is given, the floor of invalid tasks is ``propel.probes.gate.default_floor``: below every
+Unless the gate's ``floor`` is given, the floor of invalid tasks is ``propel.probes.gate.default_floor``: below every
 probe's recorded minimum logit (ensemble members and the constraint included), so being invalid never pays.
 
 The probe is injected (any object with ``.logits(texts) -> Tensor``, e.g. ``propel.probes.ProbeScorer``, or a
@@ -23,7 +23,7 @@ from typing import Protocol
 
 import torch
 
-from propel.probes.gate import PROBE_MODES, check_gate, default_floor, floor_margin, gated_reward, needs_logit
+from propel.probes.gate import PROBE_MODES, GateSpec, gated_reward, needs_logit
 from propel.rewards.base import Reward, RewardContext
 from propel.rollouts.record import Sample
 
@@ -88,15 +88,9 @@ class ProbeReward(Reward):
         constraint: folder of an auxiliary probe (e.g. trained on adversarially mined false positives, see
             ``propel.callbacks.adversarial``): the score becomes ``min(main, auxiliary)``.
         reference_model: the reference model for ``artifact``; None uses the one recorded in the artifact.
-        mode: ``hard_gate`` (default; invalid -> ``invalid_penalty``, valid -> logit, lifted to at least
-            ``invalid_penalty + probes.gate.VALID_MARGIN`` so a valid task always out-scores an invalid one),
-            ``soft_gate`` (valid -> ``clip(p, *soft_clip)`` with ``p`` the probe's calibrated probability, invalid ->
-            ``invalid_penalty``) or ``probe_only`` (logit for every sample, validity ignored).
-        invalid_penalty: reward of invalid samples in the gated modes; None (default) sets it below every probe's
-            recorded pool minimum logit (``propel.probes.gate.default_floor``: the minimum minus one interquartile
-            range, at least 1; ``soft_gate``: ``soft_clip[0] - 1``); probes without recorded quantiles fall back to
-            -1 with a warning. An explicit value wins (set 0 with ``soft_gate`` for no penalty).
-        soft_clip: (low, high) bounds of the soft-gate probability.
+        gate: how the logit and validity become the reward (``propel.probes.gate.GateSpec``: the mode, the floor
+            invalid samples get, None for below every probe's recorded pool minimum, the soft gate's clip); the
+            probe job's RVP selects with the same object.
         text: which text the probe reads: ``"task"`` (default: the domain's rendering of the parsed task, what
             labeling pools hold and the probe was trained on; falls back to the completion), ``"completion"`` or
             ``"prompt+completion"``; or ``"turns"``: the episode's assistant turns as a trajectory (multi-turn
@@ -111,9 +105,7 @@ class ProbeReward(Reward):
     def __init__(
         self,
         probe: ProbeLike | Callable[[list[str]], torch.Tensor] | None = None,
-        mode: str = "hard_gate",
-        invalid_penalty: float | None = None,
-        soft_clip: tuple[float, float] = (0.0, 1.0),
+        gate: GateSpec | None = None,
         text: str = "task",
         name: str = "probe",
         weight: float = 1.0,
@@ -123,18 +115,17 @@ class ProbeReward(Reward):
         share_policy: bool = True,
         batch_size: int = 8,
     ) -> None:
-        soft_clip = check_gate(mode, soft_clip)
         if text not in TEXTS:
             raise ValueError(f"text must be one of {TEXTS}, got {text!r}")
         if (probe is None) == (artifact is None):
             raise ValueError("ProbeReward needs exactly one of `probe` (an object) or `artifact` (a probe folder)")
         if artifact is not None and not isinstance(artifact, str) and not artifact:
             raise ValueError("artifact: an empty list; give one probe folder or several (WCO)")
-        self.probe, self.mode, self.invalid_penalty = probe, mode, invalid_penalty
+        self.probe, self.gate = probe, gate or GateSpec()
         self._given = probe
         self.constraint = constraint
         self._built = probe is not None and constraint is None
-        self.soft_clip, self.text, self.name, self.weight = soft_clip, text, name, weight
+        self.text, self.name, self.weight = text, name, weight
         self.artifact, self.reference_model, self.share_policy, self.batch_size = (
             artifact,
             reference_model,
@@ -167,21 +158,20 @@ class ProbeReward(Reward):
 
     @property
     def floor(self) -> float | None:
-        """The reward of invalid samples (None in ``probe_only``): ``invalid_penalty``, or the default rule's value."""
-        if self.mode == "probe_only":
-            return None
-        if self.invalid_penalty is not None:
-            return float(self.invalid_penalty)
-        if self._floor is None:
-            names, quantiles = self._quantiles()
-            self._floor = default_floor(quantiles, self.mode, self.soft_clip, names)
+        """The reward of invalid samples (None in ``probe_only``): the gate's floor, or the default rule's value."""
+        if self._floor is None and self.gate.mode != "probe_only":
+            if self.gate.floor is not None:
+                self._floor = self.gate.floor
+            else:
+                names, quantiles = self._quantiles()
+                self._floor = self.gate.floor_for(quantiles, names)
         return self._floor
 
     @property
     def floor_margin(self) -> float:
         """How far above ``floor`` the gate lifts a valid task's reward (``probes.gate.floor_margin``): what
         ``RewardFloorCheck`` counts valid samples under."""
-        return floor_margin(self.mode)
+        return self.gate.margin
 
     def _quantiles(self) -> tuple[list[str], list[dict | None]]:
         """Every scored probe's recorded pool quantiles (None where it has none), with a name for warnings."""
@@ -231,14 +221,15 @@ class ProbeReward(Reward):
         """``gated_reward`` of the probe's logits; the probe scores only the texts the gate reads."""
         valid = torch.tensor([bool(s.valid) for s in samples], dtype=torch.bool)
         floor = self.floor
-        scored = needs_logit(valid, self.mode).nonzero().flatten().tolist()
+        scored = needs_logit(valid, self.gate.mode).nonzero().flatten().tolist()
         logits = torch.full((len(samples),), float("nan"))
         if scored:
             if not self._built:
                 self._build()
-            got = _logits(self.probe, [self._text(samples[i]) for i in scored], calibrated=self.mode == "soft_gate")
+            calibrated = self.gate.mode == "soft_gate"
+            got = _logits(self.probe, [self._text(samples[i]) for i in scored], calibrated=calibrated)
             if got.numel() != len(scored):
                 raise ValueError(f"probe returned {got.numel()} logits for {len(scored)} texts")
             logits[scored] = got
         self.last_logits = logits
-        return gated_reward(logits, valid, self.mode, 0.0 if floor is None else floor, self.soft_clip)
+        return gated_reward(logits, valid, self.gate, floor)

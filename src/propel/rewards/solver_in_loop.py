@@ -41,7 +41,7 @@ class SolverInLoopReward(Reward):
         engine_kwargs: arguments of that engine.
         sandbox: the grading sandbox; None starts a local one when the domain runs model-written code.
         run_trials: inject the trial runner instead (samples -> ``Trials``); then ``engine`` is not used.
-        invalid_penalty: reward of invalid samples; must be below 0, the worst valid outcome.
+        floor: reward of invalid samples; must be below 0, the worst valid outcome.
         name: component name for logging.
         weight: weight in a ``CombinedReward``.
     """
@@ -55,18 +55,16 @@ class SolverInLoopReward(Reward):
         engine_kwargs: dict[str, Any] | None = None,
         sandbox: Sandbox | None = None,
         run_trials: TrialRunner | None = None,
-        invalid_penalty: float = -1.0,
+        floor: float = -1.0,
         name: str = "sil",
         weight: float = 1.0,
     ) -> None:
-        if not invalid_penalty < 0:
-            raise ConfigError(
-                f"invalid_penalty must be below 0 (a valid task out of the band scores 0), got {invalid_penalty}"
-            )
+        if not floor < 0:
+            raise ConfigError(f"floor must be below 0 (a valid task out of the band scores 0), got {floor}")
         self.domain, self.solver = domain, solver or SolverSpec()
         self.engine, self.engine_kind, self.engine_kwargs = engine, engine_kind, dict(engine_kwargs or {})
         self.run_trials = run_trials
-        self.invalid_penalty, self.name, self.weight = float(invalid_penalty), name, weight
+        self._floor, self.name, self.weight = float(floor), name, weight
         self._env = GeneratorEnv(domain, sandbox)
         self._owns_engine = False
         self.trials_total = 0
@@ -76,7 +74,7 @@ class SolverInLoopReward(Reward):
     @property
     def floor(self) -> float:
         """The reward of invalid samples (what ``RewardFloorCheck`` compares valid rewards with)."""
-        return self.invalid_penalty
+        return self._floor
 
     def setup(self, context: RewardContext) -> None:
         """Build the solver engine and open the grading sandbox once, before training."""
@@ -109,7 +107,7 @@ class SolverInLoopReward(Reward):
             self.engine, self._owns_engine, self.run_trials = None, False, None
 
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
-        rewards = torch.full((len(samples),), self.invalid_penalty, dtype=torch.float32)
+        rewards = torch.full((len(samples),), self._floor, dtype=torch.float32)
         scored = [i for i, s in enumerate(samples) if s.valid and s.task is not None and s.infra_error is None]
         trials: list[Trials] = []
         if scored:

@@ -19,6 +19,7 @@ from propel.engines.scripted import ScriptedEngine
 from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.envs import ToolEnv
 from propel.errors import ConfigError
+from propel.probes.gate import GateSpec
 from propel.rewards import CombinedReward, OverlongPenalty, ProbeReward
 from propel.rollouts.steps import ContextBatch
 from propel.tasks.swe import BugInjectionTasks
@@ -77,7 +78,7 @@ def test_episode_bugs_are_checked_and_gate_the_probe_reward(swe_repo, sandbox, t
         return torch.tensor([float(len(turns)) for turns in items])
 
     reward = CombinedReward(
-        [ProbeReward(probe=probe, text="turns", invalid_penalty=-3.0), OverlongPenalty(max_length=10_000)]
+        [ProbeReward(probe=probe, text="turns", gate=GateSpec(floor=-3.0)), OverlongPenalty(max_length=10_000)]
     )
     total = reward([bug, empty, broken, longer]).total
     assert total.tolist() == [2.0, -3.0, -3.0, 3.0]
