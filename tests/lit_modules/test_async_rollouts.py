@@ -77,7 +77,7 @@ def test_one_step_ahead_is_one_step_stale_and_importance_weighted(peaked_model_d
     st = versions.staleness
     assert len(st) == 6 and st[0] == 0 and max(st) <= 1
     assert st.count(1) >= 4, st  # batch k+1 was sampled while k trained: before k's update
-    assert module._prefetcher is None  # closed at the end of fit
+    assert module.async_rollouts._prefetcher is None  # closed at the end of fit
     # One loss call per step (one micro-batch). The engine's copy equals the policy at staleness 0, so the
     # importance weights are 1 there; a step behind, they carry the ratio of the current policy to the older one.
     assert len(spy.calls) == 6
@@ -131,7 +131,7 @@ def test_a_failed_fit_stops_the_worker(peaked_model_dir):
     )
     with pytest.raises(RuntimeError, match="reward server down"):
         _trainer(6).fit(module, datamodule=ContextDataModule(LetterDomain(), contexts_per_step=2))
-    assert module._prefetcher is None
+    assert module.async_rollouts._prefetcher is None
     for thread in [t for t in threading.enumerate() if t.name.startswith("propel-rollouts")]:
         thread.join(timeout=30)  # the batch being sampled when the error came finishes; nothing is queued after it
     assert not [t for t in threading.enumerate() if t.name.startswith("propel-rollouts")]

@@ -211,7 +211,7 @@ def test_zero_variance_steps_warn_count_and_stop(peaked_model_dir):
     dm = ContextDataModule(LetterDomain(), contexts_per_step=2)
     with pytest.warns(UserWarning, match="took no optimizer step"), pytest.raises(PropelError, match="3 training"):
         trainer.fit(module, datamodule=dm)
-    assert trainer.global_step == 0 and module.skipped_steps == 3 and module.steps_without_update == 3
+    assert trainer.global_step == 0 and module.update_guard.skipped == 3 and module.update_guard.in_a_row == 3
     assert dm.next_index == 3
 
 
@@ -224,7 +224,7 @@ def test_zero_variance_counter_resets_on_an_update(peaked_model_dir):
     trainer = _trainer(2)
     with pytest.warns(UserWarning, match="every group's rewards were equal"):
         trainer.fit(module, datamodule=ContextDataModule(LetterDomain(), contexts_per_step=2))
-    assert trainer.global_step == 2 and module.skipped_steps == 4 and module.steps_without_update == 0
+    assert trainer.global_step == 2 and module.update_guard.skipped == 4 and module.update_guard.in_a_row == 0
     assert float(trainer.callback_metrics["train/skipped_steps"]) == 4.0
 
 

@@ -120,7 +120,7 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         samples = rollout.samples
         self.rollout_state = RolloutState(step=self.global_step, samples=samples, rewards=None)
         targets = self.targets(samples)
-        found = self.sum_over_ranks(len(targets))
+        found = self.ranks.sum(len(targets))
         stats = {
             **episode_stats(samples),
             **{f"time/{k}": v for k, v in rollout.timings.items()},
@@ -128,13 +128,13 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
             "distill/target_tokens": self.turn_tokens(targets),
             "distill/temperature": self.temperature(),
         }
-        targets = targets[: self.global_prefix(len(targets), math.ceil(self.hint_fraction() * found))]
+        targets = targets[: self.ranks.prefix(len(targets), math.ceil(self.hint_fraction() * found))]
         if self.hparams.on_policy and targets:
             targets = self._regenerate(targets)
         targets = [t for t in targets if t.length > 0]
-        used = self.sum_over_ranks(len(targets))
+        used = self.ranks.sum(len(targets))
         stats["distill/targets_used"] = used
-        log = {"on_step": True, "batch_size": max(1, int(used)), "sync_dist": self.world_size > 1}
+        log = {"on_step": True, "batch_size": max(1, int(used)), "sync_dist": self.ranks.size > 1}
         if not used:  # no optimizer step: the base counts, warns and stops after max_steps_without_targets
             self.no_update(
                 "the hint source named no turn to target in these episodes (solved, or no errors)",
@@ -143,7 +143,7 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
             self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
             return
         drift_rows = self._drift_rows(samples, targets)
-        measured = self.sum_over_ranks(len(drift_rows)) > 0  # the same on every rank: _drift all-reduces
+        measured = self.ranks.sum(len(drift_rows)) > 0  # the same on every rank: _drift all-reduces
         before = self._logits(drift_rows) if drift_rows else None
         snapshot = self._snapshot() if self.hparams.rollback else None
         stats.update(self._optimize(targets))
@@ -173,12 +173,14 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
             hit = {t.episode for t in targets}
             untargeted = [i for i, s in enumerate(samples) if i not in hit and s.infra_error is None]
             mine = self._turn_rows(samples, untargeted)
-            self._held_out = [row for rows in self.gather_objects(mine) for row in rows][: self.hparams.drift_rows]
+            self._held_out = [row for rows in self.ranks.gather_objects(mine) for row in rows][
+                : self.hparams.drift_rows
+            ]
         if self.hparams.drift_set == "held_out" and self._held_out:
-            return self._held_out[self.global_rank :: self.world_size]
+            return self._held_out[self.global_rank :: self.ranks.size]
         targeted = sorted({t.episode for t in targets})
         rows = self._turn_rows(samples, targeted, skip={(t.episode, t.turn) for t in targets})
-        return rows[: self.global_prefix(len(rows), self.hparams.drift_rows)]
+        return rows[: self.ranks.prefix(len(rows), self.hparams.drift_rows)]
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         super().on_save_checkpoint(checkpoint)
@@ -219,7 +221,7 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
             mask = self._mask([n for _, n in rows]).cpu()
             kl = token_divergence(after, before, DivergenceSpec("forward_kl"))
             total, count = float((kl * mask).sum()), float(mask.sum())
-        drift = self.sum_over_ranks(total) / max(self.sum_over_ranks(count), 1.0)
+        drift = self.ranks.sum(total) / max(self.ranks.sum(count), 1.0)
         unstable = self.hparams.max_drift is not None and drift > self.hparams.max_drift
         out = {"distill/drift": drift, "distill/unstable": float(unstable)}
         if unstable and snapshot is not None:
@@ -235,7 +237,7 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
     def _optimize(self, targets: list[TurnTarget]) -> dict[str, float]:
         """One optimizer step on this rank's targets (none: it joins the all-reduce), normalised by every rank's
         target tokens and times the world size; the statistics are this rank's share of the global means."""
-        n_tok, share = self.turn_tokens(targets), float(self.world_size)
+        n_tok, share = self.turn_tokens(targets), float(self.ranks.size)
         totals = self.optimization_step(
             len(targets), lambda rows: self.turn_kl_loss([targets[i] for i in rows], n_tok, share)
         )

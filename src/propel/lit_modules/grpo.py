@@ -131,8 +131,8 @@ class GRPOModule(LoRAPolicyModule):
             step=self.global_step, samples=samples, rewards=breakdown, policy_version=self.rollout_version
         )
         everywhere = RewardBreakdown(  # the global batch's rewards (this rank's alone in one process)
-            total=self.gather_over_ranks(breakdown.total),
-            components={k: self.gather_over_ranks(v) for k, v in breakdown.components.items()},
+            total=self.ranks.gather(breakdown.total),
+            components={k: self.ranks.gather(v) for k, v in breakdown.components.items()},
             extras=breakdown.extras,
         )
         rewards = breakdown.total
@@ -154,8 +154,8 @@ class GRPOModule(LoRAPolicyModule):
         if hp.async_rollouts:
             stats["staleness"] = float(self.global_step - self.rollout_version)
             stats["time/rollout_wait_s"] = self.rollout_wait_s
-        log = {"on_step": True, "batch_size": len(samples), "sync_dist": self.world_size > 1}
-        if not self.sum_over_ranks(keep.sum()):  # nothing to learn from this batch: no optimizer step (counted)
+        log = {"on_step": True, "batch_size": len(samples), "sync_dist": self.ranks.size > 1}
+        if not self.ranks.sum(keep.sum()):  # nothing to learn from this batch: no optimizer step (counted)
             self.no_update(
                 "every group's rewards were equal (filter_zero_variance)",
                 "the task is too easy or too hard for the policy, or the reward is constant",
@@ -163,7 +163,7 @@ class GRPOModule(LoRAPolicyModule):
             self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
             return
         # A rank with nothing kept while others have rows still joins the all-reduce: a placeholder row, weighted zero.
-        share = float(self.world_size) if keep.any() else 0.0
+        share = float(self.ranks.size) if keep.any() else 0.0
         if keep.any():
             rows = torch.nonzero(keep).squeeze(-1)
             packed = pack([samples[i] for i in rows.tolist()], advantages[rows], self.tokenizer.pad_token_id)
@@ -179,12 +179,12 @@ class GRPOModule(LoRAPolicyModule):
         """Stop when every rollout of the step failed outside the policy, on every rank: the decision and the message
         (rank 0's first error) are the same everywhere, so no rank waits in a collective for one that raised. A rank
         whose share alone failed goes on (it joins the step with a placeholder row), as one process would."""
-        if self.sum_over_ranks(float((~failed).sum())):
+        if self.ranks.sum(float((~failed).sum())):
             return
         first = samples[0].infra_error if samples else None
-        if self.world_size > 1:
+        if self.ranks.size > 1:
             first = self.trainer.strategy.broadcast(first, src=0)
-        where = f" on all {self.world_size} ranks" if self.world_size > 1 else ""
+        where = f" on all {self.ranks.size} ranks" if self.ranks.size > 1 else ""
         raise RuntimeError(f"every rollout of step {self.global_step} failed outside the policy{where}; first: {first}")
 
     def _advantages(self, rewards: torch.Tensor, everywhere: torch.Tensor, failed: torch.Tensor) -> torch.Tensor:
@@ -192,9 +192,9 @@ class GRPOModule(LoRAPolicyModule):
         the standard deviation of the global batch (``everywhere``: every rank's rewards, gathered in rank order), so
         it is computed there and this rank's slice taken."""
         g, keep = self.hparams.group_size, ~failed
-        if self.scale_rewards != "batch" or self.world_size == 1:
+        if self.scale_rewards != "batch" or self.ranks.size == 1:
             return group_advantages(rewards, g, scale=self.scale_rewards, mask=keep)
-        kept = self.gather_over_ranks(keep.float()).bool()
+        kept = self.ranks.gather(keep.float()).bool()
         n, rank = rewards.numel(), self.global_rank
         return group_advantages(everywhere, g, scale="batch", mask=kept)[rank * n : (rank + 1) * n]
 
@@ -217,9 +217,9 @@ class GRPOModule(LoRAPolicyModule):
             )
         n_rows = batch.input_ids.shape[0]
         # an episode is one sequence however many step-wise segments (rows) it has: counted and averaged once
-        n_seq = int(self.sum_over_ranks(batch.num_episodes if share else 0))
+        n_seq = int(self.ranks.sum(batch.num_episodes if share else 0))
         seq_tok = batch.episode_tokens()
-        n_tok = max(self.sum_over_ranks(float(batch.loss_mask.sum()) if share else 0.0), 1.0)
+        n_tok = max(self.ranks.sum(float(batch.loss_mask.sum()) if share else 0.0), 1.0)
 
         def micro_loss(rows: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
             sub = batch.select(rows)

@@ -67,7 +67,7 @@ class GRPOTurnKLModule(TurnKLTerm, GRPOModule):
             targets = [replace(t, engine_logprobs=self._turn_logprobs(rollout.samples[t.episode], t)) for t in targets]
         self._turn_targets, self._turn_tokens = targets, self.turn_tokens(targets)
         self._turn_stats = {
-            "distill/targets": self.sum_over_ranks(len(targets)),
+            "distill/targets": self.ranks.sum(len(targets)),
             "distill/target_tokens": self._turn_tokens,
             "distill/temperature": self.temperature(),
         }
@@ -81,7 +81,7 @@ class GRPOTurnKLModule(TurnKLTerm, GRPOModule):
     def optimization_step(self, n_rows: int, micro_loss):
         """GRPO's rows ``0..n_rows`` and then the turn targets, in one optimizer step (gradients summed); then the
         EMA teacher's update (after every optimizer step, targets or not)."""
-        targets, n_tok, share = self._turn_targets, self._turn_tokens, float(self.world_size)
+        targets, n_tok, share = self._turn_targets, self._turn_tokens, float(self.ranks.size)
 
         def combined(rows: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
             ours, theirs = rows[rows < n_rows], rows[rows >= n_rows] - n_rows
@@ -102,7 +102,7 @@ class GRPOTurnKLModule(TurnKLTerm, GRPOModule):
     def training_step(self, batch: ContextBatch, batch_idx: int) -> None:
         step = self.global_step
         super().training_step(batch, batch_idx)
-        log = {"on_step": True, "sync_dist": self.world_size > 1}
+        log = {"on_step": True, "sync_dist": self.ranks.size > 1}
         if self.global_step == step and self._turn_tokens:  # GRPO took no update: the turn term still does
             stats = self.optimization_step(0, lambda rows: (torch.zeros((), device=self.device), {}))
             self.log("train/loss", stats.pop("loss"), prog_bar=True, batch_size=1, **log)

@@ -6,53 +6,48 @@ steps), computes span logprobs under the sampling warping (the policy's, or the 
 disabled) and keeps checkpoints LoRA-only. A trainer subclasses it and writes ``training_step`` with its loss.
 The rollouts come from the datamodule, which declares the ``RolloutSource`` protocol (it rolls out a step's contexts:
 single-turn completions or multi-turn agent episodes, scored); the latest step's scored rollouts are published as
-``rollout_state`` for callbacks.
+``rollout_state`` for callbacks. One step reads top to bottom: ``training_step`` (the trainer) ->
+``collect_rollout`` -> ``sync_engine`` -> the datamodule's ``rollout(engine, ...)`` -> ``engine.generate`` ->
+the trainer's loss -> ``optimization_step``.
+
+Three collaborators keep their concern out of this file: ``AsyncRollouts`` (``async_rollouts: true``: the next
+batches sampled on a worker thread, at most ``max_staleness`` optimizer steps behind, under a weight lock the
+optimizer step also holds), ``Ranks`` (under ``trainer.strategy: ddp`` every decision whose branches run
+collectives is taken on global counts: ``ranks.sum``, ``ranks.gather_objects``) and ``UpdateGuard`` (a step that
+ends without an optimizer step leaves ``global_step`` where it was: each is warned about and counted, and
+``max_steps_without_update`` in a row stop the run). A rank with no rows of its own in a step where another rank has
+some still joins the gradient all-reduce: ``optimization_step`` runs one zero-weighted forward for it.
 
 Dropout is off in every forward pass of a step: sampling, the frozen old/reference logprobs and the loss forward.
 LoRA dropout in the loss forward alone would make the PPO ratio ``exp(logp - old_logp)`` differ from 1 before any
 update (the old logprobs come from the dropout-free policy), biasing clipping and the importance weights; so
 ``LoRASpec`` has no dropout setting at all (one that never acts would only mislead).
-
-Asynchronous rollouts (``async_rollouts: true``, for engines that are not the live policy: vLLM): the next batches'
-rollouts are sampled on a background thread while this one trains (``propel.rollouts.prefetch``), at most
-``max_staleness`` optimizer steps behind the weights that train on them; the trainer must correct for it (GRPO's
-truncated importance weights do). The worker syncs the engine to the newest weights before each batch, under a lock
-that optimizer steps also take, so it never reads half-updated weights.
-
-Data-parallel (``trainer.strategy: ddp``): every decision whose branches run collectives (whether to step, how many
-micro-batches sync, what is logged with ``sync_dist``) must be the same on every rank, so trainers take them on
-global counts (``sum_over_ranks``, ``gather_objects``). A rank with no rows of its own in a step where another rank
-has some still joins the gradient all-reduce: ``optimization_step`` runs one zero-weighted forward for it.
-
-A training step that ends without an optimizer step (every group zero-variance, no distillation target) leaves
-``global_step`` where it was, so ``max_steps`` would never be reached: each such step is warned about and counted
-(``train/steps_without_update``), and ``max_steps_without_update`` of them in a row stop the run with an error.
 """
 
 from __future__ import annotations
 
 import inspect
-import threading
 import warnings
 from collections.abc import Callable, Iterable
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.utilities import rank_zero_warn
 
 from propel.engines.base import Engine, SamplingSpec
 from propel.engines.factory import check_kind, make_policy_engine
-from propel.errors import ConfigError, PropelError
+from propel.errors import ConfigError
+from propel.lit_modules.async_rollouts import AsyncRollouts
+from propel.lit_modules.ranks import Ranks
 from propel.lit_modules.state import RolloutState
+from propel.lit_modules.update_guard import UpdateGuard
 from propel.losses.logprobs import token_logprobs
 from propel.models.lora import LoRASpec
 from propel.models.span_logits import span_logits
 from propel.rollouts.environment import Environment
 from propel.rollouts.packing import PackedBatch, pack
-from propel.rollouts.prefetch import Prefetched, RolloutPrefetcher
 from propel.rollouts.record import Sample, Turn
 from propel.rollouts.steps import ContextBatch, Rollout, RolloutSource
 
@@ -172,20 +167,20 @@ class LoRAPolicyModule(pl.LightningModule):
         )
         self._optimizer_factory = optimizer
         check_kind(engine)
-        self._engine_synced_at = -1  # global step whose weights the engine holds (-1: not synced yet)
+        self.engine_synced_at = -1
+        """The global step whose weights the engine holds (-1: not synced yet)."""
         self.policy = None
         self.tokenizer = None
         self.engine: Engine | None = None
         self.rollout_state: RolloutState | None = None
         """The latest step's scored rollouts, for callbacks (collapse detection, sample tables, probe mining)."""
-        self.steps_without_update = 0
-        """Training steps in a row (up to now) that took no optimizer step."""
-        self.skipped_steps = 0
-        """Training steps of the whole run that took no optimizer step."""
-        self._step_at_batch_start = 0
-        self._no_update_reason = ""
-        self._prefetcher: RolloutPrefetcher | None = None
-        self._weights_lock = threading.Lock()  # optimizer steps vs. the async worker's engine syncs
+        self.ranks = Ranks(self)
+        """The data-parallel collectives (identity in one process)."""
+        self.update_guard = UpdateGuard(max_steps_without_update)
+        """Counts steps without an optimizer step; stops the run after too many in a row."""
+        self.async_rollouts = AsyncRollouts(self, max_staleness) if async_rollouts else None
+        """The worker sampling the next batches while one trains (``async_rollouts``), None when off."""
+        self.weights_lock = self.async_rollouts.lock if self.async_rollouts is not None else nullcontext()
         self.rollout_version = 0
         """The optimizer step whose weights sampled the latest rollouts (``global_step`` unless asynchronous)."""
         self.rollout_wait_s = 0.0
@@ -208,7 +203,7 @@ class LoRAPolicyModule(pl.LightningModule):
             lora_rank=self.lora_spec.r,
             **(self.hparams.engine_kwargs or {}),
         )
-        self._engine_synced_at = 0
+        self.engine_synced_at = 0
         self.setup_policy()
 
     def setup_policy(self) -> None:
@@ -244,9 +239,8 @@ class LoRAPolicyModule(pl.LightningModule):
 
     def stop_rollout_worker(self, wait: bool = True) -> None:
         """Stop the async rollout worker (queued batches cancelled; ``wait`` for the one being sampled)."""
-        if self._prefetcher is not None:
-            self._prefetcher.close(wait=wait)
-            self._prefetcher = None
+        if self.async_rollouts is not None:
+            self.async_rollouts.close(wait=wait)
 
     def on_fit_end(self) -> None:
         self.stop_rollout_worker()
@@ -258,30 +252,14 @@ class LoRAPolicyModule(pl.LightningModule):
     def no_update(self, reason: str, fix: str = "") -> None:
         """Say why this training step takes no optimizer step (used in the warning and the error); call it before
         returning from ``training_step`` without one."""
-        self._no_update_reason = reason + (f"; {fix}" if fix else "")
+        self.update_guard.note(reason + (f"; {fix}" if fix else ""))
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
-        self._step_at_batch_start = self.global_step
-        self._no_update_reason = ""
+        self.update_guard.start(self.global_step)
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        """Count steps that took no optimizer step; warn on each, stop after ``max_steps_without_update`` in a row."""
-        updated = self.global_step > self._step_at_batch_start
-        self.steps_without_update = 0 if updated else self.steps_without_update + 1
-        self.skipped_steps += not updated
-        self.log("train/steps_without_update", float(self.steps_without_update), on_step=True, batch_size=1)
-        self.log("train/skipped_steps", float(self.skipped_steps), on_step=True, batch_size=1)
-        if updated:
-            return
-        reason = self._no_update_reason or "the training step returned without one"
-        limit = self.hparams.max_steps_without_update
-        what = f"{self.steps_without_update} training step(s) in a row took no optimizer step ({reason})"
-        if self.steps_without_update >= limit:
-            raise PropelError(
-                f"{what}: global_step stays at {self.global_step}, so max_steps would never be reached; stopping "
-                f"after max_steps_without_update={limit}"
-            )
-        rank_zero_warn(f"{what}; global_step stays at {self.global_step} (the run stops after {limit} in a row)")
+        for name, value in self.update_guard.end(self.global_step).items():
+            self.log(name, value, on_step=True, batch_size=1)
 
     def configure_optimizers(self):
         params = [p for p in self.parameters() if p.requires_grad]
@@ -299,55 +277,27 @@ class LoRAPolicyModule(pl.LightningModule):
     def sync_engine(self) -> None:
         """Ship the policy's current weights to an engine that is not the policy itself (once per optimizer step,
         and after a resume, whose loaded adapter the engine has not seen)."""
-        if self.engine_is_policy() or self._engine_synced_at == self.global_step:
+        if self.engine_is_policy() or self.engine_synced_at == self.global_step:
             return
         self.engine.update_weights(self.policy)
-        self._engine_synced_at = self.global_step
+        self.engine_synced_at = self.global_step
 
     def collect_rollout(self, batch: ContextBatch) -> Rollout:
         """This step's scored rollouts from the datamodule, sampled by an engine holding the current weights (or, with
         ``async_rollouts``, weights at most ``max_staleness`` optimizer steps old: ``rollout_version``)."""
         source = self.rollout_source
         source.on_before_rollout(batch)
-        if not self.hparams.async_rollouts:
+        if self.async_rollouts is None:
             self.sync_engine()
             self.rollout_version, self.rollout_wait_s = self.global_step, 0.0
             return source.rollout(self.engine, batch, self.sampling)
-        if self._prefetcher is None:
-            self._prefetcher = RolloutPrefetcher(self._sample_batch, ahead=self._batches_ahead())
-        got = self._prefetcher.take(batch.index)
+        got = self.async_rollouts.take(batch)
         self.rollout_version, self.rollout_wait_s = got.version, got.wait_s
         return got.rollout
 
     def optimizer_steps_per_batch(self) -> int:
         """Optimizer steps one training step takes at most (what staleness is counted in)."""
         return 1
-
-    def _batches_ahead(self) -> int:
-        """How many batches the async worker may sample ahead so that no rollout exceeds ``max_staleness``."""
-        if self.engine_is_policy():
-            raise ConfigError(
-                "async_rollouts needs an engine that is not the live policy (engine: vllm or vllm_server): the hf "
-                "engine generates with the very weights being trained"
-            )
-        if not callable(getattr(self.rollout_source, "batch_at", None)):
-            raise ConfigError("async_rollouts needs a datamodule that can make batch i ahead of time (batch_at)")
-        per_batch, limit = self.optimizer_steps_per_batch(), self.hparams.max_staleness
-        if limit < per_batch:
-            raise ConfigError(
-                f"max_staleness={limit} is below the {per_batch} optimizer steps one batch takes: every rollout "
-                f"sampled ahead would be {per_batch} steps old; raise max_staleness to >= {per_batch} or turn "
-                "async_rollouts off"
-            )
-        return limit // per_batch
-
-    def _sample_batch(self, index: int) -> Prefetched:
-        """Batch ``index``'s rollouts, on the async worker: sync the engine to the newest weights, then sample."""
-        with self._weights_lock:
-            self.sync_engine()
-            version = self._engine_synced_at
-        source = self.rollout_source
-        return Prefetched(source.rollout(self.engine, source.batch_at(index), self.sampling), version)
 
     @contextmanager
     def eval_mode(self):
@@ -391,41 +341,6 @@ class LoRAPolicyModule(pl.LightningModule):
                     out.append(self.sequence_logprobs(sub)[0])
         return torch.cat(out).cpu()
 
-    # ------------------------------------------------------------------------------------------ data parallel
-    @property
-    def world_size(self) -> int:
-        """Processes training together under the trainer's strategy (1 without a trainer)."""
-        return self._trainer.world_size if self._trainer is not None else 1
-
-    def sum_over_ranks(self, value: float) -> float:
-        """``value`` summed over the data-parallel ranks (itself in one process); every rank must call it."""
-        if self.world_size == 1:
-            return float(value)
-        total = self.trainer.strategy.reduce(torch.tensor(float(value), device=self.device), reduce_op="sum")
-        return float(total)
-
-    def gather_objects(self, obj: Any) -> list[Any]:
-        """Every rank's picklable ``obj``, in rank order (``[obj]`` in one process); every rank must call it."""
-        if self.world_size == 1:
-            return [obj]
-        out: list[Any] = [None] * self.world_size
-        torch.distributed.all_gather_object(out, obj)
-        return out
-
-    def global_prefix(self, n: int, limit: int) -> int:
-        """How many of this rank's ``n`` items are among the first ``limit`` of the global batch, whose items are
-        the ranks' in rank order (as one process lists them); every rank must call it."""
-        counts = self.gather_objects(int(n))
-        return max(0, min(int(n), limit - sum(counts[: self.global_rank])))
-
-    def gather_over_ranks(self, values: torch.Tensor) -> torch.Tensor:
-        """Every rank's ``values`` (same shape on each) concatenated in rank order along dim 0; every rank must
-        call it. Reward statistics logged from it are the global batch's, as one process would log them."""
-        if self.world_size == 1:
-            return values
-        gathered = self.all_gather(values.to(self.device))
-        return gathered.reshape(-1, *values.shape[1:]).cpu()
-
     # ---------------------------------------------------------------------------------------- optimization
     def micro_batches(self, n: int) -> list[torch.Tensor]:
         size = self.hparams.micro_batch_size
@@ -452,7 +367,7 @@ class LoRAPolicyModule(pl.LightningModule):
         included). Under DDP a rank with no rows (``n_rows`` 0) joins the all-reduce with a zero gradient; every
         rank must call it in the same step."""
         opt = self.optimizers()
-        if n_rows == 0 and self.world_size > 1:
+        if n_rows == 0 and self.ranks.size > 1:
             n_rows, micro_loss = 1, self._join_loss
         micro = self.micro_batches(n_rows)
         totals: dict[str, float] = {}
@@ -465,7 +380,7 @@ class LoRAPolicyModule(pl.LightningModule):
                 totals[name] = totals.get(name, 0.0) + value
         if self.hparams.gradient_clip_val:
             self.clip_gradients(opt, gradient_clip_val=self.hparams.gradient_clip_val, gradient_clip_algorithm="norm")
-        with self._weights_lock:  # the async rollout worker never reads half-updated weights
+        with self.weights_lock:  # the async rollout worker never reads half-updated weights
             opt.step()
         opt.zero_grad(set_to_none=True)
         return totals
@@ -475,11 +390,11 @@ class LoRAPolicyModule(pl.LightningModule):
         """Keep only the LoRA adapter weights: the base model is reloaded from ``model``."""
         checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if "lora_" in k}
         checkpoint["lora_spec"] = asdict(self.lora_spec)  # rebuild the adapter without the config (evaluation)
-        checkpoint["steps_without_update"] = [self.steps_without_update, self.skipped_steps]
+        checkpoint["steps_without_update"] = self.update_guard.state()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self._engine_synced_at = -1  # the engine was synced to the weights before the checkpoint was loaded
-        self.steps_without_update, self.skipped_steps = checkpoint.get("steps_without_update", [0, 0])
+        self.engine_synced_at = -1  # the engine was synced to the weights before the checkpoint was loaded
+        self.update_guard.load(checkpoint.get("steps_without_update", [0, 0]))
         if not any("lora_" in k for k in checkpoint.get("state_dict", {})):
             raise ValueError(f"checkpoint has no LoRA weights: it was not written by {type(self).__name__}")
 

@@ -215,7 +215,7 @@ class TurnKLTerm:
 
     def turn_tokens(self, targets: list[TurnTarget]) -> float:
         """Target tokens of the step on every rank (the term's normaliser); every rank must call it."""
-        return self.sum_over_ranks(float(sum(t.length for t in targets)))
+        return self.ranks.sum(float(sum(t.length for t in targets)))
 
     def turn_kl_loss(
         self, group: list[TurnTarget], n_tok: float, share: float = 1.0
