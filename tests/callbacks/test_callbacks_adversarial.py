@@ -11,7 +11,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from propel.callbacks.adversarial import AdversarialProbeMining, adversarial_pool
+from propel.callbacks.adversarial import AdversarialProbeMining
 from propel.datamodules.contexts import ContextDataModule
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
 from propel.domains.trials import SolverSpec
@@ -22,6 +22,7 @@ from propel.lit_modules.state import RolloutState
 from propel.losses.policy import LossSpec
 from propel.models.lora import LoRASpec
 from propel.pools import MINED_SCHEMA, read_pool, write_part
+from propel.pools.auxiliary import adversarial_pool
 from propel.probes.gate import GateSpec
 from propel.rewards import FunctionReward, RewardBreakdown
 from propel.rewards.probe import ProbeReward

@@ -317,7 +317,7 @@ def test_stream_and_mining_save_and_fork_the_cuda_rng(monkeypatch):
     mining forks the training device's CUDA RNG, so exact resume is not CPU-only. CUDA is faked here: the calls are
     what is checked."""
     import propel.datamodules.stream as stream
-    from propel.callbacks.adversarial import cuda_devices
+    from propel.models.rng import cuda_devices
 
     states = [torch.tensor([1, 2], dtype=torch.uint8), torch.tensor([3, 4], dtype=torch.uint8)]
     restored: list[tuple[int, list[int]]] = []

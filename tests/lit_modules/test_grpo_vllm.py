@@ -118,4 +118,6 @@ def test_async_rollouts_with_vllm_engine(bundled_dir):
     assert all(torch.isfinite(torch.tensor(losses)))
     # A step behind, the trainer's policy and vLLM's (older) adapter differ: the weights move away from 1.
     assert any(abs(w - 1.0) > 1e-3 for w in weights[1:]), weights
-    assert module.engine is None and module.async_rollouts._prefetcher is None  # worker and engine closed at the end of fit
+    assert (
+        module.engine is None and module.async_rollouts._prefetcher is None
+    )  # worker and engine closed at the end of fit

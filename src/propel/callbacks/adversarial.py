@@ -15,7 +15,6 @@ the probe stage and pass it as ``ProbeReward(constraint=...)``: the reward on va
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import warnings
 import zlib
@@ -27,16 +26,17 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from propel.domains.trials import SolverSpec, solver_trials
+from propel.durable import write_json
 from propel.errors import ConfigError
 from propel.lit_modules.grpo import GRPOModule
-from propel.pools.auxiliary import adversarial_pool
+from propel.models.rng import forked_rng
 from propel.pools.io import write_part
 from propel.pools.rows import pool_row
 from propel.pools.schema import MINED_SCHEMA
 from propel.rewards.probe import ProbeReward
 from propel.rollouts.environment import GeneratorEnv
 
-__all__ = ["AdversarialProbeMining", "adversarial_pool", "cuda_devices"]
+__all__ = ["AdversarialProbeMining"]
 
 
 class AdversarialProbeMining(Callback):
@@ -176,8 +176,7 @@ class AdversarialProbeMining(Callback):
         domain = env.domain
         tasks = [samples[i].task for i, _ in picked]
         engine = self._solver_engine(pl_module)
-        with torch.random.fork_rng(devices=cuda_devices(pl_module.device)):
-            torch.manual_seed(zlib.crc32(f"{self.seed}:{step}".encode()))  # seeds the CUDA generators too
+        with forked_rng(pl_module.device, zlib.crc32(f"{self.seed}:{step}".encode())):
             trials = solver_trials(domain, engine, tasks, self.solver.sampling(domain.solver_stop), env.sandbox)
         rows = []
         for (i, logit), t in zip(picked, trials, strict=True):
@@ -207,8 +206,7 @@ class AdversarialProbeMining(Callback):
             return
         summary = dict(self.totals)
         summary["false_positive_rate"] = summary["false_positives"] / summary["mined"] if summary["mined"] else None
-        self.output_dir.mkdir(parents=True, exist_ok=True)
-        (self.output_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+        write_json(self.output_dir / "summary.json", summary, indent=1)
         if summary["mined"] and not summary["false_positives"]:
             warnings.warn(
                 "adversarial mining found no false positives: nothing to train an auxiliary probe on", stacklevel=2
@@ -221,10 +219,3 @@ class AdversarialProbeMining(Callback):
         self.mined_texts = set(state_dict.get("mined_texts", []))
         self.totals.update(state_dict.get("totals", {}))
         self._last_step = int(state_dict.get("last_step", 0))
-
-
-def cuda_devices(device: torch.device) -> list[int]:
-    """The CUDA device indices whose RNG a fork must save and restore (none on CPU)."""
-    if device.type != "cuda":
-        return []
-    return [device.index if device.index is not None else torch.cuda.current_device()]

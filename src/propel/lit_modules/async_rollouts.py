@@ -9,20 +9,18 @@ with; the trainer's loss corrects for the difference (truncated importance weigh
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import Any
 
 from propel.errors import ConfigError
 from propel.rollouts.prefetch import Prefetched, RolloutPrefetcher
 from propel.rollouts.steps import ContextBatch
 
-if TYPE_CHECKING:
-    from propel.lit_modules.policy import LoRAPolicyModule
-
 
 class AsyncRollouts:
     """The worker of one trainer (started on its first batch)."""
 
-    def __init__(self, module: LoRAPolicyModule, max_staleness: int) -> None:
+    def __init__(self, module: Any, max_staleness: int) -> None:
+        """``module``: the ``LoRAPolicyModule`` it samples for (its engine, its datamodule, its weights)."""
         self.module, self.max_staleness = module, max_staleness
         self.lock = threading.Lock()
         """Held by the optimizer step and by the worker's engine sync."""

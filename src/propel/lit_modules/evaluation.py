@@ -11,10 +11,10 @@ per-generation Self-BLEU scores a base-vs-trained comparison bootstraps, ``prope
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from propel.domains.base import Context, Domain, Task
+from propel.durable import write_json
 from propel.errors import ConfigError
 from propel.lit_modules.labeling import LabelingModule
 from propel.pools.io import read_pool, write_part
@@ -74,12 +74,22 @@ class EvaluationModule(LabelingModule):
             write_part(self.output_dir, rows, rank=self.trainer.global_rank)
 
     def on_test_end(self) -> None:
+        """Every rank's rows are written; rank 0 summarizes them, writes the summary and scores, logs them."""
         self.stop()
         self.trainer.strategy.barrier("EvaluationModule.on_test_end")  # every rank's parts are written before the read
         throughput = self.throughput()  # all ranks' counts: every rank takes part
         if self.trainer.global_rank != 0:
             return
-        frame = read_pool(self.output_dir)
+        self.summary, scores = self.summarize(read_pool(self.output_dir))
+        self.summary.update({"generator": self.hparams.generator, "adapter": self.hparams.adapter, **throughput})
+        write_json(self.output_dir / SUMMARY, self.summary, indent=1)
+        write_json(self.output_dir / SCORES, scores, indent=None)
+        print_summary_table(dict(self.summary), f"evaluation ({self.output_dir})")
+        self.log_summary()
+
+    def summarize(self, frame) -> tuple[dict, dict]:
+        """``(summary, scores)`` of the evaluation pool: validity, utility, diversity and the domain's per-task
+        numbers, with intervals; ``scores`` holds the per-sample values ``compare`` resamples."""
         valid = [bool(v) for v in frame["valid"]]
         # the paper's diversity is over all generations: the rendered task when it parsed, else the raw completion
         texts = [
@@ -94,19 +104,20 @@ class EvaluationModule(LabelingModule):
         for task, ok in zip(frame["task"], valid, strict=True):
             for name, value in (self.domain.task_metrics(Task.from_json(task)) if ok else {}).items():
                 per_task.setdefault(name, []).append(float(value))
-        self.summary = evaluation_summary(
+        summary = evaluation_summary(
             valid, counts, texts, topics, self.n_trials, self.band, hp.confidence, hp.n_resamples, hp.seed, scores,
             task_metrics=per_task,
         )  # fmt: skip
         scores.update({f"{name}_mean": values for name, values in per_task.items()})  # keys as the summary's means
-        self.summary.update({"generator": hp.generator, "adapter": hp.adapter, **throughput})
-        (self.output_dir / SUMMARY).write_text(json.dumps(self.summary, indent=1))
-        (self.output_dir / SCORES).write_text(json.dumps(scores))
-        print_summary_table(dict(self.summary), f"evaluation ({self.output_dir})")
-        if self.trainer.logger is not None:
-            metrics = {f"eval/{k}": float(v) for k, v in self.summary.items() if isinstance(v, (int, float))}
-            metrics.update({f"eval/solve_count_{k}": float(c) for k, c in enumerate(self.summary["solve_count_hist"])})
-            for key, bounds in self.summary["intervals"].items():
-                if bounds is not None:
-                    metrics.update({f"eval/{key}_low": bounds[0], f"eval/{key}_high": bounds[1]})
-            self.trainer.logger.log_metrics(metrics)
+        return summary, scores
+
+    def log_summary(self) -> None:
+        """The summary's numbers and intervals as ``eval/*`` metrics of the run's logger."""
+        if self.trainer.logger is None:
+            return
+        metrics = {f"eval/{k}": float(v) for k, v in self.summary.items() if isinstance(v, (int, float))}
+        metrics.update({f"eval/solve_count_{k}": float(c) for k, c in enumerate(self.summary["solve_count_hist"])})
+        for key, bounds in self.summary["intervals"].items():
+            if bounds is not None:
+                metrics.update({f"eval/{key}_low": bounds[0], f"eval/{key}_high": bounds[1]})
+        self.trainer.logger.log_metrics(metrics)
