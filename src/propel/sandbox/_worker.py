@@ -17,26 +17,23 @@ namespace, so a job cannot signal it (the kernel drops SIGKILL/SIGSTOP sent to i
 orphans itself.
 """
 
-import atexit
 import contextlib
 import ctypes
 import json
 import math
 import os
-import resource
 import select
-import shutil
 import signal
 import struct
 import sys
 import tempfile
 import time
-import traceback  # imported once here rather than in every child (it costs ~8 ms)
-import types
+
+from propel.sandbox.job_process import classify, run_child  # inlined by local.worker_source
+from propel.sandbox.processes import kill_tree, reap_orphans  # inlined by local.worker_source
+from propel.sandbox.scratch import oom_kills, remove_ipc, wipe, workspace_bytes  # inlined by local.worker_source
 
 _LEN = struct.Struct(">I")
-_MEMORY_LINE = b"\nMemoryError\n"  # allocated up front: written when even a traceback no longer fits in memory
-_MEMORY_MARKERS = (b"MemoryError", b"Cannot allocate memory", b"std::bad_alloc", b"out of memory")
 _CONFIG = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
 # kill_all: kill(-1) after each job; only safe where this worker is alone with its uid in a pid namespace.
 _KILL_ALL = bool(_CONFIG.get("kill_all", False))
@@ -64,7 +61,6 @@ _SCRATCH = [(p, _kept_child(p)) for p in dict.fromkeys([_BASE, *_CONFIG.get("scr
 # subreaper: without a PID namespace, orphans of a job come back to this worker, which kills all its descendants.
 _SUBREAPER = bool(_CONFIG.get("subreaper", False))
 # Memory cgroup OOM-kill counters (Docker: the container's cgroup, v2 or v1); an increase during a job means memory.
-_OOM_FILES = (("/sys/fs/cgroup/memory.events", "oom_kill"), ("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill"))
 
 
 def _read_exact(fd, n):
@@ -125,60 +121,6 @@ def _set_no_dump():
         _LIBC.prctl(4, 0, 0, 0, 0)
 
 
-def _oom_kills():
-    for path, key in _OOM_FILES:
-        try:
-            with open(path) as f:
-                for line in f:
-                    name, _, value = line.partition(" ")
-                    if name == key:
-                        return int(value)
-        except (OSError, ValueError):
-            continue
-    return None
-
-
-def _remove_ipc():
-    """Remove the System V shared memory segments, message queues and semaphores left in this IPC namespace."""
-    for kind, ctl in (("shm", "shmctl"), ("msg", "msgctl"), ("sem", "semctl")):
-        try:
-            with open(f"/proc/sysvipc/{kind}") as f:
-                ids = [int(line.split()[1]) for line in f.readlines()[1:] if line.strip()]
-        except (OSError, ValueError, IndexError):
-            continue
-        for ipc_id in ids:
-            getattr(_LIBC, ctl)(ipc_id, *((0,) if kind == "sem" else ()), 0, None)  # IPC_RMID == 0
-
-
-def _reap_orphans():
-    """As PID 1 or a subreaper, collect exited orphans (zombies count against the next job's process limit)."""
-    while True:
-        try:
-            if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                return
-        except ChildProcessError:
-            return
-
-
-def _descendants():
-    me, parents = os.getpid(), {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    parents[int(entry)] = int(f.read().rsplit(b")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    found, todo = set(), [me]
-    while todo:
-        pid = todo.pop()
-        for child, parent in parents.items():
-            if parent == pid and child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
 def _has_children():
     try:
         os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -187,157 +129,11 @@ def _has_children():
     return True
 
 
-def _kill_descendants(rounds=50):
-    """SIGKILL every descendant (orphans came back to us as subreaper), again until none is left. As a subreaper,
-    a descendant that outlived the job has an ancestor that is our child: with no child, there is nothing to do."""
-    if not _has_children():
-        return
-    for _ in range(rounds):
-        pids = _descendants()
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.002)
-        _reap_orphans()
-
-
-def _die_with_parent():
-    with contextlib.suppress(Exception):
-        _LIBC.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
-def _workspace_bytes(path):
-    """Disk space the workspace holds (allocated blocks, hard links once, symlinks not followed). A folder a command
-    made unreadable is made readable again (it belongs to the job's uid, as it does to us) rather than skipped."""
-    total, seen, todo = 0, set(), [path]
-    while todo:
-        folder = todo.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except PermissionError:
-            try:
-                os.chmod(folder, 0o700)
-                entries = list(os.scandir(folder))
-            except OSError:
-                continue
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if (st.st_dev, st.st_ino) in seen:
-                continue
-            seen.add((st.st_dev, st.st_ino))
-            total += st.st_blocks * 512
-            if entry.is_dir(follow_symlinks=False):
-                todo.append(entry.path)
-    return total
-
-
-def _apply_limits(lim):
-    cpu = int(math.ceil(lim["cpu_s"]))
-    mem = int(lim["memory_mb"]) * 1024 * 1024
-    fsize = int(lim["max_file_mb"]) * 1024 * 1024
-    todo = [
-        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
-        (resource.RLIMIT_AS, (mem, mem)),
-        (resource.RLIMIT_FSIZE, (fsize, fsize)),
-        (resource.RLIMIT_NOFILE, (int(lim["max_open_files"]),) * 2),
-        (resource.RLIMIT_CORE, (0, 0)),
-    ]
-    if _USE_NPROC:
-        nproc = _NPROC_BASE + int(lim["max_processes"])
-        todo.append((resource.RLIMIT_NPROC, (nproc, nproc)))
-    for which, value in todo:
-        resource.setrlimit(which, value)
-
-
-def _print_exception(e, tb):
-    """Print a traceback like the interpreter; if that fails too (a MemoryError under the address-space limit), at
-    least the exception's type, so the outcome is still classified (``memory`` for a MemoryError)."""
-    try:
-        traceback.print_exception(type(e), e, tb)
-    except BaseException:
-        with contextlib.suppress(BaseException):
-            os.write(2, _MEMORY_LINE if isinstance(e, MemoryError) else f"\n{type(e).__name__}\n".encode())
-
-
-def _run_source():
-    """Run ./main.py in this (forked) interpreter the way ``python3 main.py`` would, and return its exit code."""
-    sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
-    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)  # noqa: SIM115
-    sys.path[0:0] = [os.getcwd()]
-    module = types.ModuleType("__main__")
-    module.__dict__.update(__file__="main.py", __builtins__=__builtins__)
-    sys.modules["__main__"] = module
-    code = 0
-    try:
-        with open("main.py", "rb") as f:
-            compiled = compile(f.read(), "main.py", "exec")
-        exec(compiled, module.__dict__)
-    except SystemExit as e:
-        if e.code is None:
-            code = 0
-        elif isinstance(e.code, int):
-            code = e.code & 0xFF
-        else:
-            print(e.code, file=sys.stderr)
-            code = 1
-    except SyntaxError as e:
-        _print_exception(e, None)
-        code = 1
-    except BaseException as e:  # report it like the interpreter would
-        _print_exception(e, e.__traceback__.tb_next if e.__traceback__ is not None else None)
-        code = 1
-    try:
-        if "threading" in sys.modules:
-            sys.modules["threading"]._shutdown()
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BaseException:
-        code = code or 120
-    return code
-
-
-def _child(job, workdir, stdin_path, out_w, err_w):
-    try:
-        os.setsid()
-        _die_with_parent()
-        fd = os.open(stdin_path, os.O_RDONLY)
-        os.dup2(fd, 0)
-        os.dup2(out_w, 1)
-        os.dup2(err_w, 2)
-        os.closerange(3, 65536)
-        os.chdir(workdir)
-        os.environ.update(HOME=workdir, TMPDIR=workdir, PWD=workdir)
-        for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGXCPU, signal.SIGINT):
-            signal.signal(sig, signal.SIG_DFL)
-        _apply_limits(job["limits"])
-        if job.get("argv"):
-            argv = job["argv"]
-            try:
-                os.execvp(argv[0], argv)
-            except (OSError, ValueError) as e:  # ValueError: a NUL or an unencodable character in the argv
-                os.write(2, f"cannot run {argv[0]!r}: {e}\n".encode())
-                os._exit(127)
-        sys.argv = ["main.py", *job.get("args", [])]
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    except BaseException as e:
-        try:
-            os.write(2, f"sandbox child setup failed: {e!r}\n".encode())
-        finally:
-            os._exit(121)
-    code = 120
-    try:
-        code = _run_source()
-    finally:
-        os._exit(code)
+def _kill_descendants():
+    """SIGKILL every descendant (orphans came back to us as subreaper), until none is left. As a subreaper, a
+    descendant that outlived the job has an ancestor that is our child: with no child, there is nothing to do."""
+    if _has_children():
+        kill_tree(os.getpid(), rounds=50, reap=True)
 
 
 def _kill_leftovers(pid):
@@ -354,36 +150,11 @@ def _wait_reaped(limit_s=2.0):
     me, until = os.getpid(), time.monotonic() + limit_s
     while time.monotonic() < until:
         if me == 1:
-            _reap_orphans()
+            reap_orphans()
         others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
         if not others:
             return
         time.sleep(0.002)
-
-
-def _wipe(path, keep_root, keep=None):
-    def fix(func, p, _exc):
-        try:
-            os.chmod(os.path.dirname(p), 0o700)
-            os.chmod(p, 0o700)
-            func(p)
-        except OSError:
-            pass
-
-    if not os.path.isdir(path):
-        return
-    if not keep_root:
-        shutil.rmtree(path, onerror=fix)
-        return
-    for name in os.listdir(path):
-        if name == keep:
-            continue
-        p = os.path.join(path, name)
-        if os.path.isdir(p) and not os.path.islink(p):
-            shutil.rmtree(p, onerror=fix)
-        else:
-            with contextlib.suppress(OSError):
-                os.unlink(p)
 
 
 def _put_files(workdir, names, blobs):
@@ -403,29 +174,6 @@ def _put_files(workdir, names, blobs):
         except OSError as e:
             return f"sandbox cannot write {name!r} into the workspace: {e}\n".encode()
     return None
-
-
-def _classify(timed_out, over_output, status, cpu, lim, err, oom):
-    if timed_out:
-        return "timeout", None
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        if over_output or sig == signal.SIGXFSZ:
-            return "output_limit", -sig
-        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= math.ceil(lim["cpu_s"]) - 0.05):
-            return "timeout", -sig
-        if oom:
-            return "memory", -sig
-        return "killed", -sig
-    code = os.WEXITSTATUS(status)
-    if over_output:
-        return "output_limit", code
-    if code == 0:
-        return "ok", 0
-    tail = err[-4096:]
-    if oom or any(m in tail for m in _MEMORY_MARKERS):
-        return "memory", code
-    return "error", code
 
 
 def _write_inputs(root, workdir, names, blobs):
@@ -454,125 +202,155 @@ def _clean_up():
     if _SUBREAPER:
         _kill_descendants()
     for path, keep in _SCRATCH:
-        _wipe(path, keep_root=True, keep=keep)
-    _remove_ipc()
+        wipe(path, keep_root=True, keep=keep)
+    remove_ipc(_LIBC)
 
 
-def _run_job(job, blobs):
-    lim = job["limits"]
-    cap = int(lim["max_output_bytes"])
-    job_id = job.get("id")
+def _open_job(job, blobs):
+    """A fresh job root with the job's files and stdin written, or ``(root, problem)`` with why they could not be."""
     try:
         root = tempfile.mkdtemp(prefix="job-", dir=_BASE)
     except OSError:
         _clean_up()  # a full base (a bug or a leftover): make room once
         root = tempfile.mkdtemp(prefix="job-", dir=_BASE)
-    names = job.get("files", [])
     workdir = os.path.join(root, "work") if _WORKSPACE is None else _WORKSPACE
-    held = _workspace_bytes(_WORKSPACE) if _WORKSPACE_CAP else None  # before this job's files: they count too
     if job.get("too_big"):
         total, free = job["too_big"]
-        problem = f"sandbox cannot write the job's files and stdin: {total} bytes, {free} bytes free\n".encode()
-    else:
-        problem = _write_inputs(root, workdir, names, blobs)
-    if problem is not None:  # the job does not run: an error result, and the worker lives on
-        _wipe(root, keep_root=False)
-        _clean_up()
-        _send({"event": "started", "id": job_id, "pid": None})
-        err = problem[:cap]
-        header = {"event": "done", "id": job_id, "outcome": "error", "exit_code": None, "wall_s": 0.0, "cpu_s": 0.0}
-        header.update(out_n=0, err_n=len(err), truncated=False)
-        _send(header, b"", err)
+        problem = f"sandbox cannot write the job's files and stdin: {total} bytes, {free} bytes free\n"
+        return root, workdir, problem.encode()
+    return root, workdir, _write_inputs(root, workdir, job.get("files", []), blobs)
+
+
+def _refuse(job, root, problem):
+    """The job does not run: an error result, and the worker lives on."""
+    wipe(root, keep_root=False)
+    _clean_up()
+    _send({"event": "started", "id": job.get("id"), "pid": None})
+    err = problem[: int(job["limits"]["max_output_bytes"])]
+    header = {"event": "done", "id": job.get("id"), "outcome": "error", "exit_code": None, "wall_s": 0.0, "cpu_s": 0.0}
+    header.update(out_n=0, err_n=len(err), truncated=False)
+    _send(header, b"", err)
+
+
+class _Watch:
+    """One running job seen from the worker: its output (capped), its wall clock and, for a capped workspace, the
+    bytes it has written. ``run`` returns once the job has ended and its pipes are drained, or a limit was crossed."""
+
+    def __init__(self, pid, out_r, err_r, lim, held):
+        self.pid, self.out_r, self.err_r = pid, out_r, err_r
+        self.cap = int(lim["max_output_bytes"])
+        self.start = time.monotonic()
+        self.deadline = self.start + float(lim["timeout_s"])
+        self.held = held
+        self.bufs = {out_r: bytearray(), err_r: bytearray()}
+        self.timed_out = self.over_output = self.over_workspace = self.exited = False
+        self.status, self.usage = 0, None
+
+    def run(self):
+        pidfd = os.pidfd_open(self.pid)
+        open_fds = {self.out_r, self.err_r}
+        init = os.getpid() == 1 or _SUBREAPER
+        scan_at, scan_every = (self.start if _WORKSPACE_CAP else math.inf), 0.01
+        while open_fds or not self.exited:
+            now = time.monotonic()
+            wait = self.deadline - now
+            if wait <= 0 and not self.exited:
+                self.timed_out = True
+                break
+            if now >= scan_at:  # a capped workspace, measured as the job writes (about 10% of the time, 10-100 ms)
+                if self._workspace_over():
+                    break
+                scan_every = min(0.1, max(0.01, 10 * (time.monotonic() - now)))
+                scan_at = time.monotonic() + scan_every
+            wait = min(wait, scan_at - now)
+            if init:  # orphans of the job come to us: reap them as we go (zombies count against its process limit)
+                wait = min(wait, 0.05)
+                _reap_others(self.pid)
+            watched = list(open_fds) + ([] if self.exited else [pidfd])
+            ready, _, _ = select.select(watched, [], [], max(wait, 0) + 0.01)
+            for fd in ready:
+                if fd == pidfd:
+                    self._reap()
+                    self.deadline = min(self.deadline, time.monotonic() + 0.2)  # then drain what is left, briefly
+                elif not self._read(fd):
+                    open_fds.discard(fd)
+            if self.over_output or (self.exited and open_fds and time.monotonic() > self.deadline):
+                break
+        _kill_leftovers(self.pid)
+        if not self.exited:
+            self._reap()
+        os.close(pidfd)
+
+    def _reap(self):
+        _, self.status, self.usage = os.wait4(self.pid, 0)
+        self.exited = True
+        _kill_leftovers(self.pid)  # grandchildren holding the pipes die with the job
+
+    def _read(self, fd):
+        chunk = os.read(fd, 1 << 16)
+        buf = self.bufs[fd]
+        room_left = self.cap + 1 - len(buf)
+        if room_left > 0:
+            buf += chunk[:room_left]
+        self.over_output = self.over_output or len(buf) > self.cap
+        return bool(chunk)
+
+    def _workspace_over(self):
+        self.used = used = workspace_bytes(_WORKSPACE)
+        if used > _WORKSPACE_CAP and used > self.held:
+            self.over_workspace = True
+        return self.over_workspace
+
+    def finish(self, lim, oom):
+        """The ``done`` header and the two streams, once nothing of the job can write any more."""
+        wall = time.monotonic() - self.start
+        if _WORKSPACE_CAP and self._workspace_over():
+            note = f"\nsandbox: the workspace holds {self.used} bytes, over its limit of {_WORKSPACE_CAP} bytes\n"
+            note = note.encode()
+            self.bufs[self.err_r] = self.bufs[self.err_r][: max(0, self.cap - len(note))] + note
+        out, err = bytes(self.bufs[self.out_r][: self.cap]), bytes(self.bufs[self.err_r][: self.cap])
+        truncated = len(self.bufs[self.out_r]) > self.cap or len(self.bufs[self.err_r]) > self.cap
+        cpu = self.usage.ru_utime + self.usage.ru_stime
+        over = self.over_output or self.over_workspace
+        outcome, code = classify(self.timed_out, over, self.status, cpu, lim, self.bufs[self.err_r], oom)
+        if code is None:
+            code = -os.WTERMSIG(self.status) if os.WIFSIGNALED(self.status) else os.WEXITSTATUS(self.status)
+        header = {"event": "done", "outcome": outcome, "exit_code": code, "wall_s": wall, "cpu_s": cpu}
+        header.update(out_n=len(out), err_n=len(err), truncated=truncated)
+        return header, out, err
+
+
+def _run_job(job, blobs):
+    held = workspace_bytes(_WORKSPACE) if _WORKSPACE_CAP else None  # before this job's files: they count too
+    root, workdir, problem = _open_job(job, blobs)
+    if problem is not None:
+        _refuse(job, root, problem)
         return
-    stdin_path = os.path.join(root, "stdin")
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    oom_before = _oom_kills()
-    start = time.monotonic()
+    oom_before = oom_kills()
     pid = os.fork()
     if pid == 0:
-        _child(job, workdir, stdin_path, out_w, err_w)
+        nproc_limit = _NPROC_BASE + int(job["limits"]["max_processes"]) if _USE_NPROC else None
+        run_child(job, workdir, os.path.join(root, "stdin"), out_w, err_w, nproc_limit)
     os.close(out_w)
     os.close(err_w)
-    _send({"event": "started", "id": job_id, "pid": pid})
-    pidfd = os.pidfd_open(pid)
-    bufs = {out_r: bytearray(), err_r: bytearray()}
-    open_fds = {out_r, err_r}
-    deadline = start + float(lim["timeout_s"])
-    timed_out = over_output = over_workspace = exited = False
-    status, usage = 0, None
-    init = os.getpid() == 1 or _SUBREAPER
-    scan_at, scan_every = (start if _WORKSPACE_CAP else math.inf), 0.01
-    while open_fds or not exited:
-        now = time.monotonic()
-        wait = deadline - now
-        if wait <= 0 and not exited:
-            timed_out = True
-            break
-        if now >= scan_at:  # a capped workspace, measured as the job writes (about 10% of the time, 10 to 100 ms)
-            used = _workspace_bytes(_WORKSPACE)
-            scan_every = min(0.1, max(0.01, 10 * (time.monotonic() - now)))
-            scan_at = time.monotonic() + scan_every
-            if used > _WORKSPACE_CAP and used > held:
-                over_workspace = True
-                break
-        wait = min(wait, scan_at - now)
-        if init:  # orphans of the job come to us: reap them as we go (zombies count against its process limit)
-            wait = min(wait, 0.05)
-            _reap_others(pid)
-        ready, _, _ = select.select(list(open_fds) + ([] if exited else [pidfd]), [], [], max(wait, 0) + 0.01)
-        for fd in ready:
-            if fd == pidfd:
-                _, status, usage = os.wait4(pid, 0)
-                exited = True
-                _kill_leftovers(pid)  # grandchildren holding the pipes die with the job
-                deadline = min(deadline, time.monotonic() + 0.2)  # then drain what is left, briefly
-                continue
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                open_fds.discard(fd)
-                continue
-            buf = bufs[fd]
-            room_left = cap + 1 - len(buf)
-            if room_left > 0:
-                buf += chunk[:room_left]
-            if len(buf) > cap:
-                over_output = True
-        if over_output:
-            break
-        if exited and open_fds and time.monotonic() > deadline:
-            break
-    _kill_leftovers(pid)
-    if not exited:
-        _, status, usage = os.wait4(pid, 0)
-    wall = time.monotonic() - start
-    for fd in (out_r, err_r, pidfd):
-        os.close(fd)
+    _send({"event": "started", "id": job.get("id"), "pid": pid})
+    watch = _Watch(pid, out_r, err_r, job["limits"], held)
+    watch.run()
+    os.close(out_r)
+    os.close(err_r)
     if _SUBREAPER:
         _kill_descendants()  # (isolation "none") daemons that left the job's group: dead before the result is out
-    if _WORKSPACE_CAP:  # what the job left, once nothing of it can write any more
-        used = _workspace_bytes(_WORKSPACE)
-        if used > _WORKSPACE_CAP and used > held:
-            over_workspace = True
-        if over_workspace:
-            note = f"\nsandbox: the workspace holds {used} bytes, over its limit of {_WORKSPACE_CAP} bytes\n"
-            bufs[err_r] = bufs[err_r][: max(0, cap - len(note))] + note.encode()
-    out, err = bytes(bufs[out_r][:cap]), bytes(bufs[err_r][:cap])
-    truncated = len(bufs[out_r]) > cap or len(bufs[err_r]) > cap
-    cpu = usage.ru_utime + usage.ru_stime
-    oom_after = _oom_kills()
+    oom_after = oom_kills()
     oom = oom_before is not None and oom_after is not None and oom_after > oom_before
-    outcome, code = _classify(timed_out, over_output or over_workspace, status, cpu, lim, bufs[err_r], oom)
-    if code is None:
-        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    header = {"event": "done", "id": job_id, "outcome": outcome, "exit_code": code, "wall_s": wall, "cpu_s": cpu}
-    header.update(out_n=len(out), err_n=len(err), truncated=truncated)
-    _send(header, out, err)
+    header, out, err = watch.finish(job["limits"], oom)
+    _send({**header, "id": job.get("id")}, out, err)
     # Clean up only once the result is out (everything of the job is dead already): the host's deadline covers the
     # job, not the wiping. The next job is read only after this.
     if _KILL_ALL:
         _wait_reaped()
-    _wipe(root, keep_root=False)
+    wipe(root, keep_root=False)
     _clean_up()
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -33,6 +34,7 @@ from importlib import resources
 from propel.sandbox.base import Job, Limits, Result, Sandbox, SandboxError
 from propel.sandbox.bwrap import bwrap_argv, bwrap_path, python_home
 from propel.sandbox.pool import WorkerPool
+from propel.sandbox.processes import kill_tree, kill_uid
 from propel.sandbox.protocol import Channel, WorkerLost
 from propel.sandbox.session import Session, SessionBackend
 from propel.sandbox.spawner import spawn_lasting
@@ -46,9 +48,18 @@ SCRUBBED_ENV = {
 }
 
 
+_INLINED = re.compile(r"^from propel\.sandbox\.(\w+) import [^\n#]*# inlined[^\n]*$", re.MULTILINE)
+"""An import line of the worker that names a standard-library-only module of this package to carry along."""
+
+
 def worker_source() -> str:
-    """The text of the in-sandbox worker, passed to the interpreter with ``-c`` (no file access needed)."""
-    return resources.files("propel.sandbox").joinpath("_worker.py").read_text()
+    """The text of the in-sandbox worker, passed to the interpreter with ``-c`` (no file access needed): ``_worker.py``
+    with each ``# inlined`` import replaced by the module's own text (``processes``, ``scratch``: the host imports the
+    same code)."""
+    package = resources.files("propel.sandbox")
+    return _INLINED.sub(
+        lambda m: package.joinpath(f"{m.group(1)}.py").read_text(), package.joinpath("_worker.py").read_text()
+    )
 
 
 def default_python() -> str:
@@ -111,7 +122,7 @@ class PipeChannel(Channel):
         return self._log.read()[-2000:].decode("utf-8", errors="replace")
 
     def close(self) -> None:
-        _kill_tree(self.proc.pid)  # with isolation "none", processes that left the worker's session too
+        kill_tree(self.proc.pid)  # with isolation "none", processes that left the worker's session too
         with contextlib.suppress(OSError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.kill()
@@ -287,60 +298,6 @@ def _remove_tree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _process_table() -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, state letter) of every process this one can see."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
-                table[int(entry)] = (int(fields[1]), fields[0].decode())
-            except (OSError, ValueError, IndexError):
-                continue
-    return table
-
-
-def _kill_tree(root: int, rounds: int = 20) -> None:
-    """SIGKILL every live descendant of ``root`` (whatever session or process group it moved to), until none is
-    left; ``root`` itself is left to the caller."""
-    for _ in range(rounds):
-        table = _process_table()
-        found, todo = [], [root]
-        while todo:
-            parent = todo.pop()
-            children = [pid for pid, (ppid, _) in table.items() if ppid == parent]
-            found += [pid for pid in children if table[pid][1] != "Z"]
-            todo += children
-        if not found:
-            return
-        for pid in found:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.002)
-
-
-def _kill_uid(uid: int, rounds: int = 50) -> None:
-    """SIGKILL every live process whose real uid is ``uid`` (a session's own uid, with isolation "none", where no PID
-    namespace ends what a command left behind), again until none is left (a fork may race the first round)."""
-    for _ in range(rounds):
-        found = False
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/status") as f:
-                    fields = dict(line.split(":", 1) for line in f if line.startswith(("State:", "Uid:")))
-                if int(fields["Uid"].split()[0]) == uid and fields["State"].split()[0] != "Z":
-                    os.kill(int(entry), signal.SIGKILL)
-                    found = True
-            except (OSError, KeyError, ValueError, IndexError):
-                continue
-        if not found:
-            return
-        time.sleep(0.005)
-
-
 class _LocalSessionBackend(SessionBackend):
     """A host temp dir as the workspace (owned by the session's uid when root), and a worker spawned around it."""
 
@@ -366,7 +323,7 @@ class _LocalSessionBackend(SessionBackend):
     def _kill_leftovers(self) -> None:
         """With isolation "none" and a uid of its own, a command's setsid'd daemons survive its process group."""
         if self._sandbox.isolation == "none" and self._user is not None:
-            _kill_uid(self._user)
+            kill_uid(self._user)
 
     def close(self) -> None:
         try:
