@@ -8,7 +8,7 @@ import lightning as L
 import torch
 
 from propel.loggers import PropelWandbLogger, wandb_credentials_present
-from propel.wandb_offline import read_history
+from propel.wandb_offline import wait_for_history
 
 
 class _Regression(L.LightningModule):
@@ -47,8 +47,8 @@ def test_offline_without_credentials_and_history_reads_back(tmp_path, monkeypatc
         enable_model_summary=False,
     )
     trainer.fit(_Regression(), data)
-    wandb.finish()
-    losses = [row["train/loss"] for row in read_history(tmp_path / "runs") if "train/loss" in row]
+    logger.experiment.finish()  # this run's records flushed, whatever run wandb holds as current
+    losses = [row["train/loss"] for row in wait_for_history(tmp_path / "runs", "train/loss", 6) if "train/loss" in row]
     assert len(losses) == 6 and losses[-1] < losses[0]
     assert logger.sync_command.startswith("wandb sync ")
     assert (Path(logger.sync_command.split(" ", 2)[2]) / "files").is_dir()

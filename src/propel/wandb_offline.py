@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 
 _BLOCK = 32 * 1024
@@ -64,3 +65,17 @@ def read_history(run_dir: str | Path) -> list[dict]:
         if record.WhichOneof("record_type") == "history":
             rows.append({(i.key or "/".join(i.nested_key)): json.loads(i.value_json) for i in record.history.item})
     return rows
+
+
+def wait_for_history(run_dir: str | Path, key: str, count: int, timeout_s: float = 60.0) -> list[dict]:
+    """``read_history`` once at least ``count`` rows hold ``key``, or whatever is there after ``timeout_s``: the W&B
+    service writes the run file asynchronously, even after ``finish()`` returns."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            rows = read_history(run_dir)
+        except FileNotFoundError:
+            rows = []
+        if sum(key in row for row in rows) >= count or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.25)

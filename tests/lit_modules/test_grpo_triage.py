@@ -5,7 +5,6 @@ in the W&B log, a sample table with one column per component and the parse verdi
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import yaml
 
 from propel.cli.lightning_cli import resolve_lightning
 from propel.tasks.triage.parse import REJECTIONS
-from propel.wandb_offline import find_run_file, read_history
+from propel.wandb_offline import find_run_file, wait_for_history
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs/triage/grpo.yaml"
@@ -73,12 +72,7 @@ def _run(tmp_path: Path, model: str, max_new_tokens: int) -> list[dict]:
     path.write_text(json.dumps(cfg))
     main(["fit", "-c", str(path)])
     wandb.finish()
-    deadline = time.monotonic() + 60  # the W&B service writes the run file asynchronously, even after finish
-    while True:
-        history = read_history(find_run_file(tmp_path / "runs").parent)
-        if sum("train/reward/repetition/mean" in row for row in history) >= 2 or time.monotonic() > deadline:
-            return history
-        time.sleep(0.5)
+    return wait_for_history(find_run_file(tmp_path / "runs").parent, "train/reward/repetition/mean", 2)
 
 
 def _check(tmp_path: Path, history: list[dict]) -> None:

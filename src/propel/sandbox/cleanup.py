@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     import docker
     from docker.errors import DockerException
 
-    from propel.sandbox.docker import reap_stale_containers
+    from propel.sandbox.docker_containers import reap_stale_containers
 
     try:
         removed = reap_stale_containers(docker.from_env())

@@ -24,172 +24,28 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import select
-import socket
-import struct
 import threading
-import time
 import weakref
 
 from propel.fleet import Fleet
 from propel.sandbox.base import Job, Limits, Outcome, Result, Sandbox, SandboxError
+from propel.sandbox.docker_containers import (
+    DEFAULT_IMAGE,
+    REAPER_SCRIPT,
+    USER,
+    WORKDIR,
+    container_labels,
+    host_errors,
+    reap_stale_containers,
+)
+from propel.sandbox.docker_session import DockerSessionBackend
+from propel.sandbox.exec_channel import ExecChannel
 from propel.sandbox.local import SCRUBBED_ENV, worker_source
 from propel.sandbox.pool import WorkerPool
-from propel.sandbox.protocol import Channel, WorkerLost
-from propel.sandbox.session import Session, SessionBackend
+from propel.sandbox.protocol import Channel
+from propel.sandbox.session import Session
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_IMAGE = "propel-sandbox:py3"
-_FRAME = struct.Struct(">BxxxI")  # docker's multiplexed stream header: stream id, size
-_USER = "65534:65534"
-# PID 1 of each container: reaps orphans (a fork bomb's zombies would otherwise fill the pids limit for good).
-_REAPER = """
-import os, signal
-signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-while True:
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
-    except ChildProcessError:
-        pass
-    signal.sigtimedwait({signal.SIGCHLD}, 1.0)
-"""
-_WORKDIR = "/work"
-# A session's clean-up after its worker was lost mid-command, keeping the workspace that a restart would wipe: kill
-# every process of the sandbox uid but PID 1 and this one, wait until the reaper has collected them, and empty /tmp
-# and /dev/shm (as a local worker's respawn does), where a full disk would otherwise kill every new worker too.
-_KILL_ALL = """
-import os, shutil, signal, time
-me, until = os.getpid(), time.monotonic() + 5
-while any(int(p) not in (1, me) for p in os.listdir("/proc") if p.isdigit()):
-    if time.monotonic() > until:
-        raise SystemExit(1)
-    try:
-        os.kill(-1, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    time.sleep(0.01)
-for scratch in ("/tmp", "/dev/shm"):
-    for name in os.listdir(scratch) if os.path.isdir(scratch) else ():
-        path = os.path.join(scratch, name)
-        try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            else:
-                os.unlink(path)
-        except OSError:
-            pass
-"""
-LABEL = "propel.sandbox"
-"""Label on every container propel creates; its value says what for ("worker" or "session")."""
-
-
-def container_labels(kind: str) -> dict[str, str]:
-    """The labels of a container propel creates: its purpose, and which process on which host owns it."""
-    return {LABEL: kind, f"{LABEL}.host": socket.gethostname(), f"{LABEL}.host_pid": str(os.getpid())}
-
-
-def reap_stale_containers(client) -> int:
-    """Remove the sandbox containers of this host whose owning process is gone; returns how many.
-
-    A trainer killed with SIGKILL (or OOM) runs no finalizer, so its containers would otherwise live on. Containers
-    of live processes, of other users' processes and of other hosts sharing the engine are left alone.
-    """
-    from docker.errors import NotFound
-
-    host = socket.gethostname()
-    removed = 0
-    for info in client.api.containers(all=True, filters={"label": [LABEL, f"{LABEL}.host={host}"]}):
-        try:
-            pid = int((info.get("Labels") or {}).get(f"{LABEL}.host_pid", ""))
-        except ValueError:
-            continue
-        if pid <= 0 or pid == os.getpid():
-            continue
-        try:
-            os.kill(pid, 0)
-            continue  # alive
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue  # alive, another user's
-        try:
-            client.api.remove_container(info["Id"], force=True)
-        except NotFound:
-            continue  # another reaper was faster
-        removed += 1
-    return removed
-
-
-def host_errors() -> tuple[type[Exception], ...]:
-    """What a call to a Docker host raises when the host is gone: the SDK's errors, and the HTTP client's (a ping or
-    a call through a dropped connection raises those unwrapped)."""
-    import requests
-    from docker.errors import DockerException
-
-    return DockerException, requests.RequestException
-
-
-class ExecChannel(Channel):
-    """The attached stdin/stdout of one ``docker exec``; stdout and stderr arrive multiplexed in 8-byte frames."""
-
-    def __init__(self, sock, on_close=None):
-        self._sock: socket.socket = getattr(sock, "_sock", sock)
-        self._holder = sock
-        self._stdout = bytearray()
-        self._stderr = bytearray()
-        self._pending = bytearray()
-        self._on_close = on_close
-
-    def send(self, data: bytes) -> None:
-        try:
-            self._sock.sendall(data)
-        except OSError as e:
-            raise WorkerLost(f"worker is gone ({e})") from e
-
-    def _pump(self, deadline: float) -> None:
-        wait = deadline - time.monotonic()
-        if wait <= 0:
-            raise WorkerLost("worker did not answer before the guard deadline", timed_out=True)
-        ready, _, _ = select.select([self._sock], [], [], wait)
-        if not ready:
-            return
-        try:
-            chunk = self._sock.recv(1 << 20)
-        except OSError as e:
-            raise WorkerLost(f"worker connection failed ({e})") from e
-        if not chunk:
-            raise WorkerLost("worker exited (exec stream closed)")
-        self._pending += chunk
-        while len(self._pending) >= _FRAME.size:
-            stream, size = _FRAME.unpack_from(self._pending)
-            if len(self._pending) < _FRAME.size + size:
-                break
-            payload = self._pending[_FRAME.size : _FRAME.size + size]
-            del self._pending[: _FRAME.size + size]
-            if stream == 1:
-                self._stdout += payload
-            else:
-                self._stderr = (self._stderr + payload)[-4000:]
-
-    def recv_exact(self, n: int, deadline: float) -> bytes:
-        while len(self._stdout) < n:
-            self._pump(deadline)
-        out = bytes(self._stdout[:n])
-        del self._stdout[:n]
-        return out
-
-    def diagnostics(self) -> str:
-        return self._stderr.decode("utf-8", errors="replace")
-
-    def close(self) -> None:
-        for s in (self._sock, self._holder):
-            with contextlib.suppress(OSError):
-                s.close()
-        if self._on_close is not None:
-            self._on_close()
 
 
 class DockerSandbox(Sandbox):
@@ -352,7 +208,7 @@ class DockerSandbox(Sandbox):
         try:
             container = client.containers.create(
                 self.image,
-                [self.python, "-S", "-I", "-c", _REAPER],
+                [self.python, "-S", "-I", "-c", REAPER_SCRIPT],
                 network_mode="none",
                 mem_limit=mem,
                 memswap_limit=mem,
@@ -360,8 +216,8 @@ class DockerSandbox(Sandbox):
                 nano_cpus=int(self.cpus * 1e9),
                 read_only=True,
                 # owner via uid/gid: docker forgets a tmpfs `mode` across restarts
-                tmpfs={_WORKDIR: f"size={self.workdir_mb}m,uid=65534,gid=65534,mode=0700,exec", "/tmp": "size=64m"},
-                user=_USER,
+                tmpfs={WORKDIR: f"size={self.workdir_mb}m,uid=65534,gid=65534,mode=0700,exec", "/tmp": "size=64m"},
+                user=USER,
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 environment=SCRUBBED_ENV,
@@ -381,7 +237,7 @@ class DockerSandbox(Sandbox):
 
     def _spawn(self, slot: int) -> Channel:
         """The slot's worker; if its host fails to start it, the host is taken out and the slot moves to another."""
-        config = {"kill_all": True, "base": _WORKDIR, "nproc": False, "scratch": ["/tmp", "/dev/shm", "/dev/mqueue"]}
+        config = {"kill_all": True, "base": WORKDIR, "nproc": False, "scratch": ["/tmp", "/dev/shm", "/dev/mqueue"]}
         for attempt in range(len(self.hosts) + 1):
             container = self._container(slot)
             try:
@@ -402,9 +258,9 @@ class DockerSandbox(Sandbox):
             stdin=True,
             stdout=True,
             stderr=True,
-            user=_USER,
-            workdir=_WORKDIR,
-            environment=dict(SCRUBBED_ENV, HOME=_WORKDIR),
+            user=USER,
+            workdir=WORKDIR,
+            environment=dict(SCRUBBED_ENV, HOME=WORKDIR),
         )["Id"]
         return ExecChannel(api.exec_start(exec_id, socket=True))
 
@@ -484,7 +340,8 @@ class DockerSandbox(Sandbox):
         """
         limits = limits or self.limits
         limits.validate()
-        return self._track(Session(_DockerSessionBackend(self, limits), limits))
+        backend = DockerSessionBackend(lambda: self._start_container("session", limits), self._exec_worker, self.python)
+        return self._track(Session(backend, limits))
 
     def close(self) -> None:
         super().close()
@@ -493,114 +350,3 @@ class DockerSandbox(Sandbox):
             restart.join()
         for slot in range(len(self._containers)):
             self._remove(slot)
-
-
-_SESSION_CONFIG = {
-    "kill_all": True,
-    "base": "/tmp",  # job roots (stdin) go to /tmp; /work is the workspace itself
-    "nproc": False,
-    "scratch": ["/dev/shm", "/dev/mqueue"],
-    "workspace": _WORKDIR,
-}
-
-
-class _DockerSessionBackend(SessionBackend):
-    """One container per session. A worker lost mid-command is cleaned up by killing every process of the sandbox
-    uid from a fresh exec, which keeps the tmpfs workspace; only if that fails is the container restarted (which
-    empties it), and the next command's stderr says so. The clean-up runs in the background, so that the lost
-    command's result is not held up by it (a stopped worker is given up at the limit + ``GRACE_S``); the next
-    command's worker starts once it is done."""
-
-    workspace = _WORKDIR
-
-    def __init__(self, sandbox: DockerSandbox, limits: Limits):
-        super().__init__()
-        self._sandbox, self._limits = sandbox, limits
-        self._closed = False
-        self._cleanup: tuple[threading.Thread, list[bool]] | None = None
-        """The background clean-up after a lost worker, and whether it succeeded (once joined)."""
-        self.container = sandbox._start_container("session", limits)
-
-    def _wait_cleanup(self) -> bool:
-        """Wait for the clean-up after a lost worker, if one runs; False when it failed."""
-        cleanup, self._cleanup = self._cleanup, None
-        if cleanup is None:
-            return True
-        thread, ok = cleanup
-        thread.join()
-        return bool(ok and ok[0])
-
-    def spawn(self, slot: int) -> Channel:
-        from docker.errors import DockerException
-
-        if not self._wait_cleanup():
-            self._restart("its worker was lost and the clean-up failed")
-        if self.container is None:
-            self.container = self._sandbox._start_container("session", self._limits)
-        try:
-            return self._sandbox._exec_worker(self.container, _SESSION_CONFIG)
-        except DockerException as e:
-            if self._running():  # engine trouble, not a dead container: keep the workspace for a later try
-                raise SandboxError(f"cannot start the sandbox session's worker: {e}") from e
-        self._restart("its container had stopped")  # stopped or gone: a fresh one, with an empty workspace
-        if self.container is None:
-            self.container = self._sandbox._start_container("session", self._limits)
-        return self._sandbox._exec_worker(self.container, _SESSION_CONFIG)
-
-    def _running(self) -> bool:
-        from docker.errors import DockerException, NotFound
-
-        try:
-            self.container.reload()
-        except NotFound:
-            return False
-        except DockerException:
-            return True  # cannot tell: assume it is, rather than throw the workspace away
-        return self.container.status == "running"
-
-    def on_lost(self, slot: int, pid: int | None) -> None:
-        if self._closed or self.container is None:
-            return
-
-        ok: list[bool] = []
-        thread = threading.Thread(
-            target=lambda: ok.append(self._kill_all()), name="propel-sandbox-session-cleanup", daemon=True
-        )
-        self._cleanup = (thread, ok)
-        thread.start()  # if it fails, the next spawn restarts the container (and that command's result says so)
-
-    def _kill_all(self) -> bool:
-        from docker.errors import DockerException
-
-        api = self.container.client.api
-        try:
-            exec_id = api.exec_create(
-                self.container.id,
-                [self._sandbox.python, "-S", "-I", "-c", _KILL_ALL],
-                user=_USER,
-                environment=SCRUBBED_ENV,
-            )["Id"]
-            api.exec_start(exec_id)
-            return api.exec_inspect(exec_id).get("ExitCode") == 0
-        except DockerException:
-            return False
-
-    def _restart(self, why: str) -> None:
-        """Restart the container (a new one if that fails, on the next spawn); never raises."""
-        from docker.errors import DockerException
-
-        self.notes.append(f"sandbox session: {why}; its container was restarted and the workspace is lost (empty)")
-        try:
-            self.container.restart(timeout=0)
-        except DockerException:
-            with contextlib.suppress(Exception):
-                self.container.remove(force=True)
-            self.container = None
-
-    def close(self) -> None:
-        self._closed = True
-        self._wait_cleanup()
-        container, self.container = self.container, None
-        if container is not None:
-            with contextlib.suppress(Exception):  # already gone is fine
-                container.remove(force=True)

@@ -38,6 +38,7 @@ from propel.sandbox.processes import kill_tree, kill_uid
 from propel.sandbox.protocol import Channel, WorkerLost
 from propel.sandbox.session import Session, SessionBackend
 from propel.sandbox.spawner import spawn_lasting
+from propel.sandbox.uids import UidLeases
 
 ISOLATIONS = ("auto", "bwrap", "none")
 SCRUBBED_ENV = {
@@ -165,9 +166,10 @@ class LocalSandbox(Sandbox):
             what it writes between two measurements). The workspace keeps what the command left; a command that
             does not grow it (reading, deleting) runs normally. Docker sessions are bounded by their ``/work``
             tmpfs (``workdir_mb``) instead.
-        uid_base: when running as root, worker slot ``i`` runs as host uid ``uid_base + i`` so that process limits
-            apply (root ignores ``RLIMIT_NPROC``) and slots cannot signal each other; open session ``k`` runs as
-            ``uid_base + max_workers + k``.
+        uid_base: when running as root, each worker slot and each open session runs as a host uid of its own from
+            ``uid_base`` on, so that process limits apply (root ignores ``RLIMIT_NPROC``) and jobs cannot signal
+            each other; uids are leased host-wide (``sandbox.uids``), so sandboxes of other processes never share
+            one.
         """
         super().__init__(limits, max_workers)
         if isolation not in ISOLATIONS:
@@ -185,14 +187,16 @@ class LocalSandbox(Sandbox):
             raise ValueError(f"LocalSandbox workspace_mb must be an int > 0, got {workspace_mb!r}")
         self.scratch_mb, self.workspace_mb = scratch_mb, workspace_mb
         self.uid_base = uid_base
-        self._root = os.geteuid() == 0
+        self._uids = UidLeases(uid_base) if os.geteuid() == 0 else None
+        self._slot_uids: dict[int, int] = {}
         self._code = worker_source()
         self._pool = WorkerPool(self._spawn, max_workers, on_lost=self._on_lost)
-        self._session_slots: set[int] = set()
         weakref.finalize(self, self.close)  # workers/containers go away at exit even without close()
 
     def _spawn(self, slot: int) -> Channel:
-        return self._spawn_worker(self.uid_base + slot if self._root else None)
+        if self._uids is not None and slot not in self._slot_uids:
+            self._slot_uids[slot] = self._uids.claim()  # the slot keeps it for the sandbox's life
+        return self._spawn_worker(self._slot_uids.get(slot))
 
     def _spawn_worker(self, user: int | None, workspace: str | None = None) -> Channel:
         """A worker running as host ``user`` (None: as this process); with ``workspace``, a session's worker."""
@@ -259,22 +263,18 @@ class LocalSandbox(Sandbox):
         return self._track(Session(_LocalSessionBackend(self), limits))
 
     def _claim_session_uid(self) -> int | None:
-        """A host uid no pool slot and no other open session of this sandbox uses (None when not root)."""
-        if not self._root:
-            return None
-        with self._sessions_lock:
-            k = next(i for i in range(len(self._session_slots) + 1) if i not in self._session_slots)
-            self._session_slots.add(k)
-        return self.uid_base + self.max_workers + k
+        """A host uid no one else holds (None when not root)."""
+        return self._uids.claim() if self._uids is not None else None
 
     def _release_session_uid(self, uid: int | None) -> None:
-        if uid is not None:
-            with self._sessions_lock:
-                self._session_slots.discard(uid - self.uid_base - self.max_workers)
+        if uid is not None and self._uids is not None:
+            self._uids.release(uid)
 
     def close(self) -> None:
         super().close()
         self._pool.close()
+        if self._uids is not None:
+            self._uids.close()
 
 
 def _remove_tree(path: str) -> None:
