@@ -127,18 +127,36 @@ class ProbeJob:
 
     def run(self) -> dict:
         """Run the job (a rerun reuses the cached features) and write ``summary.json``; returns the summary."""
-        import torch
-
-        from propel.domains.base import Task
         from propel.models import freeze, load_model
-        from propel.pools.io import read_pool
-        from propel.probes import ActivationExtractor, extract_to_cache
+        from propel.probes import extract_to_cache
         from propel.probes.data import align_labels
-        from propel.probes.gate import logit_quantiles
-        from propel.probes.plots import plot_reliability
-        from propel.probes.sweep import BASELINE_ARCH, RVPSample, parse_key, refit_selected, run_sweep, split_indices
+        from propel.probes.sweep import refit_selected, run_sweep
 
         out, start = self.output_dir, time.monotonic()
+        frame, ids, items = self._pool_items()
+        model, tokenizer = load_model(self.reference_model)
+        freeze(model)
+        extractor = self._extractor(model, tokenizer)
+        cache = extract_to_cache(extractor, items, model_id=self.reference_model, cache_root=out / "cache", ids=ids)
+        features = {key: cache.load(key) for key in cache.keys}
+        rows = align_labels(cache.ids, frame)
+        rvp_sample = self._rvp_sample(model, tokenizer, extractor) if self.rvp.contexts > 0 else None
+        result = run_sweep(
+            features, rows, self.sweep, rvp_sample=rvp_sample, out_dir=out / "sweep", cache_key=cache.root.name
+        )
+        module, metrics = refit_selected(features, rows, result, self.sweep)
+        artifact = self._export(module, metrics, features, rows, result, cache)
+        self._plot_test_reliability(artifact, features, rows, result, metrics)
+        summary = self._summary(rows, result, metrics, start)
+        write_json(out / SUMMARY, summary)
+        return summary
+
+    def _pool_items(self) -> tuple[Any, list[str], list]:
+        """``(pool frame, valid ids, valid probe inputs)``; refuses a pool with no valid task, and an RVP sample for
+        probes that read episodes (the sample is single-turn)."""
+        from propel.domains.base import Task
+        from propel.pools.io import read_pool
+
         frame = read_pool(self.pool)
         valid = frame[frame["valid"].astype(bool)] if len(frame) else frame
         if not len(valid):
@@ -150,9 +168,13 @@ class ProbeJob:
                 f"probe rvp: the {self.domain.name} probes read generator episodes (turn lists), and the RVP sample "
                 "is single-turn generation; set rvp.contexts: 0"
             )
-        model, tokenizer = load_model(self.reference_model)
-        freeze(model)
-        extractor = ActivationExtractor(
+        return frame, ids, items
+
+    def _extractor(self, model, tokenizer):
+        """The activation extractor over the job's layers, poolings and truncation."""
+        from propel.probes import ActivationExtractor
+
+        return ActivationExtractor(
             model,
             tokenizer,
             self.layers,
@@ -161,23 +183,29 @@ class ProbeJob:
             max_length=self.max_length,
             trajectory_pooling=self.trajectory_pooling,
         )
-        cache = extract_to_cache(extractor, items, model_id=self.reference_model, cache_root=out / "cache", ids=ids)
-        features = {key: cache.load(key) for key in cache.keys}
-        rows = align_labels(cache.ids, frame)
 
-        rvp_sample = None
-        if self.rvp.contexts > 0:
-            rvp_texts, rvp_valid = self.rvp_texts(model, tokenizer)
-            rvp_sample = RVPSample(
-                features=extractor.encode(rvp_texts),
-                valid=torch.tensor(rvp_valid),
-                group_size=self.rvp.group_size,
-                gate=self.rvp.gate,
-            )
-        result = run_sweep(
-            features, rows, self.sweep, rvp_sample=rvp_sample, out_dir=out / "sweep", cache_key=cache.root.name
+    def _rvp_sample(self, model, tokenizer, extractor):
+        """The fixed base-policy sample's features and validity, which selection's RVP tiebreak reads."""
+        import torch
+
+        from propel.probes.sweep import RVPSample
+
+        rvp_texts, rvp_valid = self.rvp_texts(model, tokenizer)
+        return RVPSample(
+            features=extractor.encode(rvp_texts),
+            valid=torch.tensor(rvp_valid),
+            group_size=self.rvp.group_size,
+            gate=self.rvp.gate,
         )
-        module, metrics = refit_selected(features, rows, result, self.sweep)
+
+    def _export(self, module, metrics, features, rows, result, cache):
+        """The refit probe as an artifact under ``artifact/``, with its calibration and its logit quantiles on the
+        pool (the reward's default floor sits below them)."""
+        import torch
+
+        from propel.probes.gate import logit_quantiles
+        from propel.probes.sweep import parse_key
+
         layer, pooling = parse_key(result.selected["key"])
         artifact = module.to_artifact(
             reference_model=self.reference_model,
@@ -191,7 +219,15 @@ class ProbeJob:
         artifact.calibration = module.calibration  # fit on the validation fold (the soft gate's probabilities)
         pool_x = features[result.selected["key"]][torch.as_tensor(rows.rows, dtype=torch.long)].float()
         artifact.logit_quantiles = logit_quantiles(artifact.score(pool_x))  # the reward's default floor sits below
-        artifact.save(out / "artifact")
+        artifact.save(self.output_dir / "artifact")
+        return artifact
+
+    def _plot_test_reliability(self, artifact, features, rows, result, metrics) -> None:
+        """``reliability.png`` of the exported probe on the test rows of its refit split, which it never trained on."""
+        import torch
+
+        from propel.probes.plots import plot_reliability
+        from propel.probes.sweep import split_indices
 
         _, _, test = split_indices(rows, self.sweep, fold=metrics["fold"])  # rows the refit probe never trained on
         test_idx = torch.as_tensor(rows.rows[test], dtype=torch.long)
@@ -200,14 +236,19 @@ class ProbeJob:
         plot_reliability(
             probs,
             rows.labels[torch.as_tensor(test, dtype=torch.long)],
-            out / "reliability.png",
+            self.output_dir / "reliability.png",
             title=f"selected probe {result.selected['key']} {result.selected['arch']} (test split)",
         )
 
-        table = result.table
+    def _summary(self, rows, result, metrics, start: float) -> dict:
+        """``summary.json``'s content: the pool, the selected cell, its refit metrics, the logistic baseline of the
+        same features and the best cells."""
+        from propel.probes.sweep import BASELINE_ARCH
+
+        out, table = self.output_dir, result.table
         baseline = table[(table["arch"] == BASELINE_ARCH) & (table["key"] == result.selected["key"])]
         selected = {k: (v.item() if hasattr(v, "item") else v) for k, v in result.selected.to_dict().items()}
-        summary = {
+        return {
             "rows": len(rows.ids),
             "positives": int(rows.labels.sum().item()),
             "split": self.sweep.split,
@@ -219,8 +260,6 @@ class ProbeJob:
             "artifact": str(out / "artifact"),
             "seconds": time.monotonic() - start,
         }
-        write_json(out / SUMMARY, summary)
-        return summary
 
 
 def probe_parser():

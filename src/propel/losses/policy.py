@@ -101,6 +101,80 @@ def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
     return float((x * mask).sum() / mask.sum().clamp(min=1.0))
 
 
+def _zero_masked(keep: torch.Tensor, *logps: torch.Tensor | None) -> list[torch.Tensor | None]:
+    """Each logprob tensor (None stays None) with masked positions set to 0: padding and tool output may hold
+    -inf under top-k/top-p warping (tokens the policy would never sample), and neither the loss nor its gradient
+    may see a NaN."""
+    return [None if x is None else torch.where(keep, x, torch.zeros_like(x)) for x in logps]
+
+
+def _clipped_token_loss(
+    ratio: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, spec: LossSpec
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(per_token, dual)``: the PPO clipped objective per token, with dual-clip when on, and where it bound."""
+    clipped = torch.clamp(ratio, 1 - spec.eps_low, 1 + spec.high)
+    per_token = -torch.min(ratio * adv, clipped * adv)
+    c = spec.clip_c
+    dual = torch.zeros_like(mask, dtype=torch.bool)
+    if c is not None:
+        bound = -c * adv  # the loss of a negative-advantage token may not exceed -c * A
+        dual = (adv < 0) & (per_token > bound)
+        per_token = torch.where(dual, bound.expand_as(per_token), per_token)
+    return per_token, dual
+
+
+def _kl_anchor(
+    logp: torch.Tensor, ref_logp: torch.Tensor | None, mask: torch.Tensor, spec: LossSpec
+) -> tuple[torch.Tensor, float]:
+    """``(beta * KL per token, mean KL)``: the anchor added to each token's loss before averaging, as in TRL."""
+    if ref_logp is None:
+        raise ValueError("ref_logp is required when beta > 0 (the KL anchor); pass it or set beta=0")
+    kl = kl_estimate(logp, ref_logp, spec.kl_estimator)
+    return spec.beta * kl, _masked_mean(kl.detach(), mask)
+
+
+def _aggregate(
+    per_token: torch.Tensor,
+    mask: torch.Tensor,
+    spec: LossSpec,
+    n_seq: int,
+    num_tokens: float | None,
+    sequence_tokens: torch.Tensor | None,
+) -> torch.Tensor:
+    """The batch loss from token losses, averaged as ``spec.loss_type`` says (see the module docstring)."""
+    if spec.loss_type == "grpo":
+        per_sequence = mask.sum(-1) if sequence_tokens is None else sequence_tokens.to(mask)
+        return ((per_token * mask).sum(-1) / per_sequence.clamp(min=1.0)).sum() / n_seq
+    if spec.loss_type == "dr_grpo":
+        length = spec.max_completion_length or mask.shape[1]
+        return (per_token * mask).sum() / (n_seq * length)
+    return (per_token * mask).sum() / (num_tokens if num_tokens is not None else mask.sum().clamp(min=1.0))
+
+
+def _clip_stats(
+    ratio: torch.Tensor,
+    adv: torch.Tensor,
+    dual: torch.Tensor,
+    mask: torch.Tensor,
+    spec: LossSpec,
+    is_weights: torch.Tensor | None,
+) -> dict[str, float]:
+    """Detached logging statistics: how often each clip bound, the mean ratio and the mean IS weight."""
+    with torch.no_grad():
+        low = (ratio < 1 - spec.eps_low) & (adv < 0)
+        high = (ratio > 1 + spec.high) & (adv > 0)
+        stats = {
+            "clip_low": _masked_mean(low.float(), mask),
+            "clip_high": _masked_mean(high.float(), mask),
+            "clip_fraction": _masked_mean((low | high).float(), mask),
+            "dual_clip_fraction": _masked_mean(dual.float(), mask),
+            "ratio_mean": _masked_mean(ratio, mask),
+        }
+        if is_weights is not None:
+            stats["is_weight_mean"] = _masked_mean(is_weights, mask)
+    return stats
+
+
 def policy_loss(
     logp: torch.Tensor,
     old_logp: torch.Tensor,
@@ -135,53 +209,16 @@ def policy_loss(
     if logp.shape != old_logp.shape or logp.shape != mask.shape:
         raise ValueError(f"logp {tuple(logp.shape)}, old_logp {tuple(old_logp.shape)}, mask {tuple(mask.shape)} differ")
     mask = mask.to(logp.dtype)
-    # Masked positions (padding, tool output) may hold -inf logprobs under top-k/top-p warping (tokens the policy
-    # would never sample): zero them before any arithmetic, so neither the loss nor its gradient sees a NaN.
-    keep = mask > 0
-    logp = torch.where(keep, logp, torch.zeros_like(logp))
-    old_logp = torch.where(keep, old_logp, torch.zeros_like(old_logp))
-    if ref_logp is not None:
-        ref_logp = torch.where(keep, ref_logp, torch.zeros_like(ref_logp))
+    logp, old_logp, ref_logp = _zero_masked(mask > 0, logp, old_logp, ref_logp)
     adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
     ratio = torch.exp(logp - old_logp)
-    clipped = torch.clamp(ratio, 1 - spec.eps_low, 1 + spec.high)
-    per_token = -torch.min(ratio * adv, clipped * adv)
-    c = spec.clip_c
-    dual = torch.zeros_like(mask, dtype=torch.bool)
-    if c is not None:
-        bound = -c * adv  # the loss of a negative-advantage token may not exceed -c * A
-        dual = (adv < 0) & (per_token > bound)
-        per_token = torch.where(dual, bound.expand_as(per_token), per_token)
+    per_token, dual = _clipped_token_loss(ratio, adv, mask, spec)
     if is_weights is not None:
         per_token = per_token * is_weights
     stats: dict[str, float] = {}
     if spec.beta > 0:
-        if ref_logp is None:
-            raise ValueError("ref_logp is required when beta > 0 (the KL anchor); pass it or set beta=0")
-        kl = kl_estimate(logp, ref_logp, spec.kl_estimator)
-        per_token = per_token + spec.beta * kl
-        stats["kl"] = _masked_mean(kl.detach(), mask)
-
-    n_seq = num_sequences or logp.shape[0]
-    if spec.loss_type == "grpo":
-        per_sequence = mask.sum(-1) if sequence_tokens is None else sequence_tokens.to(mask)
-        loss = ((per_token * mask).sum(-1) / per_sequence.clamp(min=1.0)).sum() / n_seq
-    elif spec.loss_type == "dr_grpo":
-        length = spec.max_completion_length or logp.shape[1]
-        loss = (per_token * mask).sum() / (n_seq * length)
-    else:
-        loss = (per_token * mask).sum() / (num_tokens if num_tokens is not None else mask.sum().clamp(min=1.0))
-
-    with torch.no_grad():
-        low = (ratio < 1 - spec.eps_low) & (adv < 0)
-        high = (ratio > 1 + spec.high) & (adv > 0)
-        stats.update(
-            clip_low=_masked_mean(low.float(), mask),
-            clip_high=_masked_mean(high.float(), mask),
-            clip_fraction=_masked_mean((low | high).float(), mask),
-            dual_clip_fraction=_masked_mean(dual.float(), mask),
-            ratio_mean=_masked_mean(ratio, mask),
-        )
-        if is_weights is not None:
-            stats["is_weight_mean"] = _masked_mean(is_weights, mask)
+        anchor, stats["kl"] = _kl_anchor(logp, ref_logp, mask, spec)
+        per_token = per_token + anchor
+    loss = _aggregate(per_token, mask, spec, num_sequences or logp.shape[0], num_tokens, sequence_tokens)
+    stats.update(_clip_stats(ratio, adv, dual, mask, spec, is_weights))
     return PolicyLossOutput(loss=loss, stats=stats)

@@ -120,8 +120,6 @@ def extract_to_cache(
         chunk_size: rows per shard (the unit of resumption).
         progress: show a rich progress bar.
     """
-    from rich.progress import Progress
-
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     items = list(items)
@@ -141,7 +139,19 @@ def extract_to_cache(
     root = Path(cache_root) / key
     root.mkdir(parents=True, exist_ok=True)
     num_chunks = (len(items) + chunk_size - 1) // chunk_size
-    meta = {
+    meta = _extraction_meta(extractor, model_id, items, ids, reference, chunk_size, num_chunks)
+    if _finished(root, ids, chunk_size):
+        return ActivationCache(root)
+    _write_meta(root, meta)
+    _write_shards(extractor, items, root, f"extracting {key}", chunk_size, num_chunks, progress)
+    meta["complete"] = True
+    _write_meta(root, meta)
+    return ActivationCache(root)
+
+
+def _extraction_meta(extractor, model_id, items, ids, reference, chunk_size, num_chunks) -> dict:
+    """``meta.json`` of an unfinished extraction: what the folder holds and how it is sharded."""
+    return {
         "model_id": model_id,
         "layers": extractor.layers,
         "poolings": list(extractor.poolings),
@@ -156,33 +166,43 @@ def extract_to_cache(
         "keys": extractor.keys,
         "complete": False,
     }
-    if (root / META).exists():
-        old = json.loads((root / META).read_text())
-        if old.get("complete"):
-            if old.get("ids") != ids:  # same texts (the key says so), other row ids: relabel, never serve stale ids
-                _write_meta(root, {**old, "ids": ids})
-            return ActivationCache(root)
-        if old.get("chunk_size") != chunk_size:
-            for stale in root.glob("shard_*.pt"):
-                stale.unlink()
-    _write_meta(root, meta)
 
-    def size(item) -> int:
-        return 1 if isinstance(item, str) else len(item)
+
+def _finished(root: Path, ids: list[str], chunk_size: int) -> bool:
+    """Whether ``root`` already holds the finished extraction (relabelled to ``ids`` when its own differ); an
+    unfinished one made with another chunk size loses its shards, which would not line up."""
+    if not (root / META).exists():
+        return False
+    old = json.loads((root / META).read_text())
+    if old.get("complete"):
+        if old.get("ids") != ids:  # same texts (the key says so), other row ids: relabel, never serve stale ids
+            _write_meta(root, {**old, "ids": ids})
+        return True
+    if old.get("chunk_size") != chunk_size:
+        for stale in root.glob("shard_*.pt"):
+            stale.unlink()
+    return False
+
+
+def _item_size(item) -> int:
+    """Progress units of one row: a text is one, a trajectory its turns (what ``extractor.encode`` reports)."""
+    return 1 if isinstance(item, str) else len(item)
+
+
+def _write_shards(extractor, items: list, root: Path, title: str, chunk_size: int, num_chunks: int, progress: bool):
+    """Encode and save every chunk whose shard is missing (a resumed run skips the finished ones)."""
+    from rich.progress import Progress
 
     with Progress(disable=not progress, transient=True) as bar:
-        task = bar.add_task(f"extracting {key}", total=sum(size(it) for it in items))
+        task = bar.add_task(title, total=sum(_item_size(it) for it in items))
         for c in range(num_chunks):
             chunk = items[c * chunk_size : (c + 1) * chunk_size]
             shard = root / f"shard_{c:05d}.pt"
             if shard.exists():
-                bar.advance(task, sum(size(it) for it in chunk))
+                bar.advance(task, sum(_item_size(it) for it in chunk))
                 continue
             feats = extractor.encode(chunk, on_batch=lambda n: bar.advance(task, n))
             _write_atomic({k: v.contiguous() for k, v in feats.items()}, shard)
-    meta["complete"] = True
-    _write_meta(root, meta)
-    return ActivationCache(root)
 
 
 def save_features_file(path: str | Path, ids: Sequence[str], features: dict[str, Tensor], **info) -> Path:

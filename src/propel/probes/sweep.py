@@ -299,6 +299,75 @@ def _one_run(x, key, rows, split, config, arch, balance, seed, fold, rvp_sample)
     return {c: rec.get(c, float("nan")) for c in RUN_COLUMNS}
 
 
+def _grid(n_splits: int, features: Mapping[str, Tensor], config: SweepConfig) -> list[tuple]:
+    """Every run of the sweep as ``(fold, key, balance, arch, seed)``, fold-major; the logistic baseline (when on)
+    is deterministic, so it runs with the first seed only."""
+    archs = list(config.archs) + ([BASELINE_ARCH] if config.logistic_baseline else [])
+    return [
+        (fold, key, balance, arch, seed)
+        for fold in range(n_splits)
+        for key in features
+        for balance in config.balances
+        for arch in archs
+        for seed in (config.seeds[:1] if arch == BASELINE_ARCH else config.seeds)
+    ]
+
+
+@dataclass
+class _SweepRun:
+    """What every run of one sweep shares: the features, rows and splits it trains on, its recipe and RVP sample."""
+
+    features: Mapping[str, Tensor]
+    rows: LabeledRows
+    splits: list
+    config: SweepConfig
+    rvp_sample: RVPSample | None
+
+
+def _run_jobs(
+    sweep: _SweepRun, jobs: list[tuple], done: set[tuple], records: list[dict], runs_path: Path | None, progress: bool
+) -> None:
+    """Run the jobs not ``done`` (torch's thread count set to the config's meanwhile), appending each run's record
+    to ``records`` and to ``runs_path`` as it finishes, so a killed sweep resumes."""
+    import pandas as pd
+    from rich.progress import Progress
+
+    features, rows, config = sweep.features, sweep.rows, sweep.config
+    threads = torch.get_num_threads()
+    if config.num_threads:
+        torch.set_num_threads(config.num_threads)
+    try:
+        with Progress(disable=not progress, transient=True) as bar:
+            task = bar.add_task("probe sweep", total=len(jobs))
+            index = torch.as_tensor(rows.rows, dtype=torch.long)
+            x_key, x = None, None
+            for fold, key, balance, arch, seed in jobs:
+                if (key, arch, balance, seed, fold) not in done:
+                    if key != x_key:
+                        x_key, x = key, features[key][index].float()
+                    split = sweep.splits[fold]
+                    rec = _one_run(x, key, rows, split, config, arch, balance, seed, fold, sweep.rvp_sample)
+                    records.append(rec)
+                    if runs_path is not None:
+                        frame = pd.DataFrame([rec], columns=RUN_COLUMNS)
+                        frame.to_csv(runs_path, mode="a", header=not runs_path.exists(), index=False)
+                bar.advance(task)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _report(table, out: Path | None, logger) -> None:
+    """``sweep.csv`` and ``sweep_heatmap.png`` under ``out`` when given, and the table to ``logger`` when it logs
+    tables."""
+    if out is not None:
+        table.to_csv(out / "sweep.csv", index=False)
+        from propel.probes.plots import plot_sweep_heatmap
+
+        plot_sweep_heatmap(table, out / "sweep_heatmap.png")
+    if logger is not None and hasattr(logger, "log_table"):
+        logger.log_table(key="probe_sweep", dataframe=table)
+
+
 def run_sweep(
     features: Mapping[str, Tensor],
     rows: LabeledRows,
@@ -324,7 +393,6 @@ def run_sweep(
             instead of hashing the tensors.
     """
     import pandas as pd
-    from rich.progress import Progress
 
     config = config or SweepConfig()
     splits = _splits(rows, config)
@@ -335,50 +403,17 @@ def run_sweep(
     if out is not None:
         fingerprint = resume_fingerprint(features, rows, config, rvp_sample, cache_key)
         if runs_path.exists():
-            records = _resume_records(runs_path, fingerprint)
+            records = _resume_records(runs_path, fingerprint)  # called from here: its warning's stacklevel counts on it
             done = {(r["key"], r["arch"], r["balance"], int(r["seed"]), int(r["fold"])) for r in records}
         out.mkdir(parents=True, exist_ok=True)
         (out / RUNS_META).write_text(json.dumps({"fingerprint": fingerprint, "columns": RUN_COLUMNS}, indent=1))
-    archs = list(config.archs) + ([BASELINE_ARCH] if config.logistic_baseline else [])
-    jobs = [
-        (fold, key, balance, arch, seed)
-        for fold in range(len(splits))
-        for key in features
-        for balance in config.balances
-        for arch in archs
-        for seed in (config.seeds[:1] if arch == BASELINE_ARCH else config.seeds)
-    ]
-    threads = torch.get_num_threads()
-    if config.num_threads:
-        torch.set_num_threads(config.num_threads)
-    try:
-        with Progress(disable=not progress, transient=True) as bar:
-            task = bar.add_task("probe sweep", total=len(jobs))
-            index = torch.as_tensor(rows.rows, dtype=torch.long)
-            x_key, x = None, None
-            for fold, key, balance, arch, seed in jobs:
-                if (key, arch, balance, seed, fold) not in done:
-                    if key != x_key:
-                        x_key, x = key, features[key][index].float()
-                    rec = _one_run(x, key, rows, splits[fold], config, arch, balance, seed, fold, rvp_sample)
-                    records.append(rec)
-                    if runs_path is not None:
-                        frame = pd.DataFrame([rec], columns=RUN_COLUMNS)
-                        frame.to_csv(runs_path, mode="a", header=not runs_path.exists(), index=False)
-                bar.advance(task)
-    finally:
-        torch.set_num_threads(threads)
+    jobs = _grid(len(splits), features, config)
+    _run_jobs(_SweepRun(features, rows, splits, config, rvp_sample), jobs, done, records, runs_path, progress)
     runs = pd.DataFrame(records, columns=RUN_COLUMNS)
     table = summarize(runs)
     candidates = table[table["arch"] != BASELINE_ARCH]
     selected = select_probe(candidates, max_ece=config.max_ece, tie_tolerance=config.tie_tolerance)
-    if out is not None:
-        table.to_csv(out / "sweep.csv", index=False)
-        from propel.probes.plots import plot_sweep_heatmap
-
-        plot_sweep_heatmap(table, out / "sweep_heatmap.png")
-    if logger is not None and hasattr(logger, "log_table"):
-        logger.log_table(key="probe_sweep", dataframe=table)
+    _report(table, out, logger)
     return SweepResult(table=table, runs=runs, selected=selected)
 
 

@@ -58,67 +58,122 @@ def _read(path, cap):
         return None
 
 
+def _redirect(dirs, suite, write_fd):
+    """Start a session of its own with output to a capped file, the channel as fd 3 and nothing else open, in the
+    workspace, importing the code under test first and writing no bytecode."""
+    ws, tmp, reports = dirs["ws"], dirs["tmp"], dirs["reports"]
+    os.setsid()
+    out = os.open(os.path.join(reports, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.dup2(write_fd, 3)
+    os.closerange(4, 65536)
+    os.chdir(ws)
+    sys.path[:0] = [os.path.join(ws, p) for p in suite.get("python_path", ["."])]
+    os.environ.update(HOME=tmp, TMPDIR=tmp, PYTHONDONTWRITEBYTECODE="1")
+    sys.dont_write_bytecode = True
+
+
+def _confine(dirs, limits, key):
+    """``(send, runtime)``: open the channel, confine the child (Landlock, rlimits) and report the Landlock ABI."""
+    send = channel.writer(3, key)
+    runtime = confine.runtime_paths() + [dirs["zip"]]
+    read = runtime + [dirs["ws"], dirs["tests"]]
+    abi = confine.restrict(read=read, write=[dirs["tmp"], dirs["reports"]], read_write_files=[os.devnull])
+    confine.apply_limits(limits)
+    send("start", str(abi))
+    return send, runtime
+
+
+def _test_paths(ws, tests, test_globs):
+    """``(is_test, graded)``: is a path the test suite's (its folder or a repository's test files), is a file the
+    graded code (in the workspace and not a test)?"""
+
+    def is_test(path):
+        if path == tests or path.startswith(tests + "/"):
+            return True
+        rel = os.path.relpath(path, ws)
+        return not rel.startswith("..") and any(fnmatch.fnmatchcase(rel, g) for g in test_globs)
+
+    def graded(filename):
+        return filename.startswith(ws + "/") and not is_test(filename)
+
+    return is_test, graded
+
+
+def _make_plugin(guard, send, dirs, suite, runtime, is_test):
+    """The guard plugin, its integrity baseline snapshotted now: before pytest's own set-up, whose changes are
+    ``integrity.PYTEST_OWN``."""
+    ws, tmp, reports = dirs["ws"], dirs["tmp"], dirs["reports"]
+    before = integrity.snapshot()
+
+    def hide_tests():
+        if suite.get("hide_tests"):
+            confine.restrict(read=runtime + [ws], write=[tmp, reports], read_write_files=[os.devnull])
+
+    def test_module(module):
+        return is_test(os.path.abspath(getattr(module, "__file__", None) or "/"))
+
+    return guard.make_guard(send, lambda: integrity.changes(before), hide_tests, test_module)
+
+
+def _coverage(coverage, suite, ws):
+    """A coverage.py measurement of the workspace when the suite asks for one (its warnings silenced), else None."""
+    if not suite.get("coverage"):
+        return None
+    import warnings
+
+    warnings.filterwarnings("ignore", category=coverage.exceptions.CoverageWarning)
+    return coverage.Coverage(data_file=None, include=[os.path.join(ws, "*")], config_file=False)
+
+
+def _pytest_args(suite, dirs):
+    """pytest's command line: quiet, the unused plugins off, JUnit XML to the report folder, then the suite's own
+    arguments with ``{ws}`` and ``{tests}`` filled in."""
+    args = [a.replace("{ws}", dirs["ws"]).replace("{tests}", dirs["tests"]) for a in suite["args"]]
+    unused = UNUSED_PLUGINS if suite.get("lean", True) else ("cacheprovider",)
+    plugins = [arg for name in unused for arg in ("-p", "no:" + name)]
+    return ["-q", *plugins, "--junitxml", os.path.join(dirs["reports"], "junit.xml"), *args]
+
+
+def _write_coverage(cov, reports):
+    """``coverage.json`` (percent, statements, missed) in the report folder; nothing when the report fails."""
+    import io
+
+    with contextlib.suppress(Exception):
+        percent = cov.report(file=io.StringIO(), ignore_errors=True)
+        statements = missed = 0
+        for measured in cov.get_data().measured_files():
+            _, lines, _, missing, _ = cov.analysis2(measured)
+            statements, missed = statements + len(lines), missed + len(missing)
+        with open(os.path.join(reports, "coverage.json"), "w") as f:
+            json.dump({"percent": percent, "statements": statements, "missed": missed}, f)
+
+
 def _child(dirs, suite, limits, key, write_fd):
+    """The forked child: set up before anything of the model's runs (any failure exits 121), then run pytest and
+    exit with its code (3 when it raised)."""
     import coverage
     import pytest
     from propel_box import guard
 
     ws, tests, tmp, reports = dirs["ws"], dirs["tests"], dirs["tmp"], dirs["reports"]
+    write_coverage = _write_coverage  # bound before graded code runs (it could rebind the module's name)
     try:
-        os.setsid()
-        out = os.open(os.path.join(reports, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        os.dup2(write_fd, 3)
-        os.closerange(4, 65536)
-        os.chdir(ws)
-        sys.path[:0] = [os.path.join(ws, p) for p in suite.get("python_path", ["."])]
-        os.environ.update(HOME=tmp, TMPDIR=tmp, PYTHONDONTWRITEBYTECODE="1")
-        sys.dont_write_bytecode = True
-        send = channel.writer(3, key)
-        runtime = confine.runtime_paths() + [dirs["zip"]]
-        abi = confine.restrict(read=runtime + [ws, tests], write=[tmp, reports], read_write_files=[os.devnull])
-        confine.apply_limits(limits)
-        send("start", str(abi))
-        test_globs = suite.get("test_globs", [])
-
-        def is_test(path):
-            if path == tests or path.startswith(tests + "/"):
-                return True
-            rel = os.path.relpath(path, ws)
-            return not rel.startswith("..") and any(fnmatch.fnmatchcase(rel, g) for g in test_globs)
-
-        def graded(filename):
-            return filename.startswith(ws + "/") and not is_test(filename)
-
-        before = integrity.snapshot()  # before pytest's own set-up: pytest's changes are integrity.PYTEST_OWN
-
-        def hide_tests():
-            if suite.get("hide_tests"):
-                confine.restrict(read=runtime + [ws], write=[tmp, reports], read_write_files=[os.devnull])
-
-        def test_module(module):
-            return is_test(os.path.abspath(getattr(module, "__file__", None) or "/"))
-
-        plugin = guard.make_guard(send, lambda: integrity.changes(before), hide_tests, test_module)
+        _redirect(dirs, suite, write_fd)
+        send, runtime = _confine(dirs, limits, key)
+        is_test, graded = _test_paths(ws, tests, suite.get("test_globs", []))
+        plugin = _make_plugin(guard, send, dirs, suite, runtime, is_test)
         readable = runtime + [ws, tests, tmp]
         audit.install(lambda *a: send("audit", *a), graded, is_test, [tmp], readable, graded_root=ws)
-        cov = None
-        if suite.get("coverage"):
-            import warnings
-
-            warnings.filterwarnings("ignore", category=coverage.exceptions.CoverageWarning)
-            cov = coverage.Coverage(data_file=None, include=[os.path.join(ws, "*")], config_file=False)
+        cov = _coverage(coverage, suite, ws)
     except BaseException:
         os._exit(121)
     code = 3
     try:
-        args = [a.replace("{ws}", ws).replace("{tests}", tests) for a in suite["args"]]
-        unused = UNUSED_PLUGINS if suite.get("lean", True) else ("cacheprovider",)
-        plugins = [arg for name in unused for arg in ("-p", "no:" + name)]
-        args = ["-q", *plugins, "--junitxml", os.path.join(reports, "junit.xml"), *args]
+        args = _pytest_args(suite, dirs)
         if cov is not None:
             cov.start()
         try:
@@ -127,16 +182,7 @@ def _child(dirs, suite, limits, key, write_fd):
             if cov is not None:
                 cov.stop()
         if cov is not None:
-            import io
-
-            with contextlib.suppress(Exception):
-                percent = cov.report(file=io.StringIO(), ignore_errors=True)
-                statements = missed = 0
-                for measured in cov.get_data().measured_files():
-                    _, lines, _, missing, _ = cov.analysis2(measured)
-                    statements, missed = statements + len(lines), missed + len(missing)
-                with open(os.path.join(reports, "coverage.json"), "w") as f:
-                    json.dump({"percent": percent, "statements": statements, "missed": missed}, f)
+            write_coverage(cov, reports)
     except BaseException:
         with contextlib.suppress(BaseException):
             import traceback
