@@ -20,25 +20,25 @@ demo: setup
 
 # Multi-turn GRPO on agent episodes (ToolEnv in a local sandbox), 3 steps (~10 min on 2 cores) -> runs/agent/
 demo-agent: setup
-	WANDB_MODE=offline .venv/bin/propel fit -c configs/agent/grpo.yaml --trainer.max_steps=3
+	WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/grpo.yaml --trainer.max_steps=3
 
 # Job 2: GRPO on HumanEval with the test-suite reward and its hack detectors, 3 steps -> runs/code/
 demo-testsuite: setup
-	WANDB_MODE=offline .venv/bin/propel fit -c configs/code/testsuite.yaml --trainer.max_steps=3
+	WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/code/testsuite.yaml --trainer.max_steps=3
 
 # GRPO on IT-ticket triage with six logged rewards (format, resolution, grounding, calibration, parsimony,
 # repetition), 3 steps -> runs/triage/ (reward curves + reward_windows.md)
 demo-triage: setup
-	WANDB_MODE=offline .venv/bin/propel fit -c configs/triage/grpo.yaml --trainer.max_steps=3 \
+	WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/triage/grpo.yaml --trainer.max_steps=3 \
 		--model.init_args.group_size=4 --model.init_args.max_new_tokens=128
 
 # Job 3: turn-targeted KL distillation on the bundled model's agent episodes, 3 steps -> runs/distill/
 demo-distill: setup
-	WANDB_MODE=offline .venv/bin/propel fit -c configs/agent/distill.yaml --trainer.max_steps=3
+	WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/distill.yaml --trainer.max_steps=3
 
 # Job 3 with RL: multi-turn GRPO plus the turn-targeted KL term in one update, 3 steps -> runs/grpo_distill/
 demo-grpo-distill: setup
-	WANDB_MODE=offline .venv/bin/propel fit -c configs/agent/grpo_distill.yaml --trainer.max_steps=3
+	WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/grpo_distill.yaml --trainer.max_steps=3
 
 # Each benchmark prints one table; run them on an idle machine (they compare against a reference in the same run).
 bench: setup

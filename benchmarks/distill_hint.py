@@ -39,7 +39,7 @@ def wilson(k: int, n: int) -> str:
 def build(config: str, steps: int, episodes: int, hint: str | None):
     from propel.cli.lightning_cli import PropelCLI
 
-    args = ["-c", config, f"--trainer.max_steps={steps}", "--trainer.logger=false",
+    args = ["-c", "configs/grpo/base.yaml", "-c", config, f"--trainer.max_steps={steps}", "--trainer.logger=false",
             f"--model.init_args.episodes_per_context={episodes}"]  # fmt: skip
     if hint is not None:
         args.append(f"--model.init_args.hints.init_args.tool_error={hint}")

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
+from propel.cli.config_files import read_config_files
 from propel.wandb_offline import find_run_file, read_history
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs/gym/grpo.yaml"
+BASE = ROOT / "configs/grpo/base.yaml"
 
 
 @pytest.fixture(autouse=True)
@@ -27,10 +28,10 @@ def rg(require):
 
 
 def test_print_config():
-    cmd = [sys.executable, "-m", "propel.cli", "fit", "-c", str(CONFIG), "--print_config"]
+    cmd = [sys.executable, "-m", "propel.cli", "fit", "-c", str(BASE), "-c", str(CONFIG), "--print_config"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
-    datasets = yaml.safe_load(CONFIG.read_text())["data"]["init_args"]["tasks"]["init_args"]["datasets"]
+    datasets = read_config_files([BASE, CONFIG])["data"]["init_args"]["tasks"]["init_args"]["datasets"]
     for needle in (
         "propel.tasks.ReasoningGymTasks",
         "propel.rewards.ReasoningGymReward",
@@ -54,8 +55,9 @@ def test_one_step_with_the_tiny_model(tmp_path, tiny_model_dir, monkeypatch):
         )
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    cfg = yaml.safe_load(CONFIG.read_text())
+    cfg = read_config_files([BASE, CONFIG])
     trainer = cfg["trainer"]
+    trainer["default_root_dir"] = str(tmp_path / "run")  # checkpoints and adapters follow it
     trainer.update(max_steps=1, accelerator="cpu", enable_progress_bar=False, enable_model_summary=False)
     trainer["logger"] = {
         "class_path": "propel.loggers.PropelWandbLogger",
@@ -106,7 +108,7 @@ def test_the_bundled_model_partly_solves_the_mix(real_model):
     from propel.rollouts.single_turn import sample_single_turn
     from propel.tasks import ReasoningGymTasks
 
-    cfg = yaml.safe_load(CONFIG.read_text())
+    cfg = read_config_files([BASE, CONFIG])
     init = cfg["model"]["init_args"]
     model, tokenizer = real_model
     contexts = ReasoningGymTasks(**cfg["data"]["init_args"]["tasks"]["init_args"]).contexts(6, seed=0)

@@ -136,8 +136,8 @@ RUN_ELSEWHERE = {
 test (file, function); the function must exist and name the command's config files."""
 RUN_HERE = (
     ".venv/bin/propel fit -c configs/grpo/base.yaml -c configs/math/grpo.yaml",
-    ".venv/bin/propel fit -c configs/code/testsuite.yaml",
-    ".venv/bin/propel fit -c configs/code/agent.yaml",
+    ".venv/bin/propel fit -c configs/grpo/base.yaml -c configs/code/testsuite.yaml",
+    ".venv/bin/propel fit -c configs/grpo/base.yaml -c configs/code/agent.yaml",
     ".venv/bin/propel fit -c configs/grpo/base.yaml -c configs/math/grpo.yaml -c configs/grpo/ddp.yaml",
     ".venv/bin/propel fit -c configs/grpo/base.yaml -c configs/math/grpo.yaml -c configs/grpo/ddp.yaml "
     "--trainer.accelerator=cpu --trainer.devices=2",

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from propel.cli.config_files import read_config_files
 from propel.cli.main import EXIT_SIGTERM
 from propel.domains import MathExpressionDomain
 
@@ -76,7 +77,7 @@ def test_sigterm_mid_labeling_stops_promptly_and_the_rerun_completes_the_same_po
     after = _parts(pool)
     assert all(after[name] == data for name, data in kept.items())  # what was written before the kill, untouched
     frame = pd.concat([pd.read_parquet(pool / name) for name in after], ignore_index=True)
-    label = yaml.safe_load((ROOT / "configs" / "math" / "label.yaml").read_text())
+    label = read_config_files([ROOT / "configs" / "math" / "label.yaml"])
     domain = MathExpressionDomain(**label["model"]["init_args"]["domain"]["init_args"])
     expected = [c.id for c in domain.contexts(N_TASKS, label["seed_everything"])]
     assert sorted(frame["id"]) == sorted(expected)  # every context labeled exactly once, none twice

@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from propel.cli.config_files import read_config_files
 from propel.cli.errors import class_keys
 from propel.cli.static_keys import TRAINER, _class_nodes, accepted_keys, check_keys, merged_config
 from propel.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
+BASE = ROOT / "configs/grpo/base.yaml"
 
 
 def _shipped_classes() -> set[str]:
@@ -40,8 +42,8 @@ def test_source_key_sets_equal_jsonargparse_for_every_shipped_class():
 def test_unknown_keys_are_refused_with_the_full_key_and_a_close_match():
     config = merged_config(
         [
-            yaml.safe_load((ROOT / "configs/grpo/base.yaml").read_text()),
-            yaml.safe_load((ROOT / "configs/math/grpo.yaml").read_text()),
+            read_config_files([ROOT / "configs/grpo/base.yaml"]),
+            read_config_files([BASE, ROOT / "configs/math/grpo.yaml"]),
         ],
         [("model.init_args.lrr", "1")],
     )
@@ -68,7 +70,7 @@ def test_unknown_keys_are_refused_with_the_full_key_and_a_close_match():
         r"Did you mean: 'data.init_args.domain.init_args.lenient_expression'",
     ):
         check_keys(nested)
-    check_keys(merged_config([yaml.safe_load((ROOT / "configs/math/grpo.yaml").read_text())], []))  # shipped: fine
+    check_keys(merged_config([read_config_files([BASE, ROOT / "configs/math/grpo.yaml"])], []))  # shipped: fine
 
 
 def test_trainer_keys_equal_jsonargparse_and_a_misspelling_is_refused():

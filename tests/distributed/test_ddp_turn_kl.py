@@ -263,10 +263,11 @@ def runtime_errors(stderr: str, prefix: str) -> list[str]:
 
 @pytest.mark.parametrize("name", ["grpo_distill", "distill"])
 def test_the_agent_configs_with_the_ddp_overlay_train_on_two_ranks(tmp_path, name):
-    """``propel fit -c configs/agent/<name>.yaml -c configs/grpo/ddp.yaml`` on two CPU ranks (a tiny model, two
-    steps): it trains instead of hanging or refusing."""
+    """``propel fit -c configs/grpo/base.yaml -c configs/agent/<name>.yaml -c configs/grpo/ddp.yaml`` on two CPU
+    ranks (a tiny model, two steps): it trains instead of hanging or refusing."""
     model = save_tiny_model(tmp_path / "tiny")
-    args = ["-c", str(CONFIGS / "agent" / f"{name}.yaml"), "-c", str(CONFIGS / "grpo" / "ddp.yaml")]
+    args = ["-c", str(CONFIGS / "grpo" / "base.yaml"), "-c", str(CONFIGS / "agent" / f"{name}.yaml")]
+    args += ["-c", str(CONFIGS / "grpo" / "ddp.yaml")]
     args += ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.max_steps=2", "--trainer.logger=false"]
     args += [f"--model.init_args.model={model}", "--model.init_args.max_new_tokens=8"]
     proc = propel("fit", *args, timeout=TIMEOUT, cwd=tmp_path)  # the configs write under runs/ in the cwd

@@ -50,13 +50,8 @@ def test_the_config_trains_grpo_on_an_openenv_environment(mode, openenv, tiny_mo
 
     monkeypatch.chdir(tmp_path)  # the config's checkpoints and trajectories land under runs/openenv here
     config = ROOT / "configs/openenv/grpo.yaml"
-    shipped = yaml.safe_load(config.read_text())["trainer"]["callbacks"]
-    overlay = (
-        tmp_path / "scripted.yaml"
-    )  # the config's callbacks and the scripted policy (the tiny model writes no calls)
-    overlay.write_text(
-        yaml.safe_dump({"trainer": {"callbacks": [*shipped, {"class_path": "openenv_policy.ScriptedGuesser"}]}})
-    )
+    overlay = tmp_path / "scripted.yaml"  # the scripted policy (the tiny model writes no calls), after the config's
+    overlay.write_text(yaml.safe_dump({"trainer": {"callbacks+": [{"class_path": "openenv_policy.ScriptedGuesser"}]}}))
     server = ServerProcess(GUESS, pythonpath=[HERE]).start() if mode == "server" else None
     where = ["--data.init_args.env.init_args.env", GUESS]
     if server is not None:
@@ -65,6 +60,8 @@ def test_the_config_trains_grpo_on_an_openenv_environment(mode, openenv, tiny_mo
         main(
             [
                 "fit",
+                "-c",
+                str(ROOT / "configs/grpo/base.yaml"),
                 "-c",
                 str(config),
                 "-c",

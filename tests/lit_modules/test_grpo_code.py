@@ -10,11 +10,11 @@ from pathlib import Path
 import lightning.pytorch as pl
 import pytest
 import torch
-import yaml
 from lightning.pytorch.callbacks import Callback
 
 from propel.callbacks.reward_curves import RewardCurves
 from propel.callbacks.samples import SampleTable
+from propel.cli.config_files import read_config_files
 from propel.cli.lightning_cli import resolve_lightning
 from propel.datamodules.code_solutions import CodeSolutionDataModule
 from propel.lit_modules.grpo import GRPOModule
@@ -23,6 +23,7 @@ from propel.rewards import TestSuitePart, TestSuiteReward
 from propel.tasks.humaneval import HumanEvalTasks
 
 ROOT = Path(__file__).resolve().parents[2]
+BASE = ROOT / "configs/grpo/base.yaml"
 
 
 class Rows(Callback):
@@ -34,12 +35,12 @@ class Rows(Callback):
 
 
 def test_code_configs_resolve():
-    single = resolve_lightning("fit", yaml.safe_load((ROOT / "configs/code/testsuite.yaml").read_text()))
+    single = resolve_lightning("fit", read_config_files([BASE, ROOT / "configs/code/testsuite.yaml"]))
     rewards = single["model"]["init_args"]["rewards"]
     assert rewards[0]["class_path"] == "propel.rewards.TestSuiteReward"
     assert rewards[0]["init_args"]["hack_penalty"] == 0.4
     assert single["data"]["init_args"]["tasks"]["class_path"] == "propel.tasks.humaneval.HumanEvalTasks"
-    agent = resolve_lightning("fit", yaml.safe_load((ROOT / "configs/code/agent.yaml").read_text()))
+    agent = resolve_lightning("fit", read_config_files([BASE, ROOT / "configs/code/agent.yaml"]))
     assert agent["data"]["init_args"]["tasks"]["class_path"] == "propel.tasks.humaneval.HumanEvalAgentTasks"
     assert agent["model"]["init_args"]["rewards"][0]["class_path"] == "propel.rewards.TestSuiteReward"
 

@@ -9,19 +9,20 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
+from propel.cli.config_files import read_config_files
 from propel.cli.lightning_cli import resolve_lightning
 from propel.tasks.triage.parse import REJECTIONS
 from propel.wandb_offline import find_run_file, wait_for_history
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs/triage/grpo.yaml"
+BASE = ROOT / "configs/grpo/base.yaml"
 COMPONENTS = ("format", "resolution", "grounding", "calibration", "parsimony", "repetition")
 
 
 def test_triage_config_resolves_with_six_weighted_rewards():
-    cfg = resolve_lightning("fit", yaml.safe_load(CONFIG.read_text()))
+    cfg = resolve_lightning("fit", read_config_files([BASE, CONFIG]))
     rewards = cfg["model"]["init_args"]["rewards"]
     assert [r["class_path"].rsplit(".", 1)[1] for r in rewards] == [
         "TriageFormat",
@@ -49,8 +50,9 @@ def _run(tmp_path: Path, model: str, max_new_tokens: int) -> list[dict]:
 
     from propel.cli import main
 
-    cfg = yaml.safe_load(CONFIG.read_text())
+    cfg = read_config_files([BASE, CONFIG])
     trainer = cfg["trainer"]
+    trainer["default_root_dir"] = str(tmp_path / "run")  # checkpoints and adapters follow it
     trainer.update(max_steps=2, accelerator="cpu", enable_progress_bar=False, enable_model_summary=False)
     trainer["logger"] = {
         "class_path": "propel.loggers.PropelWandbLogger",

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
+from propel.cli.config_files import read_config_files
 from propel.domains import MathExpressionDomain
 from propel.domains.base import Task
 from propel.pipeline.run import run_pipeline
@@ -209,7 +208,7 @@ def test_stage_configs_are_the_templates_with_the_run_level_values_kept_in_step(
     )
     label, probe, grpo, evaluate = (cfg.configs[k] for k in ("label", "probe", "grpo", "evaluate"))
     # the label template's values, untouched where the pipeline has nothing to keep in step
-    by_hand = resolve_lightning("predict", yaml.safe_load(Path("configs/math/label.yaml").read_text()))
+    by_hand = resolve_lightning("predict", read_config_files(["configs/math/label.yaml"]))
     assert label["model"]["init_args"]["solver"] == by_hand["model"]["init_args"]["solver"]
     assert label["data"]["init_args"]["n_tasks"] == 240 and by_hand["data"]["init_args"]["n_tasks"] == 64
     # run-level values: one seed, one domain, one model, paths under workdir

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import torch
-import yaml
 
+from propel.cli.config_files import read_config_files
 from propel.datamodules.contexts import ContextDataModule
 from propel.domains import MathExpressionDomain
 from propel.lit_modules.grpo import GRPOModule
@@ -141,11 +141,7 @@ def test_cold_transfer_config_keeps_the_probe_reference_and_swaps_the_policy():
     artifact was trained on (named, not taken from the policy)."""
     from propel.cli.lightning_cli import resolve_lightning
 
-    layers = [yaml.safe_load(Path(p).read_text()) for p in ("configs/grpo/base.yaml", "configs/math/grpo.yaml")]
-    layers.append(yaml.safe_load(Path("configs/math/cold_transfer.yaml").read_text()))
-    from omegaconf import OmegaConf
-
-    merged = OmegaConf.to_container(OmegaConf.merge(*layers), resolve=True)
+    merged = read_config_files(["configs/grpo/base.yaml", "configs/math/grpo.yaml", "configs/math/cold_transfer.yaml"])
     config = resolve_lightning("fit", merged)
     init = config["model"]["init_args"]
     probe = next(r for r in init["rewards"] if r["class_path"].endswith("ProbeReward"))["init_args"]

@@ -1,6 +1,7 @@
-"""The ``propel`` command and what every subcommand shares: LightningCLI over YAML in omegaconf mode
-(``lightning_cli``), config keys checked from the classes' source before anything heavy loads (``static_keys``),
-jsonargparse's nested errors as one line (``errors``), dependencies kept quiet (``quiet``)."""
+"""The ``propel`` command and what every subcommand shares: LightningCLI over YAML in omegaconf+ mode
+(``lightning_cli``), several config files read as one (``config_files``), config keys checked from the classes'
+source before anything heavy loads (``static_keys``), jsonargparse's nested errors as one line (``errors``),
+dependencies kept quiet (``quiet``)."""
 
 from propel.cli.main import main
 

@@ -1,7 +1,8 @@
-"""propel's LightningCLI (fit / validate / test / predict over YAML in omegaconf mode), and running it in-process.
+"""propel's LightningCLI (fit / validate / test / predict over YAML in omegaconf+ mode), and running it in-process.
 
-It lives on the pipeline floor so that the pipeline runs its Lightning stages through the very parser a user runs
-by hand (``propel <subcommand> -c config.yaml``) without importing ``propel.cli``, the entry point above it.
+The pipeline runs its Lightning stages through it: the very parser a user runs by hand
+(``propel <subcommand> -c config.yaml``). In ``omegaconf+`` mode ``${...}`` is resolved once every file and flag is
+merged, so a base file's ``${trainer.default_root_dir}/checkpoints`` follows the root an overlay or a flag sets.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import yaml
-from jsonargparse import ArgumentError, Namespace
+from jsonargparse import ArgumentError, Namespace, set_parsing_settings
 from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_warn
@@ -33,12 +34,15 @@ class PropelCLI(LightningCLI):
 
     def __init__(self, args=None, run: bool = True):
         quiet_dependencies()
+        # Configs write ${trainer.x} from the config's root; under a subcommand the root is ``fit.``: jsonargparse
+        # rewrites such absolute interpolations as relative ones when it loads a file.
+        set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
         super().__init__(
             LightningModule,
             LightningDataModule,
             subclass_mode_model=True,
             subclass_mode_data=True,
-            parser_kwargs={"parser_mode": "omegaconf", "exit_on_error": False},
+            parser_kwargs={"parser_mode": "omegaconf+", "exit_on_error": False},
             trainer_defaults={"logger": DEFAULT_LOGGER},
             save_config_kwargs={"overwrite": True},
             auto_configure_optimizers=False,

@@ -1,4 +1,4 @@
-"""The ``propel`` command: LightningCLI (fit / validate / test / predict) over YAML configs in omegaconf mode, plus
+"""The ``propel`` command: LightningCLI (fit / validate / test / predict) over YAML configs in omegaconf+ mode, plus
 the commands other packages register under the ``propel.commands`` entry-point group: propel's own ``probe`` (the
 probe job), ``pipeline`` (every PROPEL stage in order) and ``serve-env`` (an OpenEnv environment behind OpenEnv's
 server), and any a user's package adds. The command sits on a low floor (it knows how a YAML becomes objects, not

@@ -222,7 +222,7 @@ def check_keys(config: Mapping) -> None:
     trainer, accepted = config.get("trainer"), accepted_keys(TRAINER)
     if isinstance(trainer, Mapping) and accepted is not None:
         for name in trainer:
-            if name not in accepted:
+            if name.removesuffix("+") not in accepted:  # "callbacks+": appended to the earlier files' list
                 hit = suggest(name, accepted)
                 hint = f". Did you mean: 'trainer.{hit}'?" if hit else ""
                 raise ConfigError(f"trainer.{name}: option 'trainer.{name}' is not accepted{hint}")
@@ -232,7 +232,7 @@ def check_keys(config: Mapping) -> None:
             if accepted is None:
                 continue
             for name in init_args:
-                if name not in accepted:
+                if name.removesuffix("+") not in accepted:
                     full = f"{key}.init_args.{name}"
                     hit = suggest(name, accepted)
                     hint = f". Did you mean: '{key}.init_args.{hit}'?" if hit else ""

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from propel.datamodules.contexts import SingleTurnDataModule
 from propel.rollouts.environment import Environment
 from propel.rollouts.record import Sample
+from propel.tasks.base import TaskSource
 from propel.tasks.humaneval.solution import solution_source
 
 
@@ -45,5 +46,5 @@ class CodeSolutionDataModule(SingleTurnDataModule):
         seed: stream seed.
     """
 
-    def __init__(self, tasks, contexts_per_step: int = 2, seed: int = 0) -> None:
+    def __init__(self, tasks: TaskSource, contexts_per_step: int = 2, seed: int = 0) -> None:
         super().__init__(tasks, CodeSolutionEnv(), contexts_per_step, seed)

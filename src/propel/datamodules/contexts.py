@@ -14,6 +14,7 @@ from propel.rollouts.environment import Environment, GeneratorEnv
 from propel.rollouts.single_turn import scored_rollout
 from propel.rollouts.steps import ContextBatch, Rollout
 from propel.sandbox.base import Sandbox
+from propel.tasks.base import TaskSource
 
 
 class SingleTurnDataModule(ContextStreamDataModule):
@@ -27,7 +28,7 @@ class SingleTurnDataModule(ContextStreamDataModule):
         seed: stream seed.
     """
 
-    def __init__(self, tasks, environment: Environment, contexts_per_step: int = 4, seed: int = 0) -> None:
+    def __init__(self, tasks: TaskSource, environment: Environment, contexts_per_step: int = 4, seed: int = 0) -> None:
         super().__init__(tasks, contexts_per_step, seed)
         self._environment = environment
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from propel.datamodules.contexts import SingleTurnDataModule
 from propel.rollouts.environment import Environment
 from propel.rollouts.record import Sample
+from propel.tasks.base import TaskSource
 from propel.tasks.gym import answer_tag, extract_answer
 
 
@@ -41,5 +42,5 @@ class ReasoningGymDataModule(SingleTurnDataModule):
         seed: stream seed.
     """
 
-    def __init__(self, tasks, contexts_per_step: int = 4, seed: int = 0) -> None:
+    def __init__(self, tasks: TaskSource, contexts_per_step: int = 4, seed: int = 0) -> None:
         super().__init__(tasks, GymAnswerEnv(), contexts_per_step, seed)

@@ -13,6 +13,7 @@ from propel.datamodules.contexts import SingleTurnDataModule
 from propel.domains.base import Task
 from propel.rollouts.environment import Environment
 from propel.rollouts.record import Sample
+from propel.tasks.base import TaskSource
 from propel.tasks.triage.parse import parse_submission
 
 
@@ -44,5 +45,5 @@ class TriageDataModule(SingleTurnDataModule):
         seed: stream seed.
     """
 
-    def __init__(self, tasks, contexts_per_step: int = 2, seed: int = 0) -> None:
+    def __init__(self, tasks: TaskSource, contexts_per_step: int = 2, seed: int = 0) -> None:
         super().__init__(tasks, TriageEnv(), contexts_per_step, seed)

@@ -263,10 +263,10 @@ class ProbeJob:
 
 
 def probe_parser():
-    """The ``propel probe`` parser: ``ProbeJob``'s arguments, YAML configs in omegaconf mode."""
+    """The ``propel probe`` parser: ``ProbeJob``'s arguments, YAML configs in omegaconf+ mode."""
     from jsonargparse import ActionConfigFile, ArgumentParser
 
-    parser = ArgumentParser(prog="propel probe", parser_mode="omegaconf", exit_on_error=False, description=__doc__)
+    parser = ArgumentParser(prog="propel probe", parser_mode="omegaconf+", exit_on_error=False, description=__doc__)
     parser.add_argument("-c", "--config", action=ActionConfigFile, help="YAML config (e.g. configs/probe/sweep.yaml)")
     parser.add_class_arguments(ProbeJob, fail_untyped=True)
     return parser

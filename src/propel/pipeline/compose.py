@@ -1,9 +1,11 @@
 """Compose a stage's config from the templates in ``configs/``: merge the files, set keys, resolve ``${...}``.
 
-The files merge as ``propel <subcommand> -c a.yaml -c b.yaml`` merges them (mappings merge, a later list replaces
-an earlier one). Keys are set with omegaconf: a dotted key (``model.init_args.solver.n_trials``,
-``trainer.callbacks[0].init_args.every_n_train_steps``) or a key whose mapping value is merged over the template's.
-Interpolations are resolved after every key is set, so a template's ``${...}`` follows what the pipeline set.
+The files merge as ``propel <subcommand> -c a.yaml -c b.yaml`` merges them (``propel.cli.config_files``: mappings
+merge, a later list replaces an earlier one, ``key+:`` appends, fragments are inlined). Keys are set with omegaconf:
+a dotted key (``model.init_args.solver.n_trials``, ``trainer.callbacks[0].init_args.every_n_train_steps``) or a key
+whose mapping value is merged over the template's. Interpolations are resolved after every key is set, as the
+command's ``omegaconf+`` mode resolves them after every file and flag, so a template's ``${...}`` follows what the
+pipeline set.
 """
 
 from __future__ import annotations
@@ -15,22 +17,18 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from propel.cli.config_files import load_config_files
 from propel.errors import ConfigError
 
 
 def load(paths: Sequence[str | Path], field: str) -> DictConfig:
-    """The template files merged in order (``field`` names them in errors)."""
+    """The template files merged in order as the command merges them (``field`` names them in errors)."""
     if not paths:
         raise ConfigError(f"pipeline config key '{field}': name at least one template config file")
-    layers = []
-    for path in paths:
-        if not Path(path).is_file():
-            raise ConfigError(f"pipeline config key '{field}': template {str(path)!r} does not exist")
-        layers.append(OmegaConf.load(path))
-    merged = OmegaConf.merge(*layers)
-    if not isinstance(merged, DictConfig):
-        raise ConfigError(f"pipeline config key '{field}': a template must be a YAML mapping")
-    return merged
+    try:
+        return load_config_files(paths)
+    except ConfigError as err:
+        raise ConfigError(f"pipeline config key '{field}': {err}") from None
 
 
 def set_keys(cfg: DictConfig, values: Mapping[str, Any], field: str) -> None:

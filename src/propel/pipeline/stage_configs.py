@@ -94,7 +94,9 @@ def _build(stage: str, config: dict) -> None:
     parser.add_subclass_arguments(LightningModule, "model", fail_untyped=False)
     parser.add_subclass_arguments(LightningDataModule, "data", fail_untyped=False)
     try:
-        parser.instantiate_classes(parser.parse_object({"model": config["model"], "data": config["data"]}))
+        # a copy: parse_object turns nested mappings (a dataclass value such as a reward's gate) into Namespaces
+        parsed = parser.parse_object(copy.deepcopy({"model": config["model"], "data": config["data"]}))
+        parser.instantiate_classes(parsed)
     except (ArgumentError, ConfigError, ValueError, TypeError) as err:
         raise ConfigError(_stage_error(stage, init_error(str(err)))) from None
 

@@ -19,6 +19,7 @@ from typing import Any
 from propel.domains.base import Context
 from propel.engines.base import Prompt
 from propel.errors import ConfigError
+from propel.tasks.base import TaskSource
 
 TAGGED = "Put your final answer between <{tag}> and </{tag}>."
 PLAIN = "Reply with only the final answer."
@@ -81,7 +82,7 @@ def extract_answer(completion: str, tag: str | None = "answer") -> str | None:
     return found[-1].strip() if found else None
 
 
-class ReasoningGymTasks:
+class ReasoningGymTasks(TaskSource):
     """Contexts from a weighted mix of reasoning-gym datasets (``contexts(n, seed)``, deterministic in the seed).
 
     Args:

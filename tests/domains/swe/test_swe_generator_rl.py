@@ -11,6 +11,7 @@ from functools import partial
 import pytest
 import torch
 
+from propel.cli.config_files import read_config_files
 from propel.datamodules.episodes import EpisodeDataModule
 from propel.domains.math import MathExpressionDomain
 from propel.domains.swe import SweDomain
@@ -111,9 +112,9 @@ def test_a_single_turn_domain_cannot_score_episodes():
 
 
 def test_the_swe_grpo_config_trains_a_step(swe_repo, tiny_model_dir, tmp_path, monkeypatch):
-    """``propel fit -c configs/swe/grpo.yaml`` at tiny scale: episodes in parse checkouts, each bug checked, the
-    probe reward gated; a random policy injects no bug, so every episode is invalid (``empty_diff``) and gets the
-    floor, and the step's trajectories record why."""
+    """``propel fit -c configs/grpo/base.yaml -c configs/swe/grpo.yaml`` at tiny scale: episodes in parse checkouts,
+    each bug checked, the probe reward gated; a random policy injects no bug, so every episode is invalid
+    (``empty_diff``) and gets the floor, and the step's trajectories record why."""
     from propel.cli import main
     from propel.rollouts.trajectories import read_trajectories
     from tests.cli.test_cli_grpo import ROOT, probe_artifact
@@ -124,6 +125,8 @@ def test_the_swe_grpo_config_trains_a_step(swe_repo, tiny_model_dir, tmp_path, m
     main(
         [
             "fit",
+            "-c",
+            str(ROOT / "configs" / "grpo" / "base.yaml"),
             "-c",
             str(ROOT / "configs" / "swe" / "grpo.yaml"),
             f"--model.init_args.model={tiny_model_dir}",
@@ -211,7 +214,6 @@ def test_evaluation_runs_the_generator_agent_and_reports_bug_sizes(
 def test_the_shipped_probe_and_eval_configs_resolve():
     """configs/swe/probe.yaml builds its ProbeJob (trajectories, repo folds); configs/swe/eval.yaml parses with the
     CLI's own parser (the generator agent on the held-out repos, n=3 repair episodes)."""
-    import yaml
 
     from propel.cli.lightning_cli import resolve_lightning
     from propel.jobs.probe import parse_probe
@@ -220,7 +222,7 @@ def test_the_shipped_probe_and_eval_configs_resolve():
     job = parse_probe(["-c", str(ROOT / "configs/swe/probe.yaml")])
     assert job.sweep.split == "group_kfold" and job.sweep.n_folds == len(job.domain.repos) == 4
     assert job.trajectory_pooling == "mean" and job.rvp.contexts == 0
-    cfg = resolve_lightning("test", yaml.safe_load((ROOT / "configs/swe/eval.yaml").read_text()))
+    cfg = resolve_lightning("test", read_config_files([ROOT / "configs/swe/eval.yaml"]))
     init = cfg["model"]["init_args"]
     assert init["domain"]["init_args"]["repos"] == "eval" and init["domain"]["init_args"]["generate"] is True
     assert init["generator_agent"]["class_path"] == "propel.rollouts.AgentEpisodes"

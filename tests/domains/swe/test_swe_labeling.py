@@ -11,6 +11,7 @@ import pytest
 from lightning.pytorch import Trainer
 
 from propel.callbacks.pool_writer import PoolWriter
+from propel.cli.config_files import read_config_files
 from propel.datamodules.task_pool import TaskPoolDataModule
 from propel.domains.swe.checkout import checkout
 from propel.domains.swe.domain import SweDomain, bug_record, episode_bug, resolve_repos
@@ -115,12 +116,10 @@ def test_the_shipped_config_resolves():
     """configs/swe/label.yaml parses with the CLI's own parser: the SWE domain, n=3 repair episodes, band 1..2."""
     from pathlib import Path
 
-    import yaml
-
     from propel.cli.lightning_cli import resolve_lightning
 
     root = Path(__file__).resolve().parents[3]
-    cfg = resolve_lightning("predict", yaml.safe_load((root / "configs/swe/label.yaml").read_text()))
+    cfg = resolve_lightning("predict", read_config_files([root / "configs/swe/label.yaml"]))
     init = cfg["model"]["init_args"]
     assert init["domain"]["class_path"] == "propel.domains.swe.domain.SweDomain"
     assert init["domain"]["init_args"]["repos"] == "probe_train"

@@ -26,6 +26,7 @@ from pathlib import Path
 from propel.domains.base import Context
 from propel.engines.base import Prompt
 from propel.errors import ConfigError
+from propel.tasks.base import TaskSource
 
 SOLUTION_FILE = "solution.py"
 VISIBLE_FILE = "test_visible.py"
@@ -218,7 +219,7 @@ def load_humaneval(path: str | None = None) -> tuple[CodeTask, ...]:
     return tuple(task_from_row(r) for r in rows)
 
 
-class HumanEvalTasks:
+class HumanEvalTasks(TaskSource):
     """Single-turn HumanEval contexts (``contexts(n, seed)``, deterministic in the seed): write the function.
 
     Args:

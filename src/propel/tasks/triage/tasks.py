@@ -7,6 +7,7 @@ import zlib
 
 from propel.domains.base import Context
 from propel.errors import ConfigError
+from propel.tasks.base import TaskSource
 from propel.tasks.triage.generate import generate_tickets
 from propel.tasks.triage.io import load_tickets
 from propel.tasks.triage.prompt import triage_prompt
@@ -27,7 +28,7 @@ def ticket_context(ticket: Ticket) -> Context:
     )
 
 
-class TriageTickets:
+class TriageTickets(TaskSource):
     """IT-triage tickets: a user's Parquet/JSONL file, or the synthetic set generated on the fly.
 
     Args:
