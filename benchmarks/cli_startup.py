@@ -1,4 +1,4 @@
-"""Time from ``propel ...`` to its answer (issue 24, item 6: help and config errors in under 2 s), each command run
+"""Time from ``propel ...`` to its answer (the target: help and config errors in under 2 s), each command run
 ``--repeats`` times in a fresh process; median and range of wall time. The last row is the reference: a valid
 config printed in full, which needs Lightning and the classes imported (what every config error cost before keys
 were checked from the source, ``propel.cli.static_keys``).

@@ -93,7 +93,7 @@ def main() -> None:
     import lightning.pytorch as pl
 
     from propel.losses.distillation import DivergenceSpec, masked_mean, token_divergence
-    from propel.rollouts.episodes import EpisodeRunner
+    from propel.rollouts.episode_runner import EpisodeRunner
     from propel.sandbox import LocalSandbox
     from propel.tasks.shell import ShellTasks
 

@@ -58,7 +58,7 @@ def main() -> None:
     from propel.engines.hf import HFEngine
     from propel.envs import ToolEnv
     from propel.models import load_model
-    from propel.rollouts.episodes import EpisodeRunner
+    from propel.rollouts.episode_runner import EpisodeRunner
     from propel.sandbox import make_sandbox
     from propel.tasks.shell import ShellTasks
 
@@ -126,7 +126,7 @@ def _training_step_seconds(policy, tokenizer, samples) -> float:
     import torch
 
     from propel.losses.logprobs import token_logprobs
-    from propel.losses.policy import LossSpec, policy_loss
+    from propel.losses.policy_gradient import LossSpec, policy_loss
     from propel.models import span_logits
     from propel.rollouts import pack
 

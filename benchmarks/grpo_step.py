@@ -69,7 +69,7 @@ def run_propel(model: str, steps: int, engine: str = "hf") -> dict:
 
     from propel.datamodules.contexts import ContextDataModule
     from propel.lit_modules.grpo import GRPOModule
-    from propel.losses.policy import LossSpec
+    from propel.losses.policy_gradient import LossSpec
     from propel.rewards import FunctionReward
 
     class Timing(pl.Callback):

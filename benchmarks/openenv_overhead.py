@@ -108,10 +108,10 @@ def run_mode(env_name: str, where: str, model_dir: str, args) -> _Timer:
     """``args.steps + 1`` GRPO steps against ``where`` (an import path or a server URL); the first is a warm-up."""
     import lightning.pytorch as pl
 
-    from propel.datamodules.episodes import EpisodeDataModule
+    from propel.datamodules.agent_episodes import EpisodeDataModule
     from propel.envs import OpenEnvAgentEnv
     from propel.lit_modules.grpo import GRPOModule
-    from propel.losses.policy import LossSpec
+    from propel.losses.policy_gradient import LossSpec
     from propel.models.lora import LoRASpec
     from propel.rewards import TurnRewards
     from propel.tasks.openenv import OpenEnvTasks

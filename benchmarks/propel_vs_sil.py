@@ -1,5 +1,5 @@
-"""PROPEL vs solver-in-the-loop (SIL, seed 004 Table 3) on one page: the same GRPO run with the probe reward swapped
-for real solver trials on every valid task, evaluated on the same fresh tasks, with each arm's signal cost.
+"""PROPEL vs solver-in-the-loop (SIL, the PROPEL paper's Table 3) on one page: the same GRPO run with the probe reward
+swapped for real solver trials on every valid task, evaluated on the same fresh tasks, with each arm's signal cost.
 
 Runs on a finished demo workdir (``make demo``): the SIL arm copies the demo's composed GRPO config
 (``<workdir>/grpo/config.yaml``: model, LoRA, steps, sampling, seed), replaces its rewards with

@@ -97,7 +97,7 @@ def sweep(sandbox, grader, tasks, n_tasks) -> tuple[int, int, float]:
 
 def naive_one(task) -> bool:
     """Plain pytest in a fresh process on one solution (no sandbox, no guard): True when every test passed."""
-    from propel.rewards.test_suite import split_suite
+    from propel.rewards.code_tests import split_suite
     from propel.testsuite import parse_junit
     from propel.testsuite.split_suite import pytest_files
 

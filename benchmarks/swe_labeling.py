@@ -1,4 +1,4 @@
-"""The procedural generator's label distribution on the SWE repos with a model solver (issue 19's measurement).
+"""The procedural generator's label distribution on the SWE repos with a model solver.
 
 Procedural bugs (seed 0) of ``--repos`` go through the same chain as ``propel predict -c configs/swe/label.yaml``:
 ``BugValidator`` (per-file revert check included), then ``--trials`` repair episodes per valid bug (``ToolEnv`` in

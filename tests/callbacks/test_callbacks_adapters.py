@@ -9,7 +9,7 @@ import torch
 
 from propel.callbacks.adapters import AdapterSaver, save_adapter
 from propel.models import LoRASpec, apply_lora, load_model
-from propel.models.policy import load_policy, lora_rank_of
+from propel.models.trained_policy import load_policy, lora_rank_of
 
 
 def test_saved_adapter_reloads_with_the_same_logits(tiny_model_dir, tmp_path, monkeypatch):
@@ -56,7 +56,7 @@ def test_saved_adapter_reloads_with_the_same_logits(tiny_model_dir, tmp_path, mo
 
 
 def test_saver_keeps_its_interval_across_a_resume(tmp_path, monkeypatch):
-    """Issue 21, item 11: a resumed run saves at the next multiple, not right away (the old saver kept no state and
+    """A resumed run saves at the next multiple, not right away (the old saver kept no state and
     saved ``step-31`` after a resume at step 30 with ``every_n_steps: 25``)."""
     saved: list[int] = []
 

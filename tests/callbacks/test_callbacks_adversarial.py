@@ -19,7 +19,7 @@ from propel.engines.base import Prompt
 from propel.errors import ConfigError
 from propel.lit_modules.grpo import GRPOModule
 from propel.lit_modules.state import RolloutState
-from propel.losses.policy import LossSpec
+from propel.losses.policy_gradient import LossSpec
 from propel.models.lora import LoRASpec
 from propel.pools import MINED_SCHEMA, read_pool, write_part
 from propel.pools.auxiliary import adversarial_pool
@@ -27,7 +27,7 @@ from propel.probes.gate import GateSpec
 from propel.rewards import FunctionReward, RewardBreakdown
 from propel.rewards.probe import ProbeReward
 from propel.rollouts import Sample
-from propel.rollouts.environment import GeneratorEnv
+from propel.rollouts.scorer import GeneratorScorer
 
 
 class CountDomain(Domain):
@@ -197,9 +197,9 @@ def test_adversarial_pool_joins_positives_and_false_positives(tmp_path):
         adversarial_pool(tmp_path / "orig", tmp_path / "none", tmp_path / "aux3")
 
 
-# ------------------------------------------------------------------------------------ issue 21: mining defects
+# ---------------------------------------------------------------------------------------------- mining defects
 def test_soft_gate_mining_compares_logits_not_probabilities(tiny_model_dir, tmp_path):
-    """Issue 21, item 12: under ``soft_gate`` the reward is a probability; mining still cuts on the probe's logit
+    """Under ``soft_gate`` the reward is a probability; mining still cuts on the probe's logit
     (``min_prob`` 0.5 = logit 0) and the ``probe_logit`` column holds logits."""
 
     def probe(texts):
@@ -227,7 +227,7 @@ def _state(texts: list[str], scores: list[float]) -> RolloutState:
 
 
 def test_a_step_without_update_mines_once_and_ids_never_collide(tiny_model_dir, tmp_path, monkeypatch):
-    """Issue 21, item 9: a step that takes no optimizer step repeats ``global_step``; mining happens once per
+    """A step that takes no optimizer step repeats ``global_step``; mining happens once per
     interval crossing, and two rounds at the same step write distinct ids, so no row is lost."""
     module = GRPOModule(model=str(tiny_model_dir), rewards=[FunctionReward("probe", probe_score)])
     module.log_dict = lambda *a, **k: None
@@ -249,7 +249,7 @@ def test_a_step_without_update_mines_once_and_ids_never_collide(tiny_model_dir, 
     assert mined_at == [2, 5, 6]
 
     fake = SimpleNamespace(
-        environment=GeneratorEnv(CountDomain()), device=torch.device("cpu"), hparams=SimpleNamespace(model="unused")
+        scorer=GeneratorScorer(CountDomain()), device=torch.device("cpu"), hparams=SimpleNamespace(model="unused")
     )
     real = _miner(tiny_model_dir, tmp_path / "real")
     for texts in (["abcd", "efgh"], ["ijkl", "mnop"]):  # two rounds at the same global_step

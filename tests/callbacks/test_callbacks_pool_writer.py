@@ -34,7 +34,7 @@ def _track(monkeypatch) -> list[tuple[str, str]]:
 
 
 def test_parts_are_fsynced_before_and_after_the_rename(tmp_path, monkeypatch):
-    """Issue 21, item 11: the temp file is fsynced before ``os.replace`` names it a finished part, and the folder
+    """The temp file is fsynced before ``os.replace`` names it a finished part, and the folder
     after (a power loss then leaves either no part or a whole one, never a named, torn one)."""
     events = _track(monkeypatch)
     row = dict(id="t1", group="g", domain="d", context="{}", completion="c", task=None, valid=True, reason="ok")

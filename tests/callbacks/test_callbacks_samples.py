@@ -40,7 +40,7 @@ class _Logger:
 
 
 def test_table_interval_continues_across_a_resume():
-    """Issue 21, item 11: no off-interval table right after a resume (with or without the callback's state)."""
+    """No off-interval table right after a resume (with or without the callback's state)."""
     logger = _Logger()
     module = SimpleNamespace(rollout_state=RolloutState(step=0, samples=[Sample("p", "c", True)], rewards=None))
 

@@ -1,4 +1,4 @@
-"""RewardCurves: per-component curves, and the first-vs-last window table (seed 003's style-vs-knowledge table)."""
+"""RewardCurves: per-component curves, and the first-vs-last window table (did style or knowledge move)."""
 
 from __future__ import annotations
 

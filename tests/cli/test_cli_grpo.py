@@ -190,7 +190,7 @@ def test_resume_from_last_through_the_cli(cli_run, tiny_model_dir):
 
 def test_checkpoint_and_adapter_folder_give_the_same_policy(cli_run, tiny_model_dir):
     from propel.models import load_model
-    from propel.models.policy import load_policy
+    from propel.models.trained_policy import load_policy
 
     tmp, _ = cli_run
     ids = load_model(str(tiny_model_dir))[1](["Problem: 3 + 4"], return_tensors="pt")

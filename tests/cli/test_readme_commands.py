@@ -146,7 +146,7 @@ RUN_HERE = (
 
 
 def test_every_readme_command_runs_somewhere():
-    """Issue 24 item 3: each README command is executed, here or in the named test, not only validated."""
+    """Each README command is executed, here or in the named test, not only validated."""
     here = {
         c for c in readme_commands() if any(k in c for k in ("CACHE_KEY", "propel.pipeline.compare", "--print_config"))
     }

@@ -112,7 +112,7 @@ def test_a_later_class_path_replaces_the_section_and_unknown_classes_pass():
     ],
 )
 def test_a_bad_key_fails_fast_without_heavy_imports(argv, expected):
-    """Issue 24 item 6: the error is printed before torch, Lightning, transformers or vLLM are imported."""
+    """The error is printed before torch, Lightning, transformers or vLLM are imported."""
     code = (
         "import sys\nfrom propel.cli import main\n"
         f"try:\n    main({argv!r})\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from propel.callbacks.samples import SampleTable
-from propel.datamodules.code_solutions import CodeSolutionDataModule, CodeSolutionEnv
+from propel.datamodules.code_solutions import CodeSolutionDataModule, CodeSolutionScorer
 from propel.rewards import RewardBreakdown
 from propel.rollouts.record import Sample
 from propel.tasks.humaneval import HumanEvalTasks
@@ -18,7 +18,7 @@ def test_completions_become_solution_files():
         prompt="", completion="```python\ndef truncate_number(number):\n    return number % 1.0\n```", context=ctx
     )
     bad = Sample(prompt="", completion="```python\ndef truncate_number(number)\n    return\n```", context=ctx)
-    CodeSolutionEnv().score([good, bad])
+    CodeSolutionScorer().score([good, bad])
     source = good.artifacts["files"]["solution.py"]
     namespace: dict = {}
     exec(source, namespace)
@@ -27,7 +27,7 @@ def test_completions_become_solution_files():
     assert not bad.valid and bad.info["reason"].startswith("syntax error")
     data = CodeSolutionDataModule(HumanEvalTasks(), contexts_per_step=3, seed=5)
     assert [c.id for c in data.batch_at(0).contexts] == [c.id for c in data.batch_at(0).contexts]
-    assert data.stop == () and not data.environment.needs_sandbox
+    assert data.stop == () and not data.scorer.needs_sandbox
 
 
 def test_sample_table_shows_info_keys():

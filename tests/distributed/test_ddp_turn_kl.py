@@ -1,4 +1,4 @@
-"""The turn-KL trainers under Lightning's DDP (issue 38 items 2, 3, 5, 8): two CPU processes (gloo) launched by the
+"""The turn-KL trainers under Lightning's DDP: two CPU processes (gloo) launched by the
 real ``propel`` CLI against one process on the same global batch, on scripted agent episodes whose plan decides, step
 by step, which rank has turn targets, kept GRPO rows, infrastructure failures or drift rows.
 
@@ -64,7 +64,7 @@ GRPO_PLAN = [["h", "h"], ["b", "h"], ["f", "fh"], ["", "h"]]
 DISTILL_PLAN = [["h1", "h1"], ["h1", "h"], ["", "h1"], ["h1", "h1"]]
 
 REWARDS = [0.0, 1.0, 0.0, 1.0, 5.0, 6.0, 5.0, 6.0]
-"""Issue 38 item 3's rewards: contexts 0, 1 (rank 0) and 2, 3 (rank 1), two completions each."""
+"""The scripted rewards: contexts 0, 1 (rank 0) and 2, 3 (rank 1), two completions each."""
 
 
 def config(out: Path, model_dir: Path, devices: int, model: dict, plan, contexts: int = 2, max_steps: int = 4):
@@ -90,7 +90,7 @@ def config(out: Path, model_dir: Path, devices: int, model: dict, plan, contexts
         },
         "model": {"class_path": model["class_path"], "init_args": {**init, **model["init_args"]}},
         "data": {
-            "class_path": "propel.datamodules.episodes.EpisodeDataModule",
+            "class_path": "propel.datamodules.agent_episodes.EpisodeDataModule",
             "init_args": {
                 "env": {"class_path": "ddp_helpers.PlannedEnv"},
                 "tasks": {"class_path": "ddp_helpers.PlannedTasks", "init_args": {"plan": plan}},
@@ -229,7 +229,7 @@ all of rank 0's rollouts failed; batch 2: every rollout of every rank failed."""
 
 
 def test_infrastructure_failures_on_one_rank_and_on_every_rank(tmp_path, tiny_model_dir):
-    """Issue 38 item 8: a rank whose rollouts all failed or were all filtered joins the step with a placeholder row
+    """A rank whose rollouts all failed or were all filtered joins the step with a placeholder row
     (not an infrastructure failure's empty ids) and the 2-rank run equals one process; a step whose rollouts failed on
     every rank stops every rank with the same message (no rank left waiting)."""
     model = {

@@ -152,7 +152,7 @@ def test_few_shot_solver_prompt_and_grading():
 
 
 def test_oracle_is_explicit_for_labeling_and_set_up_for_grpo(tiny_model_dir, tokenizer):
-    """Issue 21, item 19: no silent "the solver is its own oracle"; GRPO (ContextDataModule) builds the domain's
+    """No silent "the solver is its own oracle"; GRPO (ContextDataModule) builds the domain's
     ``oracle_model`` when fitting starts and refuses a domain without one then, not at the first step."""
     from propel.datamodules.contexts import ContextDataModule
     from propel.engines.hf import HFEngine

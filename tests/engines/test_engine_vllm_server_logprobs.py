@@ -44,7 +44,8 @@ def fake_server(probe_logprob: float):
 
 @pytest.mark.parametrize("processed", [True, False])
 def test_raw_logprobs_server_is_refused_when_sampling_warps(tokenizer, processed):
-    """Issue 21, item 17."""
+    """A server that returns raw logprobs is refused once sampling warps them (temperature, top-p: the trainer
+    needs processed logprobs); it is probed once, and only when logprobs are wanted."""
     server, seen = fake_server(0.0 if processed else -1.7)
     engine = VLLMServerEngine("m", base_url=f"http://127.0.0.1:{server.server_port}", tokenizer=tokenizer)
     try:

@@ -15,7 +15,7 @@ from propel.domains.base import Context
 from propel.engines.base import Prompt, SamplingSpec
 from propel.engines.scripted import ScriptedEngine
 from propel.engines.tool_calls import parse_tool_call
-from propel.rollouts.episodes import EpisodeRunner
+from propel.rollouts.episode_runner import EpisodeRunner
 
 HERE = Path(__file__).resolve().parent
 GUESS = "openenv_guess.GuessEnvironment"

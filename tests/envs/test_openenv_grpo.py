@@ -110,10 +110,10 @@ class Steps(Callback):
 def test_a_server_killed_mid_episode_leaves_those_episodes_out_and_the_fit_goes_on(openenv, tiny_model_dir):
     from openenv_policy import ScriptedGuesser
 
-    from propel.datamodules.episodes import EpisodeDataModule
+    from propel.datamodules.agent_episodes import EpisodeDataModule
     from propel.envs import OpenEnvAgentEnv
     from propel.lit_modules.grpo import GRPOModule
-    from propel.losses.policy import LossSpec
+    from propel.losses.policy_gradient import LossSpec
     from propel.models.lora import LoRASpec
     from propel.rewards import TurnRewards
     from propel.served.process import ServerProcess

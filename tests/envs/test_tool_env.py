@@ -13,7 +13,7 @@ from propel.engines.base import Prompt, SamplingSpec
 from propel.engines.scripted import ScriptedEngine
 from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.envs import ToolEnv
-from propel.rollouts.episodes import EpisodeRunner
+from propel.rollouts.episode_runner import EpisodeRunner
 from propel.sandbox import Limits, LocalSandbox
 from propel.tasks.shell import ShellTasks
 

@@ -1,4 +1,4 @@
-"""Asynchronous rollouts (issue 22, item 2): the next batches are sampled while one trains, never more than
+"""Asynchronous rollouts: the next batches are sampled while one trains, never more than
 ``max_staleness`` optimizer steps behind, and the importance weights correct for the staleness.
 
 The engine stands in for vLLM: it samples from its own copy of the policy, updated only when the trainer syncs it

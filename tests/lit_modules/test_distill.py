@@ -10,7 +10,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from propel.datamodules.episodes import EpisodeDataModule
+from propel.datamodules.agent_episodes import EpisodeDataModule
 from propel.envs import ToolEnv
 from propel.lit_modules.distill import TurnKLDistillModule
 from propel.losses.distillation import DivergenceSpec, masked_mean, token_divergence
@@ -163,7 +163,7 @@ def test_importance_weights_for_an_engine_that_is_not_the_policy(tiny_model_dir,
 
 
 def test_importance_weights_are_per_sample(tiny_model_dir, tokenizer):
-    """Issue 38 item 10: a target without engine logprobs (e.g. a turn whose logprobs the engine did not return) gets
+    """A target without engine logprobs (e.g. a turn whose logprobs the engine did not return) gets
     weight 1 on its own tokens; the other targets of the same micro-batch keep their correction."""
     from propel.engines.scripted import ScriptedEngine
     from propel.losses.logprobs import token_logprobs
@@ -234,7 +234,7 @@ def test_held_out_drift_set_is_fixed_at_the_first_step_and_kept_in_checkpoints(t
 
 
 def test_steps_without_targets_use_the_policy_base_guard(tiny_model_dir):
-    """Issue 21, item 2: a step with nothing to target takes no optimizer step; the base warns, counts and stops
+    """A step with nothing to target takes no optimizer step; the base warns, counts and stops
     after ``max_steps_without_targets`` in a row (the distillation trainer's name for ``max_steps_without_update``)."""
     from propel.errors import PropelError
 

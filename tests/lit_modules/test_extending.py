@@ -12,7 +12,7 @@ from propel.datamodules.contexts import ContextDataModule
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
 from propel.engines.base import Prompt
 from propel.lit_modules.grpo import GRPOModule
-from propel.lit_modules.policy import LoRAPolicyModule
+from propel.lit_modules.lora_policy import LoRAPolicyModule
 from propel.lit_modules.state import RolloutState
 from propel.models.lora import LoRASpec
 from propel.rewards import Reward, RewardContext

@@ -13,10 +13,10 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from propel.callbacks.trajectories import TrajectoryWriter
-from propel.datamodules.episodes import EpisodeDataModule
+from propel.datamodules.agent_episodes import EpisodeDataModule
 from propel.envs import ToolEnv
 from propel.lit_modules.grpo import GRPOModule
-from propel.losses.policy import LossSpec
+from propel.losses.policy_gradient import LossSpec
 from propel.models.lora import LoRASpec
 from propel.rewards import EnvironmentReward, OverlongPenalty
 from propel.rollouts.conversation import with_tool_block

@@ -10,10 +10,10 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from propel.datamodules.episodes import EpisodeDataModule
+from propel.datamodules.agent_episodes import EpisodeDataModule
 from propel.envs import ToolEnv
 from propel.lit_modules.grpo import GRPOModule
-from propel.losses.policy import LossSpec
+from propel.losses.policy_gradient import LossSpec
 from propel.models.lora import LoRASpec
 from propel.rewards import EnvironmentReward, FunctionReward, OverlongPenalty
 from propel.tasks.shell import ShellTasks

@@ -13,7 +13,7 @@ from propel.datamodules.contexts import ContextDataModule
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
 from propel.engines.base import Engine, Prompt
 from propel.lit_modules.grpo import GRPOModule
-from propel.losses.policy import LossSpec
+from propel.losses.policy_gradient import LossSpec
 from propel.models.lora import LoRASpec
 from propel.rewards import FunctionReward
 from propel.rollouts import Sample
@@ -154,7 +154,7 @@ def test_bad_arguments():
         GRPOModule(ppo_epochs=0)
 
 
-# ------------------------------------------------------------------------------------ issue 21: training defects
+# ---------------------------------------------------------------------------------------------- training defects
 class ShiftedEngine(Engine):
     """The live policy's HF engine seen as a foreign engine (as vLLM is) whose logprobs are off by ``shift``."""
 
@@ -198,7 +198,7 @@ class Constant:
 
 
 def test_zero_variance_steps_warn_count_and_stop(peaked_model_dir):
-    """Issue 21, item 2: all-zero-variance steps take no optimizer step; they are warned about, counted and stop the
+    """All-zero-variance steps take no optimizer step; they are warned about, counted and stop the
     run after ``max_steps_without_update`` in a row instead of running forever."""
     from propel.errors import PropelError
 
@@ -229,7 +229,7 @@ def test_zero_variance_counter_resets_on_an_update(peaked_model_dir):
 
 
 def test_zero_variance_filter_drops_only_flat_groups(peaked_model_dir, monkeypatch):
-    """Issue 21, item 23: inside GRPOModule the filter keeps the groups with reward variance and drops the rest."""
+    """Inside GRPOModule the filter keeps the groups with reward variance and drops the rest."""
     spy = LossSpy(monkeypatch)
     pl.seed_everything(0)
     words = iter(range(10**6))
@@ -250,7 +250,7 @@ def test_zero_variance_filter_drops_only_flat_groups(peaked_model_dir, monkeypat
 
 
 def test_dr_grpo_defaults_to_unscaled_advantages(peaked_model_dir, monkeypatch):
-    """Issue 21, item 16: ``loss_type: dr_grpo`` alone gives Dr. GRPO (no std scaling) inside GRPOModule."""
+    """``loss_type: dr_grpo`` alone gives Dr. GRPO (no std scaling) inside GRPOModule."""
     from propel.lit_modules.grpo import resolve_scale
 
     assert _module(peaked_model_dir, loss=LossSpec(loss_type="dr_grpo")).scale_rewards == "none"
@@ -273,7 +273,7 @@ def test_dr_grpo_defaults_to_unscaled_advantages(peaked_model_dir, monkeypatch):
 
 
 def test_importance_correction_weights_foreign_engine_tokens(peaked_model_dir, monkeypatch):
-    """Issue 21, item 23: with an engine that is not the live policy, each token is weighted by
+    """With an engine that is not the live policy, each token is weighted by
     ``min(exp(old - engine), cap)``; the HF engine on the policy (or ``importance_correction: false``) gets none."""
 
     class Foreign(GRPOModule):
@@ -299,8 +299,8 @@ def test_importance_correction_weights_foreign_engine_tokens(peaked_model_dir, m
 
 
 def test_first_ppo_ratio_is_one(peaked_model_dir, monkeypatch):
-    """Issue 21, item 18: old logprobs and the loss forward both run without dropout, so before any update the PPO
-    ratio is exactly 1 (issue 38 dropped LoRA dropout, which could never act: tests/models/test_lora_dropout.py)."""
+    """Old logprobs and the loss forward both run without dropout, so before any update the PPO
+    ratio is exactly 1 (LoRA has no dropout, which could never act: tests/models/test_lora_dropout.py)."""
     spy = LossSpy(monkeypatch)
     pl.seed_everything(0)
     module = _module(peaked_model_dir, lora=LoRASpec(r=8, alpha=16), ppo_epochs=2, micro_batch_size=16)
@@ -313,7 +313,7 @@ def test_first_ppo_ratio_is_one(peaked_model_dir, monkeypatch):
 
 
 def test_stream_and_mining_save_and_fork_the_cuda_rng(monkeypatch):
-    """Issue 21, item 10: the rollout stream's state holds every CUDA device's RNG (restored at the next step) and
+    """The rollout stream's state holds every CUDA device's RNG (restored at the next step) and
     mining forks the training device's CUDA RNG, so exact resume is not CPU-only. CUDA is faked here: the calls are
     what is checked."""
     import propel.datamodules.stream as stream

@@ -1,4 +1,4 @@
-"""A step-wise episode under ``loss_type`` grpo and dr_grpo (issue 38 item 10): an episode is one sequence however
+"""A step-wise episode under ``loss_type`` grpo and dr_grpo: an episode is one sequence however
 many training rows (segments) it was packed into, so its weight in the loss is one episode's. The check: the same
 episode packed as two segments or as one row (whose second turn sees exactly the second segment's prefix) gives
 the same loss and the same update."""
@@ -14,7 +14,7 @@ import torch
 from propel.datamodules.contexts import ContextDataModule
 from propel.domains.math import MathExpressionDomain
 from propel.lit_modules.grpo import GRPOModule
-from propel.losses.policy import LossSpec
+from propel.losses.policy_gradient import LossSpec
 from propel.models.lora import LoRASpec
 from propel.rewards import FunctionReward
 from propel.rollouts import Rollout, Sample, Turn

@@ -1,4 +1,4 @@
-"""GRPO on IT triage (issue 17) end to end through the real ``propel`` CLI: ``configs/triage/grpo.yaml`` with its six
+"""GRPO on IT triage end to end through the real ``propel`` CLI: ``configs/triage/grpo.yaml`` with its six
 rewards, run for two steps (a tiny random model; the bundled model under ``real_model``), leaves six reward series
 in the W&B log, a sample table with one column per component and the parse verdict, and the window table."""
 
@@ -86,7 +86,7 @@ def _check(tmp_path: Path, history: list[dict]) -> None:
     table = json.loads(table_files[0].read_text())
     assert table["columns"][6:12] == list(COMPONENTS) and "triage.reason" in table["columns"]
     reasons = [row[table["columns"].index("triage.reason")] for row in table["data"]]
-    # a rejected answer (issue 37: duplicate or extra keys, malformed arguments too) scores 0 on every component
+    # a rejected answer (duplicate or extra keys, malformed arguments too) scores 0 on every component
     assert all(r == "ok" or r.startswith("invalid: ") or r.split(":")[0] in REJECTIONS for r in reasons), reasons
     for row in table["data"]:
         if row[table["columns"].index("triage.reason")].split(":")[0] in REJECTIONS:

@@ -11,7 +11,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from propel.datamodules.episodes import EpisodeDataModule
+from propel.datamodules.agent_episodes import EpisodeDataModule
 from propel.envs import ToolEnv
 from propel.errors import ConfigError
 from propel.lit_modules.distill import TurnKLDistillModule
@@ -19,7 +19,7 @@ from propel.lit_modules.grpo import GRPOModule
 from propel.lit_modules.grpo_turn_kl import GRPOTurnKLModule
 from propel.lit_modules.turn_kl import TurnKLSpec
 from propel.losses.distillation import DivergenceSpec
-from propel.losses.policy import LossSpec
+from propel.losses.policy_gradient import LossSpec
 from propel.models.lora import LoRASpec
 from propel.rewards import EnvironmentReward, FunctionReward
 from propel.rollouts.hints import ErrorHints, FunctionHints
@@ -137,7 +137,7 @@ def test_ema_teacher_averages_old_weights_and_resumes(tiny_model_dir, tmp_path):
 
 
 def test_ema_teacher_updates_after_a_step_without_targets(tiny_model_dir):
-    """Issue 38 item 5: the EMA teacher's time constant is in optimizer steps, so a GRPO step whose episodes named no
+    """The EMA teacher's time constant is in optimizer steps, so a GRPO step whose episodes named no
     turn to target still moves the average toward the live weights."""
     start = _start(tiny_model_dir)
     first_turn = FunctionReward("first_turn", lambda s: sum(s.all_turns[0].token_ids) / 1e5)  # differs per episode

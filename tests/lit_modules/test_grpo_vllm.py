@@ -26,7 +26,7 @@ from propel.datamodules.contexts import ContextDataModule  # noqa: E402
 from propel.engines.base import SamplingSpec  # noqa: E402
 from propel.engines.hf import HFEngine  # noqa: E402
 from propel.lit_modules.grpo import GRPOModule  # noqa: E402
-from propel.losses.policy import LossSpec  # noqa: E402
+from propel.losses.policy_gradient import LossSpec  # noqa: E402
 from propel.models.lora import LoRASpec  # noqa: E402
 from propel.rewards import FunctionReward  # noqa: E402
 
@@ -108,7 +108,7 @@ class Staleness(Callback):
 
 
 def test_async_rollouts_with_vllm_engine(bundled_dir):
-    """Issue 22, item 2: vLLM samples batch k+1 on the worker thread while batch k trains; the adapter is synced
+    """vLLM samples batch k+1 on the worker thread while batch k trains; the adapter is synced
     between batches, each step is one optimizer step stale, and the importance weights are applied."""
     rec = Staleness()
     module = fit_with_vllm(bundled_dir, 4, [rec], async_rollouts=True, max_staleness=1)

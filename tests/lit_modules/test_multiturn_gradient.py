@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from propel.losses.logprobs import token_logprobs
-from propel.losses.policy import LossSpec, policy_loss
+from propel.losses.policy_gradient import LossSpec, policy_loss
 from propel.rollouts import Sample, Turn, pack
 
 

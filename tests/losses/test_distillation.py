@@ -63,7 +63,7 @@ def _hand_top_k_with_tail(s, t, k):
 
 
 def test_top_k_keeps_the_rest_of_the_vocabulary_as_a_tail_bucket():
-    """Issue 38 item 10: the teacher's top-k tokens plus one bucket for all other tokens, so student mass outside the
+    """The teacher's top-k tokens plus one bucket for all other tokens, so student mass outside the
     top-k is penalised (a renormalised top-k would score a student that moved mass there as unchanged)."""
     s, t = _logits(2, (2, 4, 8))
     full = token_divergence(s, t, DivergenceSpec("forward_kl"))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from propel.losses.advantages import group_advantages, zero_variance_mask
-from propel.losses.policy import LossSpec, policy_loss
+from propel.losses.policy_gradient import LossSpec, policy_loss
 
 
 @pytest.mark.parametrize("scale", ["group", "batch", "none"])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from propel.losses.policy import LossSpec, policy_loss, truncated_importance_weights
+from propel.losses.policy_gradient import LossSpec, policy_loss, truncated_importance_weights
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +175,7 @@ def test_beta_needs_ref_logp():
 
 
 def test_dev_extra_pins_the_trl_these_tests_read(trl_grpo):
-    """Issue 21, item 24: the parity tests call TRL 1.16 internals (``_compute_loss`` and the attributes it reads), so
+    """The parity tests call TRL 1.16 internals (``_compute_loss`` and the attributes it reads), so
     the dev extra pins exactly that release and the installed one is it."""
     from importlib.metadata import version
 

@@ -60,4 +60,4 @@ def test_binary_metrics_match_sklearn(threshold):
 def test_binary_metrics_one_class_is_nan_not_crash():
     m = binary_metrics(torch.tensor([0.3, -1.0, 2.0]), torch.tensor([1, 1, 1]))
     assert np.isnan(m["auroc"]) and np.isnan(m["spearman"])
-    assert np.isnan(m["balanced_accuracy"])  # one class: undefined (issue 21 item 15), see test_classification.py
+    assert np.isnan(m["balanced_accuracy"])  # one class: undefined, see test_classification.py

@@ -1,4 +1,4 @@
-"""LoRA dropout (issue 38 item 10): every forward of a training step runs with dropout off, so the PPO ratio is
+"""LoRA dropout: every forward of a training step runs with dropout off, so the PPO ratio is
 exactly 1 before an update; a dropout setting could never act. There is none: ``LoRASpec`` has no such field, the
 adapters hold no dropout module, and a checkpoint written while it existed still loads."""
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from propel.models import LoRASpec, apply_lora
-from propel.models.policy import load_policy
+from propel.models.trained_policy import load_policy
 
 
 def test_lora_spec_has_no_dropout_and_the_adapters_none_either(tiny_model):

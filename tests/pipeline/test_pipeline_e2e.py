@@ -268,7 +268,7 @@ def test_a_setting_added_by_an_upgrade_at_its_default_still_resumes(toy_config):
     cfg = toy_config
     path, config = stage_config(cfg, "grpo")
     old = copy.deepcopy(config)
-    for key in ("async_rollouts", "max_staleness"):  # as written before issue 22 added them
+    for key in ("async_rollouts", "max_staleness"):  # as written before these keys existed
         del old["model"]["init_args"][key]
     write_config(old, path)
     assert changed_settings(cfg, "grpo") == []

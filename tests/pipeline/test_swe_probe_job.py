@@ -1,4 +1,4 @@
-"""SWE trajectory probes (issue 19 item 6): the probe job reads each labeled bug's generator episode turn by turn
+"""SWE trajectory probes: the probe job reads each labeled bug's generator episode turn by turn
 (each assistant turn pooled over its tokens, then across the episode), folds are repositories, and the exported
 probe scores trajectories the way the RL reward hands them over (``ProbeReward(text="turns")``)."""
 

@@ -1,4 +1,4 @@
-"""Post-hoc probe calibration (issue 20, item 2): Platt / temperature scaling fit on the validation fold.
+"""Post-hoc probe calibration: Platt / temperature scaling fit on the validation fold.
 
 A synthetic pool with a known miscalibration: labels drawn from ``sigmoid(z)``, the probe reports ``3 z + 2``
 (overconfident and shifted). Scaling must lower ECE on held-out rows, leave AUROC exactly as it was, round-trip

@@ -1,5 +1,5 @@
-"""Cold transfer (seed 004 §6): the GRPO policy is another model family with another tokenizer than the probe's
-frozen reference. The reward reads texts, never token ids: the reference re-tokenizes each task text itself.
+"""Cold transfer (the PROPEL paper's §6): the GRPO policy is another model family with another tokenizer than the
+probe's frozen reference. The reward reads texts, never token ids: the reference re-tokenizes each task text itself.
 
 Policy: a tiny Qwen2-architecture model with a byte-level BPE tokenizer trained here (about 300 tokens).
 Reference: the tiny Llama-architecture model with the bundled SmolLM2 tokenizer (49,152 tokens), and a probe
@@ -17,7 +17,7 @@ from propel.cli.config_files import read_config_files
 from propel.datamodules.contexts import ContextDataModule
 from propel.domains import MathExpressionDomain
 from propel.lit_modules.grpo import GRPOModule
-from propel.losses.policy import LossSpec
+from propel.losses.policy_gradient import LossSpec
 from propel.models.lora import LoRASpec
 from propel.probes.artifact import ProbeArtifact
 from propel.probes.gate import GateSpec

@@ -1,4 +1,4 @@
-"""The invalid floor is the worst outcome whatever the probe's logit range (issue 20, item 1).
+"""The invalid floor is the worst outcome whatever the probe's logit range.
 
 Real artifacts on the tiny reference model, shifted so every logit on valid tasks is below -1 (the demo's case: 73%
 of its valid tasks scored below the old floor of -1, so being invalid paid better).

@@ -1,4 +1,4 @@
-"""Solver-in-the-loop reward (issue 20, item 3): band membership of realized solve counts, and the trial counter.
+"""Solver-in-the-loop reward: band membership of realized solve counts, and the trial counter.
 
 A domain whose tasks say how many of the solver's attempts succeed, and a deterministic scripted solver that answers
 "right" on exactly that many attempts: the realized solve counts are known, so the reward is too. The attempts go

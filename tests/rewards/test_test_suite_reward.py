@@ -8,7 +8,7 @@ import torch
 
 from propel.errors import ConfigError
 from propel.rewards import CombinedReward, TestSuitePart, TestSuiteReward
-from propel.rewards.test_suite import suite_reward
+from propel.rewards.code_tests import suite_reward
 from propel.rollouts.record import Sample
 from propel.sandbox import LocalSandbox
 from propel.tasks.humaneval import load_humaneval

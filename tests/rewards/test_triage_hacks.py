@@ -1,5 +1,6 @@
-"""The seed's reward hacks, as regressions: under the default weights each one scores below an honest answer, and
-property tests (hypothesis) show parsimony, and the whole reward, never pay more for longer off-topic text."""
+"""Reward hacks that beat the original triage rewards, as regressions: under the default weights each one scores below
+an honest answer, and property tests (hypothesis) show parsimony, and the whole reward, never pay more for longer
+off-topic text."""
 
 from __future__ import annotations
 
@@ -88,7 +89,8 @@ def test_every_named_hack_scores_below_an_honest_answer(ticket):
 
 
 def test_the_seeds_u_shaped_parsimony_would_fail_here():
-    """The seed's bug: paid under 200 and over 400 characters. Ours is flat then falling, never rising again."""
+    """The original U-shaped parsimony bug: paid under 200 and over 400 characters. Ours is flat then falling, never
+    rising again."""
     budget = 40
     values = [parsimony(n, budget, 1.0) for n in range(0, 400)]
     assert all(a >= b for a, b in zip(values, values[1:], strict=False))

@@ -1,5 +1,5 @@
-"""The triage red-team corpus (``propel.rewards.triage.redteam``) and issue 37's checks, on all 240 generated tickets
-under the six default components at weight 1: every case loses on its named component, no answer without a right
+"""The triage red-team corpus (``propel.rewards.triage.redteam``) and the content-gating checks, on all 240 generated
+tickets under the six default components at weight 1: every case loses on its named component, no answer without a right
 resolution reaches 60% of the honest total, the honest answer keeps today's best score, and the total is monotone in
 content."""
 
@@ -26,7 +26,7 @@ REWARD = CombinedReward(triage_rewards())
 MARGIN = 0.2
 """How far below the honest answer a case must score on its named component, on every ticket."""
 TODAY_HONEST_MEAN = 5.47
-"""Issue 37's measured mean of today's honest grounded answer (before content gating)."""
+"""The measured mean of today's honest grounded answer (before content gating)."""
 _CLAUSES = re.compile(r",\s+(?:and\s+|then\s+)?|\s+and\s+|;\s+")
 
 
@@ -70,7 +70,7 @@ def test_every_case_loses_on_its_component_on_every_ticket(case):
 
 
 def test_no_content_free_answer_reaches_60_percent_of_the_honest_total_on_any_ticket():
-    """Issue 37's first check: "x", the ticket echoed back, an unrelated paragraph and a distractor article's steps,
+    """The first check: "x", the ticket echoed back, an unrelated paragraph and a distractor article's steps,
     each with the gold ids cited or not, at the best confidence for a wrong answer (0) and the right flag."""
     honest_total, _ = honest_scores()
     free = [c for c in CASES if c.content_free]
@@ -83,13 +83,13 @@ def test_no_content_free_answer_reaches_60_percent_of_the_honest_total_on_any_ti
         total, _, _ = score([case.answer(t) for t in TICKETS], TICKETS)
         worst = max(worst, float((total / honest_total).max()))
     assert worst <= CONTENT_FREE_SHARE
-    # the issue's headline hack scored 5.0 of 6: now format's parse credit, grounding and calibration only
+    # the headline hack ("x", gold ids cited) scored 5.0 of 6: now parse credit, grounding and calibration only
     total, parts, _ = score([submit("x", list(t.gold_ids), 0.0, t.escalate) for t in TICKETS], TICKETS)
     assert torch.allclose(total, torch.full_like(total, 2.2), atol=1e-5) and float(parts["resolution"].max()) == 0.0
 
 
 def test_unparseable_answers_zwsp_words_and_junked_copies():
-    """Issue 37's second check, on every ticket: an unparseable answer is 0 on all six components (reason logged),
+    """The second check, on every ticket: an unparseable answer is 0 on all six components (reason logged),
     ZWSP-joined text counts its real words, a pasted gold article with junk inserted is still a copy."""
     _, parts, samples = score([t.gold_resolution for t in TICKETS], TICKETS)
     assert all(float(parts[n].abs().max()) == 0.0 for n in COMPONENTS)
@@ -105,8 +105,8 @@ def test_unparseable_answers_zwsp_words_and_junked_copies():
 
 
 def test_the_honest_answer_keeps_todays_best_score_on_every_ticket():
-    """Issue 37's third check, first half. Today's honest answer scored at most 5 + (1 - (1 - c)^2) at confidence c
-    (every other component is bounded by 1; the issue measured a mean of 5.47); the honest answer covering all gold
+    """The third check, first half. Today's honest answer scored at most 5 + (1 - (1 - c)^2) at confidence c
+    (every other component is bounded by 1; its measured mean was 5.47); the honest answer covering all gold
     steps now reaches that bound on every one of the 240 tickets."""
     honest_total, parts = honest_scores()
     bound = 5 + 1 - (1 - HONEST_CONFIDENCE) ** 2
@@ -135,7 +135,7 @@ def _half(ticket) -> str:
 
 
 def test_the_total_is_monotone_in_content_whatever_the_confidence():
-    """Issue 37's third check, second half: half the gold steps scores strictly between a content-free answer and
+    """The third check, second half: half the gold steps scores strictly between a content-free answer and
     the full fix, on every ticket, for any confidence each of them states (content outweighs the confidence game)."""
     confidences = (0.0, 0.5, 0.9, 1.0)
 

@@ -129,18 +129,18 @@ def test_a_shared_step_is_not_wrong_and_the_ticket_alone_is_not_a_fix():
 def test_format_pays_the_parse_and_gates_the_fields_by_content():
     fmt = TriageFormat()
     assert one(fmt, answer()) == pytest.approx(1.0)  # 0.2 + 0.8 * 4/4 fields * content 1
-    # changed (issue 37): an empty or punctuation-only resolution has no content, so no field credit: 0.2 (was 0.8)
+    # changed by content gating: an empty or punctuation-only resolution has no content, no field credit: 0.2 (was 0.8)
     assert one(fmt, answer(resolution="")) == pytest.approx(0.2)
     assert one(fmt, answer(resolution=" ... ")) == pytest.approx(0.2)
     assert one(fmt, answer(citations=())) == pytest.approx(0.8)  # 0.2 + 0.8 * 3/4 * 1
     assert one(fmt, answer(confidence="0.9")) == pytest.approx(0.8)  # a string is not a number
     assert one(fmt, answer(confidence=1.5)) == pytest.approx(0.8)  # out of [0, 1]
-    # changed (issue 37): an invalid escalate flag halves the content: 0.2 + 0.8 * 3/4 * 0.5 = 0.5 (was 0.8)
+    # changed by content gating: an invalid escalate flag halves the content: 0.2 + 0.8 * 3/4 * 0.5 = 0.5 (was 0.8)
     assert one(fmt, answer(escalate="no")) == pytest.approx(0.5)
     assert one(fmt, answer(resolution=HALF)) == pytest.approx(0.2 + 0.8 * 0.5)  # half the steps, half the fields
     assert one(fmt, answer(resolution="", citations=(), confidence=None, escalate=None)) == pytest.approx(0.2)
     assert one(fmt, "I think you should restart the DNS server.") == 0.0  # no JSON at all
-    # changed (issue 37): two submissions are rejected outright (was 0.8: the first one graded)
+    # changed by content gating: two submissions are rejected outright (was 0.8: the first one graded)
     assert one(fmt, answer() + "\n" + answer()) == 0.0
     tool_call = json.dumps(
         {"name": "submit_resolution", "arguments": json.loads(answer()[len("submit_resolution ") :])}
@@ -161,7 +161,7 @@ def test_resolution_is_the_step_content_with_rouge_l_logged_only():
     res = TriageResolution()
     assert one(res, answer()) == 1.0
     assert one(res, answer(resolution=HALF)) == 0.5
-    # changed (issue 37): the reference's own words score by the steps they name, not by ROUGE-L (was 1.0)
+    # changed by content gating: the reference's own words score by the steps they name, not by ROUGE-L (was 1.0)
     assert one(res, answer(resolution="restart the dns resolver service")) == 0.25
     assert one(res, answer(resolution="")) == 0.0
     assert one(res, "restart the dns resolver service") == 0.0  # no submission: nothing graded
@@ -203,7 +203,7 @@ def test_calibration_is_one_minus_brier_against_a_right_fix():
     assert one(c, answer(resolution="reboot the printer", confidence=0.1)) == pytest.approx(1 - 0.1**2)
     # right fix but the wrong escalation call: not correct
     assert one(c, answer(confidence=0.9, escalate=True)) == pytest.approx(1 - 0.9**2)
-    # changed (issue 37): ROUGE-L 1.0 against the reference but one step of four is not a right fix (was correct)
+    # changed by content gating: ROUGE-L 1.0 against the reference but one step of four is not a right fix (was correct)
     assert one(c, answer(resolution="restart the dns resolver service", confidence=0.9)) == pytest.approx(1 - 0.81)
     # half the steps: below the default threshold 0.75, right under a threshold of 0.5
     assert one(c, answer(resolution=HALF, confidence=1.0)) == 0.0
@@ -234,7 +234,7 @@ def test_parsimony_is_one_within_the_budget_then_linear_to_zero_and_gated():
     # ... and so are words joined by JSON-escaped spaces inside the resolution string
     escaped = answer(resolution=RIGHT + " WORDS").replace("WORDS", "\\u0020".join(["word"] * (90 - n)))
     assert "\\u0020word" in escaped and one(p, escaped) == pytest.approx(0.5)
-    # gated: half the content pays half, a stub without a right fix nothing (changed, issue 37: a stub paid 1)
+    # gated: half the content pays half, a stub without a right fix nothing (changed by content gating: a stub paid 1)
     assert one(p, answer(resolution=HALF)) == pytest.approx(0.5)
     assert one(p, answer(resolution="x")) == 0.0
     with pytest.raises(ConfigError):

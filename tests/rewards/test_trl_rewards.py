@@ -229,7 +229,7 @@ def probe_case(tmp_path: Path, tiny_model_dir: Path):
     from propel.probes.artifact import ProbeArtifact
     from propel.probes.heads import ProbeHead
     from propel.rewards import ProbeReward
-    from propel.rollouts.environment import GeneratorEnv
+    from propel.rollouts.scorer import GeneratorScorer
 
     torch.manual_seed(0)
     head = ProbeHead("linear", 64)
@@ -239,7 +239,7 @@ def probe_case(tmp_path: Path, tiny_model_dir: Path):
         tmp_path / "p"
     )
     reward = ProbeReward(artifact=str(folder), gate=GateSpec(floor=-1.0))
-    environment = GeneratorEnv(MathExpressionDomain())
+    scorer = GeneratorScorer(MathExpressionDomain())
     contexts = MathExpressionDomain().contexts(2, seed=0)
     answers = [
         [
@@ -249,14 +249,14 @@ def probe_case(tmp_path: Path, tiny_model_dir: Path):
         ],
         [" A box holds 7 pens. How many pens are in 5 boxes?\nExpression: 7 * 5", "Expression: (", "nothing"],
     ]
-    return reward, environment, contexts, answers
+    return reward, scorer, contexts, answers
 
 
 @pytest.mark.parametrize("kind", ["test_suite", "triage", "gym", "probe"])
 def test_a_propel_reward_exported_gives_inside_trl_what_it_gives_inside_propel(
     require, trl_trainer, kind, tmp_path, tiny_model_dir
 ):
-    environment = None
+    scorer = None
     if kind == "test_suite":
         reward = TestSuiteReward()
         contexts, answers = humaneval_case()
@@ -270,15 +270,15 @@ def test_a_propel_reward_exported_gives_inside_trl_what_it_gives_inside_propel(
         reward = ReasoningGymReward()
         contexts, answers = gym_case()
     else:
-        reward, environment, contexts, answers = probe_case(tmp_path, tiny_model_dir)
-    exported = Recorded(as_trl_reward(reward, environment=environment))
+        reward, scorer, contexts, answers = probe_case(tmp_path, tiny_model_dir)
+    exported = Recorded(as_trl_reward(reward, scorer=scorer))
     try:
         trainer = trl_trainer(contexts, [exported], prompts_per_step=len(contexts))
         trainer.train()  # TRL's own step: its sampled completions through the exported reward
         (call,) = exported.calls
         inside = propel_samples(call, contexts)
-        if environment is not None:
-            environment.score(inside)
+        if scorer is not None:
+            scorer.score(inside)
         total = reward(inside)
         total = total.total if isinstance(reward, CombinedReward) else total
         assert total.tolist() == pytest.approx(call["out"], abs=1e-6)
@@ -300,8 +300,8 @@ def test_a_propel_reward_exported_gives_inside_trl_what_it_gives_inside_propel(
         inside = [
             Sample(prompt="", completion=t, context=by_id[r["propel_id"]]) for r, t in zip(inputs, texts, strict=True)
         ]
-        if environment is not None:
-            environment.score(inside)
+        if scorer is not None:
+            scorer.score(inside)
         expected = reward(inside)
         expected = expected.total if isinstance(reward, CombinedReward) else expected
         assert in_trl == pytest.approx(expected.tolist(), abs=1e-6)
@@ -310,5 +310,5 @@ def test_a_propel_reward_exported_gives_inside_trl_what_it_gives_inside_propel(
     finally:
         if hasattr(reward, "close"):
             reward.close()
-        if environment is not None:
-            environment.close()
+        if scorer is not None:
+            scorer.close()

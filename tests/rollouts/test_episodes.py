@@ -15,7 +15,7 @@ from propel.envs.base import AgentEnv, EpisodeState, Observation
 from propel.envs.tool_env import TOOLS
 from propel.rollouts import pack
 from propel.rollouts.conversation import with_tool_block
-from propel.rollouts.episodes import EpisodeRunner
+from propel.rollouts.episode_runner import EpisodeRunner
 
 SAMPLING = SamplingSpec(n=3, max_new_tokens=64)
 

@@ -1,4 +1,4 @@
-"""The context limit on a step-wise episode (issue 38 item 8): when a template that rewrites history makes the episode
+"""The context limit on a step-wise episode: when a template that rewrites history makes the episode
 go on from a fresh tokenization, that new segment's prompt is checked against ``max_context`` as an appended message
 is; one that leaves no room for a generated token ends the episode as ``length`` instead of opening a segment whose
 training row is longer than the context."""
@@ -10,7 +10,7 @@ import copy
 from test_episodes import STRIP_THINKING, MemoryFilesEnv, Recording, _contexts, _script
 
 from propel.engines.base import SamplingSpec
-from propel.rollouts.episodes import EpisodeRunner
+from propel.rollouts.episode_runner import EpisodeRunner
 
 SAMPLING = SamplingSpec(n=1, max_new_tokens=64)
 

@@ -69,14 +69,14 @@ sys.exit(1 if any(os.waitpid(p, 0)[1] for p in children) else 0)
 
 
 def test_container_memory_kill_is_a_memory_outcome(docker_sandbox):
-    """Issue 23, finding 8: the container's OOM killer ends the job: ``memory``, not ``killed``."""
+    """The container's OOM killer ends the job: ``memory``, not ``killed``."""
     result = docker_sandbox.run(Job(source=_HOGS, limits=Limits(timeout_s=10, memory_mb=256, max_processes=16)))
     assert result.outcome is Outcome.MEMORY, result
     assert docker_sandbox.run(Job(source="print(1)")).stdout == "1\n"
 
 
 def test_job_limits_above_the_containers_are_reported(docker_sandbox):
-    """Finding 8: a job asking for more memory than its container allows is capped by it, and its result says so."""
+    """A job asking for more memory than its container allows is capped by it, and its result says so."""
     limits = Limits(timeout_s=10, memory_mb=docker_sandbox.limits.memory_mb * 8, max_processes=16)
     result = docker_sandbox.run(Job(source=_HOGS, limits=limits))
     assert result.outcome is Outcome.MEMORY, result
@@ -98,7 +98,7 @@ _OWNER = textwrap.dedent(
 
 
 def test_pool_containers_of_a_killed_process_are_cleaned_up(docker_sandbox):
-    """Finding 10: worker containers carry the owner labels too; ``python -m propel.sandbox.cleanup`` removes them
+    """Worker containers carry the owner labels too; ``python -m propel.sandbox.cleanup`` removes them
     once their owner is gone (a new DockerSandbox would too)."""
     proc = subprocess.Popen([sys.executable, "-c", _OWNER], stdout=subprocess.PIPE, text=True)
     try:

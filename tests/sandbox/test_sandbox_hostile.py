@@ -175,7 +175,7 @@ def test_run_many_keeps_order(sandbox, count):
     assert results[2].outcome is Outcome.ERROR and results[2].exit_code == 3
 
 
-# Issue 23: host sockets and files, scratch space, cross-job leftovers, a stalled worker, a desynchronised slot.
+# Host sockets and files, scratch space, cross-job leftovers, a stalled worker, a desynchronised slot.
 
 _PROBE_HOST = """
 import os, socket
@@ -200,7 +200,7 @@ for path in ("/run", "/var/run", "/root", "/home"):  # an image's own empty /run
 
 
 def test_host_sockets_and_files_are_out_of_reach(sandbox, tmp_path):
-    """Findings 1 and 2: no host Unix socket (the Docker daemon's), no checkout, no private file, no /run or homes."""
+    """No host Unix socket (the Docker daemon's), no checkout, no private file, no /run or homes."""
     secret = tmp_path / "secret.txt"
     secret.write_text("private")
     secret.chmod(0o600)
@@ -243,7 +243,7 @@ print("done")
 
 
 def test_next_job_finds_nothing_of_the_last(sandbox):
-    """Findings 3 and 4: files anywhere writable, POSIX message queues and System V shared memory are gone before the
+    """Files anywhere writable, POSIX message queues and System V shared memory are gone before the
     next job, whichever worker runs it."""
     tag = uuid.uuid4().hex[:8]
     left = sandbox.run(Job(source=_LEAVE, args=[tag]))
@@ -269,7 +269,7 @@ except OSError as e:
 
 @pytest.mark.parametrize("where", ["base", "/tmp", "/dev/shm"])
 def test_scratch_is_bounded_and_a_full_one_breaks_nothing(sandbox, where):
-    """Findings 3 and 4: every writable folder is size-capped (no filling host memory) and emptied after the job,
+    """Every writable folder is size-capped (no filling host memory) and emptied after the job,
     so the next job (with files and stdin to write) runs normally."""
     result = sandbox.run(Job(source=_FILL, args=[where]))
     assert result.outcome is Outcome.OK, result
@@ -289,7 +289,7 @@ def test_scratch_is_bounded_and_a_full_one_breaks_nothing(sandbox, where):
     ids=["stop-parent", "stop-everything", "stop-parent-and-exit"],
 )
 def test_a_job_cannot_stall_its_worker_past_the_deadline(sandbox, source):
-    """Finding 7: whatever a job does to its worker, ``run`` returns within the limit + 1 s."""
+    """Whatever a job does to its worker, ``run`` returns within the limit + 1 s."""
     sandbox.warm_up()  # workers replaced after earlier tests are up (their start is not this job's time)
     start = time.monotonic()
     result = sandbox.run(Job(source=source))
@@ -327,7 +327,7 @@ def test_a_stopped_worker_holds_a_job_no_longer_than_its_limit_and_half_a_second
 
 
 def test_an_interrupted_exchange_never_shifts_results(sandbox, monkeypatch):
-    """Finding 6: an exception between sending a job and reading its result (Ctrl-C) discards that worker, so the
+    """An exception between sending a job and reading its result (Ctrl-C) discards that worker, so the
     next jobs get their own results, not the previous job's."""
     from propel.sandbox import protocol
 
@@ -350,14 +350,14 @@ def test_an_interrupted_exchange_never_shifts_results(sandbox, monkeypatch):
 
 
 def test_inputs_that_fill_the_scratch_space_are_an_error_result(sandbox):
-    """Finding 5: stdin larger than the space for it is an error result naming the cause; the worker lives on."""
+    """Stdin larger than the space for it is an error result naming the cause; the worker lives on."""
     big = b"x" * (300 << 20)  # over LocalSandbox's default 256 MB /tmp and DockerSandbox's 256 MB /work
     result, _ = run_and_check_next(sandbox, "print(len(input()))", stdin=big)
     assert result.outcome is Outcome.ERROR and "cannot write" in result.stderr, result
 
 
 def test_lone_surrogates_are_the_jobs_error_not_an_exception(sandbox):
-    """Finding 9: text that is not encodable (a lone surrogate) fails inside the job, never out of ``run``."""
+    """Text that is not encodable (a lone surrogate) fails inside the job, never out of ``run``."""
     result, _ = run_and_check_next(sandbox, "print('\udc80')\n")
     assert result.outcome is Outcome.ERROR, result
     result, _ = run_and_check_next(sandbox, "print(open('f.txt').read())", files={"f.txt": "\ud800"})
@@ -369,7 +369,7 @@ def test_lone_surrogates_are_the_jobs_error_not_an_exception(sandbox):
 
 
 def test_memory_error_while_reporting_it_is_still_memory(sandbox):
-    """Finding 9: a MemoryError that leaves no room to print its traceback is a memory outcome, not a setup failure."""
+    """A MemoryError that leaves no room to print its traceback is a memory outcome, not a setup failure."""
     source = (
         "blocks = []\ntry:\n    while True:\n        blocks.append(bytearray(1 << 16))\nexcept MemoryError:\n"
         "    pass\nraise ValueError('boom ' * 100_000)\n"

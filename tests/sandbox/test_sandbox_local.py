@@ -193,7 +193,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("when", ["after-the-job", "on-close"])
 def test_isolation_none_leaves_no_daemon_behind(when):
-    """Issue 23, finding 11: with isolation "none" a double-forked daemon dies with its job, or with ``close()``."""
+    """With isolation "none" a double-forked daemon dies with its job, or with ``close()``."""
     folder = Path(tempfile.mkdtemp(prefix="propel-daemon-"))
     folder.chmod(0o777)  # as root the worker runs as a slot uid, which cannot enter pytest's 0700 tmp_path
     pid_file = folder / "daemon.pid"

@@ -1,4 +1,4 @@
-"""The local sandbox started by a non-root trainer whose user is in the ``docker`` group (issue 23, findings 1, 2, 7):
+"""The local sandbox started by a non-root trainer whose user is in the ``docker`` group:
 jobs must not reach the Docker daemon's socket, the user's private files or the checkout, nor stall their worker.
 
 The test creates that user (CI runs as root) and runs a small trainer-side script as it with ``setpriv``.

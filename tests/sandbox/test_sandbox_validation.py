@@ -1,5 +1,5 @@
-"""Malformed jobs, limits and sandbox arguments fail at once with one clear error (issue 23, findings 5 and 9), and a
-worker's answer for another job is never taken as this job's result (finding 6)."""
+"""Malformed jobs, limits and sandbox arguments fail at once with one clear error, and a
+worker's answer for another job is never taken as this job's result."""
 
 from __future__ import annotations
 

@@ -98,7 +98,7 @@ def test_triage_in_process_puts_each_component_in_the_observation_metadata(opene
 
 
 def test_humaneval_over_openenvs_client_is_the_value_graders_reward(openenv):
-    from propel.rewards.test_suite import TestSuiteReward
+    from propel.rewards.code_tests import TestSuiteReward
     from propel.rollouts.record import Sample
     from propel.tasks.humaneval import HumanEvalTasks
     from propel.tasks.humaneval.corpus import CORPUS, SINGLE_TASK, single_source

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from propel.datamodules.gym import GymAnswerEnv, ReasoningGymDataModule
+from propel.datamodules.gym import GymAnswerScorer, ReasoningGymDataModule
 from propel.errors import ConfigError
 from propel.rewards import CombinedReward
 from propel.rewards.gym import ReasoningGymReward
@@ -167,7 +167,7 @@ def test_answer_env_marks_answers_and_topics():
     ctx = tasks().context(1, 3)
     good = Sample(prompt="", completion="<answer>4</answer>", context=ctx)
     bad = Sample(prompt="", completion="four", context=ctx)
-    GymAnswerEnv().score([good, bad])
+    GymAnswerScorer().score([good, bad])
     assert good.valid and good.topic == "gcd" and good.info["reason"] == "ok"
     assert not bad.valid and bad.info["reason"] == "no_answer"
 

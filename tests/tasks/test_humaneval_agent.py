@@ -9,7 +9,7 @@ from propel.engines.scripted import ScriptedEngine
 from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.envs import ToolEnv
 from propel.rewards import TestSuiteReward
-from propel.rollouts.episodes import EpisodeRunner
+from propel.rollouts.episode_runner import EpisodeRunner
 from propel.sandbox import LocalSandbox
 from propel.tasks.humaneval import load_humaneval
 from propel.tasks.humaneval.corpus import AGENT_TASK

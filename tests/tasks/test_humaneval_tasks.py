@@ -9,7 +9,7 @@ import json
 import pytest
 
 from propel.errors import ConfigError
-from propel.rewards.test_suite import TestSuiteReward
+from propel.rewards.code_tests import TestSuiteReward
 from propel.rollouts.record import Sample
 from propel.sandbox import LocalSandbox
 from propel.tasks.humaneval import HumanEvalTasks, load_humaneval, solution_source, split_check

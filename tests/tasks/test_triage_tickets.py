@@ -11,7 +11,7 @@ from collections import Counter
 import pyarrow.parquet as pq
 import pytest
 
-from propel.datamodules.triage import TriageDataModule, TriageEnv
+from propel.datamodules.triage import TriageDataModule, TriageScorer
 from propel.errors import ConfigError
 from propel.rollouts.record import Sample
 from propel.tasks.triage import (
@@ -198,9 +198,9 @@ def test_env_records_the_parse_verdict_and_topic():
         {"resolution": "Fix it.", "citations": ["KB-NET-001"], "confidence": 0.5, "escalate": False}
     )
     samples = [Sample(prompt="", completion=c, context=ctx) for c in (good, "no answer")]
-    TriageEnv().score(samples)
+    TriageScorer().score(samples)
     assert samples[0].valid and samples[0].task.data["confidence"] == 0.5 and samples[0].topic == ctx.data["category"]
     assert not samples[1].valid and samples[1].task is None and samples[1].info["triage"]["reason"] == "no_submission"
     dm = TriageDataModule(TriageTickets(), contexts_per_step=3, seed=1)
     assert [c.id for c in dm.batch_at(4).contexts] == [c.id for c in dm.batch_at(4).contexts]
-    assert dm.stop == () and dm.environment is dm.environment
+    assert dm.stop == () and dm.scorer is dm.scorer

@@ -1,1 +1,12 @@
-"""Callbacks: RVP selection, collapse detection, adversarial probe mining, pool writing."""
+"""Callbacks (import from their modules):
+
+- ``adapters``: ``AdapterSaver``, the policy's LoRA adapter saved in peft format every N steps.
+- ``adversarial``: ``AdversarialProbeMining``, the probe's false positives found with real solver trials.
+- ``collapse``: ``CollapseDetector``, mode collapse during RL: Self-BLEU up, Distinct-n down, one topic taking over.
+- ``pool_writer``: ``PoolWriter``, labeled tasks written to a Parquet pool as they are produced, then summarized.
+- ``reward_curves``: ``RewardCurves``, per-component reward curves and the first-vs-last window table.
+- ``reward_floor``: ``RewardFloorCheck``, valid samples checked to sit above the invalid floor during GRPO.
+- ``rvp``: ``RVPSelection``, reward variance under the base policy, to pick a probe and check it before RL.
+- ``samples``: ``SampleTable``, a W&B table of the sampled tasks with their rewards.
+- ``trajectories``: ``TrajectoryWriter``, every step's rollouts kept on disk as Parquet.
+"""

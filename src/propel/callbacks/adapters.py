@@ -12,7 +12,7 @@ import lightning.pytorch as pl
 
 from propel.durable import publish_dir
 from propel.errors import ConfigError
-from propel.lit_modules.policy import LoRAPolicyModule
+from propel.lit_modules.lora_policy import LoRAPolicyModule
 
 
 def save_adapter(policy, tokenizer, directory: str | Path) -> Path:

@@ -1,4 +1,4 @@
-"""Adversarial probe mining (seed 004, App. 12): find the probe's false positives with real solver trials.
+"""Adversarial probe mining (the PROPEL paper's App. 12): find the probe's false positives with real solver trials.
 
 A false positive is a valid generated task that the probe scores as useful (probability >= ``min_prob``, compared on the
 probe's logit whatever the reward's gate: under ``soft_gate`` the reward holds a clipped probability, so the
@@ -34,7 +34,7 @@ from propel.pools.io import write_part
 from propel.pools.rows import pool_row
 from propel.pools.schema import MINED_SCHEMA
 from propel.rewards.probe import ProbeReward
-from propel.rollouts.environment import GeneratorEnv
+from propel.rollouts.scorer import GeneratorScorer
 
 __all__ = ["AdversarialProbeMining"]
 
@@ -170,14 +170,16 @@ class AdversarialProbeMining(Callback):
 
     def mine(self, pl_module: GRPOModule, samples: Sequence, picked: list[tuple[int, float]], step: int) -> list[dict]:
         """Run the solver on the picked samples' tasks and return their pool rows."""
-        env = pl_module.environment
-        if not isinstance(env, GeneratorEnv):
-            raise TypeError(f"AdversarialProbeMining needs a GeneratorEnv (generated tasks), got {type(env).__name__}")
-        domain = env.domain
+        scorer = pl_module.scorer
+        if not isinstance(scorer, GeneratorScorer):
+            raise TypeError(
+                f"AdversarialProbeMining needs a GeneratorScorer (generated tasks), got {type(scorer).__name__}"
+            )
+        domain = scorer.domain
         tasks = [samples[i].task for i, _ in picked]
         engine = self._solver_engine(pl_module)
         with forked_rng(pl_module.device, zlib.crc32(f"{self.seed}:{step}".encode())):
-            trials = solver_trials(domain, engine, tasks, self.solver.sampling(domain.solver_stop), env.sandbox)
+            trials = solver_trials(domain, engine, tasks, self.solver.sampling(domain.solver_stop), scorer.sandbox)
         rows = []
         for (i, logit), t in zip(picked, trials, strict=True):
             s = samples[i]

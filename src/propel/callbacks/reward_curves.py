@@ -1,6 +1,6 @@
 """Per-component reward curves and the first-vs-last window table: what RL moved, one component at a time.
 
-The seed's evaluation (seed 003) compares each component's mean over the first steps (the base policy, before any
+The triage evaluation compares each component's mean over the first steps (the base policy, before any
 meaningful gradient) with its mean over the last steps (the trained policy): style terms (calibration, parsimony,
 grounding) move, knowledge terms (resolution quality) barely do. ``window_table`` computes that table from the
 recorded curves; ``RewardCurves`` writes it with the plots at the end of fitting.
@@ -46,7 +46,7 @@ def window_table(history: dict[str, list[tuple[int, float]]], first: int, last: 
 
 
 def window_markdown(rows: list[dict]) -> str:
-    """The table as Markdown (steps are 1-based training batches, as in the seed's "steps 1-10")."""
+    """The table as Markdown (steps are 1-based training batches, as in the triage evaluation's "steps 1-10")."""
     if not rows:
         return "(no reward recorded)\n"
     f, t = rows[0]["first_steps"], rows[0]["last_steps"]
@@ -64,7 +64,7 @@ def window_markdown(rows: list[dict]) -> str:
 class RewardCurves(pl.Callback):
     """After every optimizer step, record the mean of the total reward and of each component; at the end of fitting
     write into ``dirpath``: ``reward_curves.json``, one PNG per component (``reward_<name>.png``), all components in
-    one figure (``reward_components.png``, the seed's figure), and the first-vs-last window table
+    one figure (``reward_components.png``, the triage evaluation's figure), and the first-vs-last window table
     (``reward_windows.json`` and ``reward_windows.md``: component, first-window mean, last-window mean, delta).
 
     Args:

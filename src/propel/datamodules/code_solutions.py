@@ -1,6 +1,6 @@
 """Single-turn GRPO on coding tasks: the policy writes a function, ``TestSuiteReward`` grades it.
 
-``CodeSolutionEnv`` turns each completion into the ``solution.py`` it proposes (``sample.artifacts["files"]``) and
+``CodeSolutionScorer`` turns each completion into the ``solution.py`` it proposes (``sample.artifacts["files"]``) and
 notes whether it parses; the test suite itself runs in the reward, in the sandbox, batched over the whole step.
 """
 
@@ -10,13 +10,13 @@ import ast
 from collections.abc import Sequence
 
 from propel.datamodules.contexts import SingleTurnDataModule
-from propel.rollouts.environment import Environment
 from propel.rollouts.record import Sample
+from propel.rollouts.scorer import Scorer
 from propel.tasks.base import TaskSource
 from propel.tasks.humaneval.solution import solution_source
 
 
-class CodeSolutionEnv(Environment):
+class CodeSolutionScorer(Scorer):
     """Completion -> ``solution.py`` (kept in ``sample.artifacts["files"]``); ``valid`` when it parses."""
 
     needs_sandbox = False  # nothing runs here: TestSuiteReward runs the tests
@@ -25,7 +25,7 @@ class CodeSolutionEnv(Environment):
         for s in samples:
             data = s.context.data if s.context is not None else {}
             if "prompt" not in data or "entry_point" not in data:
-                raise ValueError("CodeSolutionEnv needs contexts with data['prompt'] and data['entry_point']")
+                raise ValueError("CodeSolutionScorer needs contexts with data['prompt'] and data['entry_point']")
             source = solution_source(data["prompt"], s.completion, data["entry_point"])
             s.artifacts["files"] = {data.get("solution_file", "solution.py"): source}
             s.topic = s.context.group
@@ -47,4 +47,4 @@ class CodeSolutionDataModule(SingleTurnDataModule):
     """
 
     def __init__(self, tasks: TaskSource, contexts_per_step: int = 2, seed: int = 0) -> None:
-        super().__init__(tasks, CodeSolutionEnv(), contexts_per_step, seed)
+        super().__init__(tasks, CodeSolutionScorer(), contexts_per_step, seed)

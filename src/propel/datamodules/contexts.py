@@ -1,8 +1,8 @@
 """Single-turn RL data: generator contexts from a domain, one completion per sample, scored in one batch.
 
 The stream (resumable, seeded per batch) is ``ContextStreamDataModule``'s; ``SingleTurnDataModule`` adds the
-single-turn rollout scored by one environment (shared by the generator contexts here, coding tasks and triage
-tickets), and ``ContextDataModule`` the ``GeneratorEnv`` over a domain.
+single-turn rollout scored by one ``Scorer`` (shared by the generator contexts here, coding tasks and triage
+tickets), and ``ContextDataModule`` the ``GeneratorScorer`` over a domain.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from propel.datamodules.stream import ContextStreamDataModule
 from propel.domains.base import Domain
 from propel.engines.base import Engine, SamplingSpec
-from propel.rollouts.environment import Environment, GeneratorEnv
+from propel.rollouts.scorer import GeneratorScorer, Scorer
 from propel.rollouts.single_turn import scored_rollout
 from propel.rollouts.steps import ContextBatch, Rollout
 from propel.sandbox.base import Sandbox
@@ -18,37 +18,37 @@ from propel.tasks.base import TaskSource
 
 
 class SingleTurnDataModule(ContextStreamDataModule):
-    """A context stream whose rollout is ``sampling.n`` completions per context, scored by one environment in one
-    batch; a subclass names the environment.
+    """A context stream whose rollout is ``sampling.n`` completions per context, scored by one ``Scorer`` in one
+    batch; a subclass names the scorer.
 
     Args:
         tasks: the context source (``contexts(n, seed)``, deterministic in the seed).
-        environment: what scores the completions (its ``stop`` strings end each completion).
+        scorer: what scores the completions (its ``stop`` strings end each completion).
         contexts_per_step: contexts per step (each gets ``group_size`` completions).
         seed: stream seed.
     """
 
-    def __init__(self, tasks: TaskSource, environment: Environment, contexts_per_step: int = 4, seed: int = 0) -> None:
+    def __init__(self, tasks: TaskSource, scorer: Scorer, contexts_per_step: int = 4, seed: int = 0) -> None:
         super().__init__(tasks, contexts_per_step, seed)
-        self._environment = environment
+        self._scorer = scorer
 
     @property
-    def environment(self) -> Environment:
-        return self._environment
+    def scorer(self) -> Scorer:
+        return self._scorer
 
     @property
     def stop(self) -> tuple[str, ...]:
-        return tuple(self._environment.stop)
+        return tuple(self._scorer.stop)
 
     def rollout(self, engine: Engine, batch: ContextBatch, sampling: SamplingSpec) -> Rollout:
-        """``sampling.n`` completions per context, then the environment's verdict on all of them in one batch."""
-        return scored_rollout(self._environment, engine, batch.contexts, sampling)
+        """``sampling.n`` completions per context, then the scorer's verdict on all of them in one batch."""
+        return scored_rollout(self._scorer, engine, batch.contexts, sampling)
 
 
 class ContextDataModule(SingleTurnDataModule):
-    """Generator contexts for GRPO, one batch per optimizer step, scored by a ``GeneratorEnv`` over the domain.
+    """Generator contexts for GRPO, one batch per optimizer step, scored by a ``GeneratorScorer`` over the domain.
 
-    A ``propel.rollouts.RolloutSource``. The environment's sandbox is started when fitting starts and stopped when
+    A ``propel.rollouts.RolloutSource``. The scorer's sandbox is started when fitting starts and stopped when
     it ends; a domain whose references come from an oracle (``OracleMathDomain(oracle_model=...)``) builds it then,
     and one without an oracle fails then with a one-line error instead of at the first step.
 
@@ -66,7 +66,7 @@ class ContextDataModule(SingleTurnDataModule):
     ) -> None:
         if not isinstance(domain, Domain):
             raise TypeError(f"data.domain must be a propel.domains.base.Domain, got {type(domain).__name__}")
-        super().__init__(domain, GeneratorEnv(domain, sandbox), contexts_per_step, seed)
+        super().__init__(domain, GeneratorScorer(domain, sandbox), contexts_per_step, seed)
         self.domain = domain
 
     def setup(self, stage: str) -> None:
@@ -76,8 +76,8 @@ class ContextDataModule(SingleTurnDataModule):
                 if oracle is None:
                     raise TypeError(f"domain {self.domain.name!r} needs an oracle but has no oracle_engine() to build")
                 oracle()
-            self._environment.open()
+            self._scorer.open()
 
     def teardown(self, stage: str) -> None:
         if stage == "fit":
-            self._environment.close()
+            self._scorer.close()

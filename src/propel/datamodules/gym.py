@@ -1,7 +1,7 @@
 """Single-turn GRPO on reasoning-gym's procedural tasks: the policy answers each question, the dataset's own
 verifier scores it (``propel.rewards.ReasoningGymReward``).
 
-``GymAnswerEnv`` only reads the answer: ``valid`` when the completion holds one (in the contexts' tag), the
+``GymAnswerScorer`` only reads the answer: ``valid`` when the completion holds one (in the contexts' tag), the
 topic is the item's dataset, ``sample.info["reason"]`` says ``ok`` or ``no_answer``; nothing runs, so no sandbox.
 """
 
@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from propel.datamodules.contexts import SingleTurnDataModule
-from propel.rollouts.environment import Environment
 from propel.rollouts.record import Sample
+from propel.rollouts.scorer import Scorer
 from propel.tasks.base import TaskSource
 from propel.tasks.gym import answer_tag, extract_answer
 
 
-class GymAnswerEnv(Environment):
+class GymAnswerScorer(Scorer):
     """Completion -> its extracted answer (``valid`` when there is one; the topic is the item's dataset)."""
 
     needs_sandbox = False
@@ -25,7 +25,7 @@ class GymAnswerEnv(Environment):
         for s in samples:
             data = s.context.data if s.context is not None else {}
             if "dataset" not in data:
-                raise ValueError("GymAnswerEnv needs contexts from propel.tasks.ReasoningGymTasks")
+                raise ValueError("GymAnswerScorer needs contexts from propel.tasks.ReasoningGymTasks")
             answer = extract_answer(s.completion, answer_tag(data))
             s.topic = data["dataset"]
             s.valid = bool(answer)
@@ -43,4 +43,4 @@ class ReasoningGymDataModule(SingleTurnDataModule):
     """
 
     def __init__(self, tasks: TaskSource, contexts_per_step: int = 4, seed: int = 0) -> None:
-        super().__init__(tasks, GymAnswerEnv(), contexts_per_step, seed)
+        super().__init__(tasks, GymAnswerScorer(), contexts_per_step, seed)

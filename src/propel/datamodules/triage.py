@@ -1,6 +1,6 @@
 """Single-turn GRPO on IT-triage tickets: the policy answers one ``submit_resolution`` JSON per ticket.
 
-``TriageEnv`` parses each answer (``valid`` when exactly one submission with four valid fields), sets the topic to
+``TriageScorer`` parses each answer (``valid`` when exactly one submission with four valid fields), sets the topic to
 the ticket's category and records the parse verdict in ``sample.info["triage"]["reason"]``; the six triage rewards
 (``propel.rewards.triage``) grade against the ticket's gold data.
 """
@@ -11,13 +11,13 @@ from collections.abc import Sequence
 
 from propel.datamodules.contexts import SingleTurnDataModule
 from propel.domains.base import Task
-from propel.rollouts.environment import Environment
 from propel.rollouts.record import Sample
+from propel.rollouts.scorer import Scorer
 from propel.tasks.base import TaskSource
 from propel.tasks.triage.parse import parse_submission
 
 
-class TriageEnv(Environment):
+class TriageScorer(Scorer):
     """Completion -> parsed submission (``sample.task``, domain ``triage``); nothing runs, so no sandbox."""
 
     needs_sandbox = False
@@ -26,7 +26,7 @@ class TriageEnv(Environment):
         for s in samples:
             data = s.context.data if s.context is not None else {}
             if "gold_resolution" not in data:
-                raise ValueError("TriageEnv needs contexts from propel.tasks.triage.TriageTickets (gold data)")
+                raise ValueError("TriageScorer needs contexts from propel.tasks.triage.TriageTickets (gold data)")
             answer = parse_submission(s.completion)
             s.task = Task("triage", dict(answer.raw)) if answer.found else None
             s.topic = data.get("category")
@@ -46,4 +46,4 @@ class TriageDataModule(SingleTurnDataModule):
     """
 
     def __init__(self, tasks: TaskSource, contexts_per_step: int = 2, seed: int = 0) -> None:
-        super().__init__(tasks, TriageEnv(), contexts_per_step, seed)
+        super().__init__(tasks, TriageScorer(), contexts_per_step, seed)

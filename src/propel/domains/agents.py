@@ -3,7 +3,7 @@
 ``SolvedByAgents``: an agent solver trial starts from ``agent_context`` (a ``ToolEnv`` workspace) and is judged by
 ``agent_grade`` from what the episode left; the defaults ask for the solver prompt's answer in a file.
 ``WritesInEpisodes``: the generator is an agent, and its task is what the episode left (``episode_completion``),
-parsed and checked like a completion (``propel.rollouts.environment.GeneratorEnv``).
+parsed and checked like a completion (``propel.rollouts.scorer.GeneratorScorer``).
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ class ProbeJob:
 
         from propel.engines.base import SamplingSpec
         from propel.engines.factory import make_engine
-        from propel.rollouts.environment import GeneratorEnv
+        from propel.rollouts.scorer import GeneratorScorer
         from propel.rollouts.single_turn import generate_tasks
 
         torch.manual_seed(self.seed + 1)
@@ -113,15 +113,15 @@ class ProbeJob:
             engine = make_engine("hf", self.reference_model, model=model, tokenizer=tokenizer)
         else:
             engine = make_engine(self.engine, self.reference_model, **self.engine_kwargs)
-        env = GeneratorEnv(self.domain)
+        scorer = GeneratorScorer(self.domain)
         sampling = SamplingSpec(
             n=self.rvp.group_size,
             max_new_tokens=self.rvp.max_new_tokens,
             temperature=self.rvp.temperature,
-            stop=list(env.stop),
+            stop=list(scorer.stop),
         )
-        with env:
-            groups = generate_tasks(env, engine, contexts, sampling)
+        with scorer:
+            groups = generate_tasks(scorer, engine, contexts, sampling)
         samples = [s for group in groups for s in group]
         return [s.task_text for s in samples], [bool(s.valid) for s in samples]
 

@@ -10,10 +10,10 @@ alone.
 On-policy (``on_policy=True``), the student first regenerates turn t from its own hint-free prefix through the
 rollout engine and the loss is taken on those fresh tokens (with ``reverse_kl`` this is on-policy distillation),
 each token weighted by the truncated importance ratio policy/engine when the engine is not the policy (vLLM).
-Guards against the teacher-student shift (seed 002, pitfall 4): hints can be phased in (``hint_share`` grows the
-share of targets used over the run), and each update's drift -- KL(before || after) per token on the step's
-assistant turns that were not targeted, or on a fixed held-out set of turns never trained on -- is logged; past
-``max_drift`` the step is marked unstable and, with ``rollback``, undone (adapter weights and optimizer state
+Guards against the teacher-student shift (the teacher sees a hint the student never does): hints can be phased in
+(``hint_share`` grows the share of targets used over the run), and each update's drift -- KL(before || after) per token
+on the step's assistant turns that were not targeted, or on a fixed held-out set of turns never trained on -- is logged;
+past ``max_drift`` the step is marked unstable and, with ``rollback``, undone (adapter weights and optimizer state
 restored).
 
 Data-parallel (``trainer.strategy: ddp``): every decision is taken on the global batch, as one process would take
@@ -35,7 +35,7 @@ from dataclasses import replace
 import torch
 
 from propel.errors import ConfigError
-from propel.lit_modules.policy import LoRAPolicyModule
+from propel.lit_modules.lora_policy import LoRAPolicyModule
 from propel.lit_modules.state import RolloutState
 from propel.lit_modules.turn_kl import TurnKLSpec, TurnKLTerm
 from propel.losses.distillation import DivergenceSpec, token_divergence

@@ -32,10 +32,10 @@ import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
 from propel.errors import ConfigError
-from propel.lit_modules.policy import LoRAPolicyModule
+from propel.lit_modules.lora_policy import LoRAPolicyModule
 from propel.lit_modules.state import RolloutState
 from propel.losses.advantages import SCALES, group_advantages, zero_variance_mask
-from propel.losses.policy import LossSpec, policy_loss, truncated_importance_weights
+from propel.losses.policy_gradient import LossSpec, policy_loss, truncated_importance_weights
 from propel.rewards.base import RewardComponent, RewardContext
 from propel.rewards.combine import CombinedReward, RewardBreakdown
 from propel.rollouts.episode_stats import episode_stats

@@ -1,6 +1,6 @@
 """GRPO with a turn-targeted KL term: the verifiable reward's policy gradient and, on the turns a hint source names,
-the pull toward the policy-with-a-hint, in one optimizer step (seed 002's orchestrator: reward -> targeted
-alignment -> clipped policy update).
+the pull toward the policy-with-a-hint, in one optimizer step (reward, then targeted alignment, then one
+clipped policy update).
 
 Each step's episodes are scored and turned into GRPO's clipped loss as ``GRPOModule`` does; the same episodes are
 handed to the hint source, and its targets add ``kl_coefficient`` times the mean turn-t divergence

@@ -21,11 +21,11 @@ from propel.domains.trials import SolverSpec, Trials, solver_trials
 from propel.engines.base import Engine, SamplingSpec
 from propel.engines.factory import check_kind, make_engine, make_policy_engine
 from propel.errors import ConfigError
-from propel.models.policy import load_policy, lora_rank_of
+from propel.models.trained_policy import load_policy, lora_rank_of
 from propel.pools.rows import pool_row
 from propel.rollouts.agent_trials import AgentEpisodes, AgentSolver
-from propel.rollouts.environment import GeneratorEnv
 from propel.rollouts.record import Sample
+from propel.rollouts.scorer import GeneratorScorer
 from propel.rollouts.single_turn import sample_single_turn
 from propel.sandbox.base import Sandbox
 
@@ -85,11 +85,12 @@ class LabelingModule(LightningModule):
             raise ConfigError(f"generator_agent: {type(domain).__name__}'s tasks are not written by agent episodes")
         self.save_hyperparameters(ignore=["domain", "sandbox", "solver", "solver_agent", "generator_agent"])
         self.domain = domain
-        self.env = GeneratorEnv(domain, sandbox)
+        self.scorer = GeneratorScorer(domain, sandbox)
         self.solver = solver or SolverSpec()
         self.solver_agent, self.generator_agent = solver_agent, generator_agent
         if solver_agent is not None or generator_agent is not None:
-            self.env.needs_sandbox = True  # agent episodes run in sandbox sessions whatever the domain's validity needs
+            # agent episodes run in sandbox sessions whatever the domain's validity needs
+            self.scorer.needs_sandbox = True
         self.engines: dict[str, Engine] = {}
         self._tasks = self._solver_tokens = 0
         self._seconds = 0.0
@@ -104,7 +105,7 @@ class LabelingModule(LightningModule):
 
     @property
     def sandbox(self) -> Sandbox | None:
-        return self.env.sandbox
+        return self.scorer.sandbox
 
     # engines ----------------------------------------------------------------------------------------------------
     def _engine(self, name: str) -> Engine:
@@ -131,13 +132,13 @@ class LabelingModule(LightningModule):
         self.solver_engine = self._engine(solver_model)
         if self.domain.needs_oracle and hp.oracle is not None:
             self.domain.set_oracle(self._engine(hp.oracle))
-        self.env.open()
+        self.scorer.open()
 
     def stop(self) -> None:
         """Release the engines and the sandbox this module started."""
         for engine in self.engines.values():
             engine.close()
-        self.env.close()
+        self.scorer.close()
 
     def on_predict_start(self) -> None:
         self.start()
@@ -170,14 +171,14 @@ class LabelingModule(LightningModule):
             max_new_tokens=hp.generator_max_new_tokens,
             temperature=hp.generator_temperature,
             top_p=hp.top_p,
-            stop=list(self.env.stop),
+            stop=list(self.scorer.stop),
         )
         # contexts that carry their task's text (``data["completion"]``: SWE's procedural bugs and recorded generator
         # episodes) skip the generator engine; the rest are sampled; all are scored together
         sampled = [c for c in batch if _given(c) is None]
         fresh = iter(g[0] for g in self._generate(sampled, spec)) if sampled else iter(())
         samples = [next(fresh) if _given(c) is None else Sample("", _given(c), context=c) for c in batch]
-        self.env.score(samples)
+        self.scorer.score(samples)
         valid = [s for s in samples if s.valid]
         trials = dict(zip(map(id, valid), self.run_trials(valid), strict=True))
         rows = []

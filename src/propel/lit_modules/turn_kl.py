@@ -34,7 +34,7 @@ import torch
 from propel.errors import ConfigError
 from propel.losses.distillation import DivergenceSpec, masked_mean, token_divergence
 from propel.losses.logprobs import token_logprobs
-from propel.losses.policy import truncated_importance_weights
+from propel.losses.policy_gradient import truncated_importance_weights
 from propel.models.reference import reference_forward
 from propel.models.span_logits import span_logits
 from propel.rollouts.hints import HintSplicer, TurnTarget

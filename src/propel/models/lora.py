@@ -1,8 +1,8 @@
-"""LoRA wrapping with peft; defaults from DESIGN.md (r=16, alpha=32, all 7 projections).
+"""LoRA wrapping with peft; defaults r=16, alpha=32, on all 7 attention and MLP projections.
 
 No LoRA dropout: the trainers run every forward of a step with dropout off (sampling, the frozen old/reference
 logprobs and the loss forward), so that the PPO ratio is exactly 1 before an update and the importance weights see
-no dropout noise. A dropout setting would never act, so there is none (issue 38); the adapters are built with
+no dropout noise. A dropout setting would never act, so there is none; the adapters are built with
 ``lora_dropout=0``, which peft makes an identity.
 """
 

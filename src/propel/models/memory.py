@@ -89,7 +89,7 @@ class ArchSpec:
         return embed + self.layers * per_layer + self.hidden
 
 
-# Published config.json numbers. "Qwen/Qwen3.5-4B" (seed 004's generator) was not reachable here: its entry uses
+# Published config.json numbers. "Qwen/Qwen3.5-4B" (the PROPEL paper's generator) was not reachable here: its entry uses
 # Qwen3-4B's numbers as a stand-in; pass the real config (``ArchSpec.from_config``) when you have it.
 KNOWN: dict[str, ArchSpec] = {
     "Qwen/Qwen2.5-3B-Instruct": ArchSpec(2048, 36, 16, 2, 11008, 151936, tied=True, qkv_bias=True),

@@ -1,4 +1,4 @@
-"""Adversarial probe co-evolution as pipeline stages (seed 004, §6 and App. 12), after label, probe and GRPO:
+"""Adversarial probe co-evolution as pipeline stages (the PROPEL paper's §6 and App. 12), after label, probe and GRPO:
 
 1. ``aux_pool``: the auxiliary probe's pool (``propel.pools.auxiliary``): the original positives; as negatives the
    GRPO stage's mined false positives (``AdversarialProbeMining`` in its templates) and the valid tasks of the topic

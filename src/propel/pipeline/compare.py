@@ -173,7 +173,7 @@ def compare_dirs(
 
 # ------------------------------------------------------------------------------ several arms (co-evolution)
 ARM_COLUMNS = ("utility", "valid_rate", "self_bleu_3", "distinct_3", "top_topic_rate")
-"""The paper's columns for an arms table (seed 004 Table 8): utility, validity, Self-BLEU-3, Distinct-3, top-topic."""
+"""The PROPEL paper's columns for an arms table (Table 8): utility, validity, Self-BLEU-3, Distinct-3, top-topic."""
 ARM_PAIRS = (("single", "base"), ("constrained", "base"), ("constrained", "single"), ("auxiliary", "base"))
 """The changes an arms table states: each trained arm against the base, and the constraint against one probe."""
 

@@ -1,5 +1,5 @@
-"""What a reward signal cost during RL and before it (seed 004, Table 3): PROPEL pays its solver trials offline,
-once, to label the probe's pool; solver-in-the-loop (SIL) pays them online, at every step.
+"""What a reward signal cost during RL and before it (the PROPEL paper's Table 3): PROPEL pays its solver trials
+offline, once, to label the probe's pool; solver-in-the-loop (SIL) pays them online, at every step.
 
 ``signal_cost`` reads a GRPO run's per-step metrics (``reward/seconds_per_sample`` and every ``reward/<name>/trials``
 that ``CombinedReward`` logs) and the labeling summary, and gives the evaluation table's cost columns.

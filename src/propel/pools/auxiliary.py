@@ -1,4 +1,4 @@
-"""The auxiliary probe's training pool (seed 004, App. 12): what the main probe over-rewards, labeled negative.
+"""The auxiliary probe's training pool (the PROPEL paper's App. 12): what the main probe over-rewards, labeled negative.
 
 Positives are the original corpus's valid positives. Negatives are the mined false positives (valid tasks the main
 probe scored as useful whose real solve count fell outside the band) plus the valid tasks of the topic the

@@ -63,7 +63,7 @@ def evaluation_summary(
 ) -> dict:
     """Utility, validity, diversity and the solve-count histogram of one evaluation, each with its interval.
 
-    The paper's definitions (seed 004 §5) keep their names: ``utility`` is the share of *all* fresh generations
+    The PROPEL paper's definitions (§5) keep their names: ``utility`` is the share of *all* fresh generations
     whose solve count lands in the band (an invalid task is not in it), and ``self_bleu_3``, ``distinct_3``,
     ``top_topic_rate`` are over all generations (a malformed one as its raw completion). The same numbers over
     valid tasks only carry a ``_valid`` suffix. A metric with no defined value (Self-BLEU of fewer than 2 texts,

@@ -39,7 +39,7 @@ def probe_metrics(
 
 
 def probe_optimizer(parameters, lr: float = 1e-3, weight_decay: float = 1e-2) -> torch.optim.Optimizer:
-    """AdamW, the seed-004 recipe."""
+    """AdamW, the PROPEL paper's probe recipe (lr 1e-3, weight decay 1e-2)."""
     return torch.optim.AdamW(parameters, lr=lr, weight_decay=weight_decay)
 
 

@@ -55,7 +55,8 @@ SELECTION_ONLY = ("archs", "balances", "seeds", "logistic_baseline", "num_thread
 
 @dataclass
 class SweepConfig:
-    """The grid and the training recipe (defaults: DESIGN.md / seed 004 App. 14)."""
+    """The grid and the training recipe (defaults: the PROPEL paper's probe recipe, App. 14: AdamW lr 1e-3, weight
+    decay 1e-2, batch 64, up to 50 epochs, early-stopping patience 5)."""
 
     archs: Sequence[str] = ("linear", "mlp")
     """Head architectures (``linear``, ``mlp``, ``deep_mlp``)."""

@@ -20,7 +20,7 @@ from propel.probes.classifier import ProbeClassifier
 
 @dataclass
 class LoopSettings:
-    """Training-loop knobs (defaults: seed 004 App. 14)."""
+    """Training-loop knobs (defaults: the PROPEL paper's probe recipe, App. 14)."""
 
     max_epochs: int = 50
     """Upper bound on epochs."""

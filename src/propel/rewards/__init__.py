@@ -3,11 +3,11 @@ test-suite reward with its hack penalty; the six IT-triage components; reasoning
 functions in propel (``TRLRewardFunction``) and propel rewards in TRL (``as_trl_reward``)."""
 
 from propel.rewards.base import FunctionReward, Reward, RewardComponent, RewardContext
+from propel.rewards.code_tests import TestSuitePart, TestSuiteReward
 from propel.rewards.combine import CombinedReward, RewardBreakdown
 from propel.rewards.episode import EnvironmentReward, OverlongPenalty, TurnRewards
 from propel.rewards.gym import ReasoningGymReward
 from propel.rewards.probe import PROBE_MODES, MinProbe, ProbeReward, constrained, worst_case
-from propel.rewards.test_suite import TestSuitePart, TestSuiteReward
 from propel.rewards.triage import (
     CitationGrounding,
     Parsimony,

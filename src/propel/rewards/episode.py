@@ -26,7 +26,7 @@ class EnvironmentReward(Reward):
         if missing:
             raise ValueError(
                 f"EnvironmentReward needs agent episodes scored by their environment; sample {missing[0]} has no "
-                "info['reward'] (use it with propel.datamodules.episodes.EpisodeDataModule)"
+                "info['reward'] (use it with propel.datamodules.agent_episodes.EpisodeDataModule)"
             )
         return torch.tensor([float(s.info.get("reward") or 0.0) for s in samples], dtype=torch.float32)
 

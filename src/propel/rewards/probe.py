@@ -1,4 +1,4 @@
-"""PROPEL's probe rewards: a frozen activation probe's logit, gated by task validity (seed 004, §3 and ablations).
+"""PROPEL's probe rewards: a frozen activation probe's logit, gated by task validity (the paper's §3, ablations).
 
 The gate itself is ``propel.probes.gate.gated_reward``, the one definition the sweep's RVP selects probes with.
 Unless the gate's ``floor`` is given, the floor of invalid tasks is ``propel.probes.gate.default_floor``: below every
@@ -9,10 +9,10 @@ plain callable ``texts -> Tensor`` of logits), or named by its artifact folder (
 YAML): then the scorer is built at ``setup`` (or on first use), reading the GRPO policy with its adapters disabled as
 the frozen reference when the artifact's reference model is the policy's base model (no second copy in memory).
 
-Cold transfer (seed 004 §6): the policy may be another model family, with another tokenizer, than the reference. The
-reward is a function of texts only (``text``: the domain's rendering of the task parsed from the policy's decoded
-completion), and the reference tokenizes them with its own tokenizer (``ProbeScorer``); when the policy's base model
-is not the reference, the reference is loaded on its own, once. ``configs/math/cold_transfer.yaml`` shows it.
+Cold transfer (the PROPEL paper's §6): the policy may be another model family, with another tokenizer, than the
+reference. The reward is a function of texts only (``text``: the domain's rendering of the task parsed from the policy's
+decoded completion), and the reference tokenizes them with its own tokenizer (``ProbeScorer``); when the policy's base
+model is not the reference, the reference is loaded on its own, once. ``configs/math/cold_transfer.yaml`` shows it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Solver-in-the-loop (SIL): the baseline PROPEL's probe replaces (seed 004, Table 3).
+"""Solver-in-the-loop (SIL): the baseline PROPEL's probe replaces (the PROPEL paper's Table 3).
 
 Instead of predicting usefulness from activations, run the solver on every valid generated task during RL and reward
 the realized solve count's band membership (1 in the band, 0 outside, the floor for invalid tasks). It is the exact
@@ -21,8 +21,8 @@ from propel.domains.trials import SolverSpec, Trials, solver_trials
 from propel.engines.base import Engine
 from propel.errors import ConfigError
 from propel.rewards.base import Reward, RewardContext
-from propel.rollouts.environment import GeneratorEnv
 from propel.rollouts.record import Sample
+from propel.rollouts.scorer import GeneratorScorer
 from propel.sandbox.base import Sandbox
 
 TrialRunner = Callable[[list[Sample]], list[Trials]]
@@ -65,7 +65,7 @@ class SolverInLoopReward(Reward):
         self.engine, self.engine_kind, self.engine_kwargs = engine, engine_kind, dict(engine_kwargs or {})
         self.run_trials = run_trials
         self._floor, self.name, self.weight = float(floor), name, weight
-        self._env = GeneratorEnv(domain, sandbox)
+        self._scorer = GeneratorScorer(domain, sandbox)
         self._owns_engine = False
         self.trials_total = 0
         """Solver attempts run so far (all steps)."""
@@ -92,16 +92,16 @@ class SolverInLoopReward(Reward):
             self.engine, self._owns_engine = make_engine(self.engine_kind, name, **self.engine_kwargs), True
         if self.domain.needs_oracle:
             self.domain.set_oracle(self.engine)
-        self._env.open()
+        self._scorer.open()
         self.run_trials = self._solver_trials
 
     def _solver_trials(self, samples: list[Sample]) -> list[Trials]:
         sampling = self.solver.sampling(self.domain.solver_stop)
-        return solver_trials(self.domain, self.engine, [s.task for s in samples], sampling, self._env.sandbox)
+        return solver_trials(self.domain, self.engine, [s.task for s in samples], sampling, self._scorer.sandbox)
 
     def close(self) -> None:
         """Stop the sandbox this reward started (an engine it built is closed too)."""
-        self._env.close()
+        self._scorer.close()
         if self._owns_engine and self.engine is not None:
             self.engine.close()
             self.engine, self._owns_engine, self.run_trials = None, False, None

@@ -2,8 +2,8 @@
 
 Each call rebuilds propel ``Sample``s from TRL's inputs (``propel.rewards.trl_io.trl_samples``): the row's prompt and
 gold data (build the TRL dataset with ``trl_row`` so nested data such as a test suite arrives intact in
-``propel_data``), the decoded completion and its ids. An ``environment`` scores them first where the reward reads its
-verdict (``ProbeReward`` reads ``valid`` and the rendered task: ``GeneratorEnv(domain)``); the test-suite and triage
+``propel_data``), the decoded completion and its ids. A ``scorer`` scores them first where the reward reads its
+verdict (``ProbeReward`` reads ``valid`` and the rendered task: ``GeneratorScorer(domain)``); the test-suite and triage
 rewards read the completion and the gold data themselves. The reward's ``setup`` runs once, at the first call, with
 ``setup`` (a ``RewardContext``: e.g. the frozen reference for a probe artifact). A ``CombinedReward`` returns its total;
 its components, and what a component reports with ``step_stats``, go to TRL's ``log_metric`` as
@@ -18,12 +18,12 @@ from typing import Any
 from propel.rewards.base import RewardComponent, RewardContext
 from propel.rewards.combine import CombinedReward
 from propel.rewards.trl_io import trl_samples
-from propel.rollouts.environment import Environment
+from propel.rollouts.scorer import Scorer
 
 
 def as_trl_reward(
     reward: RewardComponent | CombinedReward,
-    environment: Environment | None = None,
+    scorer: Scorer | None = None,
     setup: RewardContext | None = None,
     tokenizer=None,
     name: str | None = None,
@@ -33,7 +33,7 @@ def as_trl_reward(
 
     Args:
         reward: a reward component, or several combined (the total is returned).
-        environment: scores the samples before the reward reads them (opened at the first call; close it yourself).
+        scorer: scores the samples before the reward reads them (opened at the first call; close it yourself).
         setup: what ``reward.setup`` gets at the first call (default: an empty ``RewardContext``).
         tokenizer: renders chat prompts into ``Sample.prompt`` (rewards that read the prompt text).
         name: the function's ``__name__`` (TRL's name for the reward in its logs); default: the reward's name.
@@ -44,12 +44,12 @@ def as_trl_reward(
     def reward_func(prompts, completions, completion_ids=None, **kwargs: Any) -> list[float]:
         if not state["ready"]:
             reward.setup(setup or RewardContext())
-            if environment is not None:
-                environment.open()
+            if scorer is not None:
+                scorer.open()
             state["ready"] = True
         samples = trl_samples(prompts, completions, completion_ids, kwargs, tokenizer)
-        if environment is not None:
-            environment.score(samples)
+        if scorer is not None:
+            scorer.score(samples)
         log_metric = kwargs.get("log_metric")
         if isinstance(reward, CombinedReward):
             breakdown = reward(samples)

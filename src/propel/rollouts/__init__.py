@@ -1,12 +1,12 @@
 """Rollouts: the record of what a policy did (``Sample``, ``Turn``), how it is produced (single-turn generation
-scored by an environment; multi-turn agent episodes run by ``EpisodeRunner``) and how it becomes training tensors
+scored by a ``Scorer``; multi-turn agent episodes run by ``EpisodeRunner``) and how it becomes training tensors
 (``pack``) or files (``write_trajectories``)."""
 
 from propel.rollouts.agent_trials import AgentEpisodes, AgentSolver
-from propel.rollouts.environment import Environment, GeneratorEnv
-from propel.rollouts.episodes import EpisodeRunner
+from propel.rollouts.episode_runner import EpisodeRunner
 from propel.rollouts.packing import PackedBatch, pack
 from propel.rollouts.record import Sample, Turn
+from propel.rollouts.scorer import GeneratorScorer, Scorer
 from propel.rollouts.single_turn import generate_tasks, sample_single_turn
 from propel.rollouts.steps import ContextBatch, Rollout, RolloutSource
 from propel.rollouts.trajectories import read_trajectories, write_trajectories
@@ -15,9 +15,9 @@ __all__ = [
     "AgentEpisodes",
     "AgentSolver",
     "ContextBatch",
-    "Environment",
+    "Scorer",
     "EpisodeRunner",
-    "GeneratorEnv",
+    "GeneratorScorer",
     "PackedBatch",
     "Rollout",
     "RolloutSource",

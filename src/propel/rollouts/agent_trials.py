@@ -20,7 +20,7 @@ from propel.domains.trials import SolverSpec, Trials
 from propel.engines.base import Engine, Prompt, SamplingSpec
 from propel.envs.base import AgentEnv
 from propel.errors import ConfigError
-from propel.rollouts.episodes import SCHEDULES, EpisodeRunner
+from propel.rollouts.episode_runner import SCHEDULES, EpisodeRunner
 from propel.rollouts.record import Sample
 from propel.sandbox.base import Sandbox
 from propel.tasks.shell import DEMONSTRATION

@@ -33,7 +33,8 @@ class Turn:
 
 @dataclass
 class Sample:
-    """One rollout and its scoring: the context it came from, the exact tokens, and the environment's verdict.
+    """One rollout and its scoring: the context it came from, the exact tokens, and its verdict (a
+    ``Scorer``'s, or an agent environment's).
 
     Rewards read samples; callbacks read them from the step's ``RolloutState``; labeling writes them to pools.
     """
@@ -43,7 +44,7 @@ class Sample:
     completion: str
     """The assistant's text (all assistant turns joined, for multi-turn rollouts)."""
     valid: bool = True
-    """The environment's cheap validity verdict (parses, runs, ...)."""
+    """The cheap validity verdict of the scorer or agent environment (parses, runs, ...)."""
     task: Any = None
     """The domain's parsed structure (None when malformed)."""
     topic: str | None = None

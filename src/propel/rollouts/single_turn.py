@@ -1,4 +1,4 @@
-"""Single-turn rollouts: one engine call for a batch of contexts, then the environment's verdict.
+"""Single-turn rollouts: one engine call for a batch of contexts, then the scorer's verdict.
 
 ``generate_tasks`` is the one "generate -> parse -> validity" used by GRPO, labeling, evaluation and the probe job.
 """
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from propel.domains.base import Context
 from propel.engines.base import Engine, SamplingSpec
-from propel.rollouts.environment import Environment
 from propel.rollouts.record import Sample, Turn
+from propel.rollouts.scorer import Scorer
 from propel.rollouts.steps import Rollout
 
 
@@ -37,19 +37,19 @@ def sample_single_turn(engine: Engine, contexts: Sequence[Context], sampling: Sa
 
 
 def generate_tasks(
-    env: Environment, engine: Engine, contexts: Sequence[Context], sampling: SamplingSpec
+    scorer: Scorer, engine: Engine, contexts: Sequence[Context], sampling: SamplingSpec
 ) -> list[list[Sample]]:
-    """Sample ``sampling.n`` completions per context and let ``env`` score them all in one batch."""
+    """Sample ``sampling.n`` completions per context and let ``scorer`` score them all in one batch."""
     groups = sample_single_turn(engine, contexts, sampling)
-    env.score([s for group in groups for s in group])
+    scorer.score([s for group in groups for s in group])
     return groups
 
 
-def scored_rollout(env: Environment, engine: Engine, contexts: Sequence[Context], sampling: SamplingSpec) -> Rollout:
-    """``generate_tasks`` as one RL step's ``Rollout``, timed (generation, then the environment's scoring)."""
+def scored_rollout(scorer: Scorer, engine: Engine, contexts: Sequence[Context], sampling: SamplingSpec) -> Rollout:
+    """``generate_tasks`` as one RL step's ``Rollout``, timed (generation, then the scorer's scoring)."""
     start = time.perf_counter()
     groups = sample_single_turn(engine, contexts, sampling)
     generated = time.perf_counter()
-    env.score([s for group in groups for s in group])
+    scorer.score([s for group in groups for s in group])
     end = time.perf_counter()
     return Rollout(groups, {"generation_s": generated - start, "environment_s": end - generated, "wall_s": end - start})

@@ -38,9 +38,9 @@ class Rollout:
 
 @runtime_checkable
 class RolloutSource(Protocol):
-    """What an RL datamodule declares to its trainer: the stop strings of its environment, a call as each step
-    starts (it marks the batch consumed and restores the RNG after a resume) and the rollout itself (single-turn
-    completions scored in a batch, or multi-turn agent episodes)."""
+    """What an RL datamodule declares to its trainer: the stop strings of its scorer or agent environment, a call as
+    each step starts (it marks the batch consumed and restores the RNG after a resume) and the rollout itself
+    (single-turn completions scored in a batch, or multi-turn agent episodes)."""
 
     @property
     def stop(self) -> tuple[str, ...]: ...

@@ -20,7 +20,7 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import ConfigDict, Field
 
-from propel.rewards.test_suite import INFO_KEY, TestSuiteReward
+from propel.rewards.code_tests import INFO_KEY, TestSuiteReward
 from propel.rollouts.record import Sample
 from propel.sandbox.base import Sandbox
 from propel.tasks.humaneval import CodeTask, HumanEvalTasks

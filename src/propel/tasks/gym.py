@@ -88,7 +88,7 @@ class ReasoningGymTasks(TaskSource):
     Args:
         datasets: the mix: each a name, a weight and the dataset's config.
         tag: the tag the answer goes in (``<answer>...</answer>``: reasoning-gym's convention); None: the whole
-            completion is the answer. Contexts carry it (``data["answer_tag"]``) to the reward and the environment.
+            completion is the answer. Contexts carry it (``data["answer_tag"]``) to the reward and the scorer.
         instruction: appended to every question; None asks for the answer in ``tag`` (or for only the answer when
             ``tag`` is None); empty for none.
         system_prompt: a system message before the question; None for none.

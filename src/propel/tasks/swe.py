@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from propel.domains.base import Context
 from propel.domains.swe.domain import resolve_repos
-from propel.domains.swe.episodes import generator_contexts
+from propel.domains.swe.tool_episodes import generator_contexts
 from propel.tasks.base import TaskSource
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from propel.domains.swe.episodes import episode_diff, generator_context, solver_context, suite_command
+from propel.domains.swe.tool_episodes import episode_diff, generator_context, solver_context, suite_command
 from propel.domains.swe.validity import BugValidator
 from propel.envs.tool_env import ToolEnv
 
@@ -74,13 +74,13 @@ def test_a_truncated_collection_is_an_infrastructure_error_never_a_diff(sandbox,
 
     from propel.engines.base import SamplingSpec
     from propel.engines.scripted import ScriptedEngine
-    from propel.rollouts.episodes import EpisodeRunner
+    from propel.rollouts.episode_runner import EpisodeRunner
 
     runner = EpisodeRunner(ScriptedEngine(tokenizer, lambda p: _call("submit")), ToolEnv, sandbox)
     ((sample,),), _ = runner.run([gen], SamplingSpec(n=1, max_new_tokens=64))
     assert "max_collect_chars" in sample.infra_error and not sample.valid  # left out of the group statistics
 
-    from propel.domains.swe.episodes import TruncatedCollection
+    from propel.domains.swe.tool_episodes import TruncatedCollection
 
     module = (root / "tabulate/__init__.py").read_text()
     cut = {

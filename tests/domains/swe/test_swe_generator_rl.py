@@ -1,4 +1,4 @@
-"""The SWE generator's RL rollouts (issue 19 item 7): bug-injection episodes in clean checkouts, each episode's bug
+"""The SWE generator's RL rollouts: bug-injection episodes in clean checkouts, each episode's bug
 (the diff of the files it left) checked by ``BugValidator`` in the sandbox, so the probe reward's validity gate reads
 what the episode really made. Scripted generator on the parse repo, local (bubblewrap) backend."""
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from propel.cli.config_files import read_config_files
-from propel.datamodules.episodes import EpisodeDataModule
+from propel.datamodules.agent_episodes import EpisodeDataModule
 from propel.domains.math import MathExpressionDomain
 from propel.domains.swe import SweDomain
 from propel.engines.base import SamplingSpec

@@ -1,4 +1,4 @@
-"""The SWE chain into a labeling pool (issue 19): a scripted generator episode and procedural bugs become tasks,
+"""The SWE chain into a labeling pool: a scripted generator episode and procedural bugs become tasks,
 ``BugValidator`` checks them, three scripted repair episodes per valid bug run in fresh sandbox sessions, and the
 rows (solve counts, band labels) land in the resumable Parquet pool. The parse repo, local (bubblewrap) backend."""
 
@@ -15,8 +15,8 @@ from propel.cli.config_files import read_config_files
 from propel.datamodules.task_pool import TaskPoolDataModule
 from propel.domains.swe.checkout import checkout
 from propel.domains.swe.domain import SweDomain, bug_record, episode_bug, resolve_repos
-from propel.domains.swe.episodes import generator_context
 from propel.domains.swe.repos import REPOS, SPLITS, get_repo
+from propel.domains.swe.tool_episodes import generator_context
 from propel.domains.trials import SolverSpec
 from propel.engines.base import SamplingSpec
 from propel.engines.scripted import ScriptedEngine
@@ -26,7 +26,7 @@ from propel.errors import ConfigError
 from propel.lit_modules.labeling import LabelingModule
 from propel.pools import read_pool
 from propel.rollouts import AgentSolver
-from propel.rollouts.episodes import EpisodeRunner
+from propel.rollouts.episode_runner import EpisodeRunner
 
 SUBMIT = format_tool_call(ToolCall("submit", {}))
 INJECT = "sed -i 's/return self.converter(string)$/return self.converter(string[::-1])/' parse.py"

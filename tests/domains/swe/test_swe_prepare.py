@@ -13,7 +13,7 @@ def test_parse_anchor_checkout_and_manifest(swe_repo):
     assert git(root, "status", "--porcelain").stdout == b""  # clean
     head = git(root, "rev-parse", "HEAD").stdout.decode().strip()
     assert manifest.commit == head == "43a42eaf256bbbacd0f89a76fb82d49beec5b60f"  # fixed author and date
-    assert manifest.counts == {"passed": 96, "skipped": 1}  # the anchor: 96 passed, 1 skipped
+    assert manifest.counts == {"passed": 96, "skipped": 1}  # the expected run: 96 passed, 1 skipped
     assert len(manifest.passing) == 96 and not manifest.flaky
     assert all("::" in t for t in manifest.passing) and "tests.test_parse::test_custom_type" in manifest.passing
 

@@ -1,10 +1,10 @@
-"""The SWE domain (seed 004 §4.2, App. 13): bugs injected into real Python repositories, judged strictly.
+"""The SWE domain (the PROPEL paper's §4.2 and App. 13): bugs injected into real Python repositories, judged strictly.
 
 ``repos`` (registry of small pure-Python libraries, sdists pinned by hash) -> ``checkout`` (clean git checkouts,
 cached) -> ``prepare`` (preflight: passing tests, flaky ones dropped) -> ``validity`` (``BugValidator``: applies,
 tests untouched, suite runs, at least one passing test fails; repairs graded by the full suite) with ``suite``
 (the repo's pytest run in a sandbox) and ``diffs`` (``git apply`` on a copy). ``mutations``/``baseline`` are the
-procedural bug generator; ``episodes``/``prompts`` turn generator and solver tasks into ``ToolEnv`` episodes;
+procedural bug generator; ``tool_episodes``/``prompts`` turn generator and solver tasks into ``ToolEnv`` episodes;
 ``domain`` (``SweDomain``) wires bugs into labeling pools, labeled by repair episodes.
 """
 

@@ -23,16 +23,16 @@ from propel.domains.agents import SolvedByAgents, WritesInEpisodes
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
 from propel.domains.swe.checkout import checkout
 from propel.domains.swe.diffs import apply_diff
-from propel.domains.swe.episodes import (
+from propel.domains.swe.mutations import generate_bugs
+from propel.domains.swe.prepare import load_manifest
+from propel.domains.swe.repos import SPLITS, RepoProfile, get_repo
+from propel.domains.swe.tool_episodes import (
     collected_files,
     episode_diff,
     generator_contexts,
     generator_prompt,
     solver_context,
 )
-from propel.domains.swe.mutations import generate_bugs
-from propel.domains.swe.prepare import load_manifest
-from propel.domains.swe.repos import SPLITS, RepoProfile, get_repo
 from propel.domains.swe.validity import BugValidator, BugVerdict
 from propel.engines.base import Prompt
 from propel.errors import ConfigError
@@ -72,7 +72,7 @@ def resolve_repos(repos: str | Sequence[str]) -> list[str]:
 
 
 def episode_bug(context: Context, collected: dict[str, str | None], turns: Sequence[str] | None = None) -> str:
-    """One line of an ``episodes`` file from a finished generator episode (``episodes.generator_context``): its id,
+    """One line of an ``episodes`` file from a finished generator episode (``tool_episodes.generator_context``): its id,
     repo, the diff of the library files it left (``Sample.artifacts["files"]``) and, given, its assistant turns."""
     record = _bug(context.data["repo"], episode_diff(context, collected), turns)
     return json.dumps({"id": context.id, **record}, sort_keys=True)

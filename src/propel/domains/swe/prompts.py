@@ -1,4 +1,4 @@
-"""The SWE agents' task prompts (the seed's App. 18 prompt is lost in the text: these state the rules that validity
+"""The SWE agents' task prompts (the PROPEL paper's App. 18 prompt is not available: these state the rules that validity
 and grading enforce, so an agent that follows them produces valid bugs and honest repairs)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The six IT-triage reward components (seed 003), one class each, combined by ``CombinedReward`` with YAML weights.
+"""The six IT-triage reward components, one class each, combined by ``CombinedReward`` with YAML weights.
 
 Content first (``docs/triage_rewards.md``): resolution is the share of the gold runbook's steps the answer covers
 (``steps.py``); format (beyond the parse), parsimony and repetition are style, paid in proportion to that content
@@ -20,7 +20,8 @@ from propel.rewards.triage.steps import StepCheck, check_steps, key_terms
 
 
 def triage_rewards() -> list[TriageReward]:
-    """The six components with their default weights (1 each), in the seed's order."""
+    """The six components with their default weights (1 each): format, resolution, grounding, calibration, parsimony,
+    repetition."""
     return [
         TriageFormat(),
         TriageResolution(),

@@ -1,7 +1,7 @@
 """The copy check's measure: the longest span of a completion copied, in order, from the prompt's text, robust to
 junk inserted into the copy.
 
-A verbatim run (the seed's check) is broken by one inserted token, so a pasted article with a junk word every ~15
+A check for verbatim runs is broken by one inserted token, so a pasted article with a junk word every ~15
 words passed as original. ``copied_span`` first drops the completion's words that the source does not contain (junk
 of any length then breaks nothing), then finds the longest chain of words matched in order where consecutive matches
 may skip up to ``skip`` words on either side (a junk word that happens to be in the source, a dropped step number).

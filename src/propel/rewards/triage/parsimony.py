@@ -12,7 +12,8 @@ from propel.tasks.triage.parse import Submission
 
 def parsimony(length: int, budget: float, tail: float) -> float:
     """1 up to ``budget`` words, then falling linearly to 0 at ``budget * (1 + tail)``: monotone non-increasing in
-    ``length`` and bounded in [0, 1] (no second lobe for long answers: the seed's U-shaped bug is impossible)."""
+    ``length`` and bounded in [0, 1] (no second lobe for long answers: a U-shaped reward that pays long filler, the
+    triage write-up's bug, is impossible)."""
     if length <= budget:
         return 1.0
     return max(0.0, 1.0 - (length - budget) / (tail * budget))

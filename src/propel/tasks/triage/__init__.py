@@ -1,4 +1,4 @@
-"""IT-ticket triage over retrieved articles (seed 003): the ticket schema, a reproducible synthetic set, a loader
+"""IT-ticket triage over retrieved articles: the ticket schema, a reproducible synthetic set, a loader
 for a user's own tickets, the prompt, and the ``submit_resolution`` parser the triage rewards grade with."""
 
 from propel.tasks.triage.generate import generate_tickets, knowledge_base

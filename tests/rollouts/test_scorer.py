@@ -1,4 +1,4 @@
-"""GeneratorEnv: the one parse -> validity -> render step, and the sandbox it owns or borrows."""
+"""GeneratorScorer: the one parse -> validity -> render step, and the sandbox it owns or borrows."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
 from propel.engines.base import Prompt
-from propel.rollouts import GeneratorEnv, Sample
+from propel.rollouts import GeneratorScorer, Sample
 
 
 class WordDomain(Domain):
@@ -36,35 +36,35 @@ class WordDomain(Domain):
 
 
 def test_score_fills_verdicts_in_place():
-    env = GeneratorEnv(WordDomain())
+    scorer = GeneratorScorer(WordDomain())
     samples = [Sample("p", " hello "), Sample("p", "  "), Sample("p", "hi")]
-    env.score(samples)
+    scorer.score(samples)
     assert [s.valid for s in samples] == [True, False, False]
     assert [s.info["reason"] for s in samples] == ["ok", "blank", "short"]
     assert samples[0].task_text == "<hello>" and samples[0].topic == "h"
     assert samples[1].task is None and samples[1].task_text == "  "  # no task: the raw completion
-    assert env.stop == ("\n\n",)
+    assert scorer.stop == ("\n\n",)
 
 
 def test_sandbox_is_started_and_stopped_only_when_needed():
     class Sandboxed(WordDomain):
         needs_sandbox = True
 
-    with GeneratorEnv(WordDomain()) as env:
-        assert env.sandbox is None
-    env = GeneratorEnv(Sandboxed())
+    with GeneratorScorer(WordDomain()) as scorer:
+        assert scorer.sandbox is None
+    scorer = GeneratorScorer(Sandboxed())
     with pytest.raises(RuntimeError, match="open"):
-        env.score([Sample("p", "hello")])
-    with env:
-        assert env.sandbox is not None
-        env.score([Sample("p", "hello")])
-    assert env.sandbox is None
+        scorer.score([Sample("p", "hello")])
+    with scorer:
+        assert scorer.sandbox is not None
+        scorer.score([Sample("p", "hello")])
+    assert scorer.sandbox is None
     borrowed = object()
-    with GeneratorEnv(Sandboxed(), sandbox=borrowed) as env:
-        assert env.sandbox is borrowed
-    assert env.sandbox is borrowed  # a given sandbox is not closed
+    with GeneratorScorer(Sandboxed(), sandbox=borrowed) as scorer:
+        assert scorer.sandbox is borrowed
+    assert scorer.sandbox is borrowed  # a given sandbox is not closed
 
 
 def test_rejects_non_domain():
     with pytest.raises(TypeError, match="Domain"):
-        GeneratorEnv("math")
+        GeneratorScorer("math")

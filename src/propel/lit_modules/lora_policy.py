@@ -46,9 +46,9 @@ from propel.lit_modules.update_guard import UpdateGuard
 from propel.losses.logprobs import token_logprobs
 from propel.models.lora import LoRASpec
 from propel.models.span_logits import span_logits
-from propel.rollouts.environment import Environment
 from propel.rollouts.packing import PackedBatch, pack
 from propel.rollouts.record import Sample, Turn
+from propel.rollouts.scorer import Scorer
 from propel.rollouts.steps import ContextBatch, Rollout, RolloutSource
 
 # An RL step is one whole optimization: a checkpoint taken after it is the state to resume from (the 8-vs-4+4 and
@@ -94,7 +94,7 @@ class LoRAPolicyModule(pl.LightningModule):
         temperature: sampling temperature (the trainer scores under the same warping).
         top_p: nucleus sampling threshold (1 disables).
         top_k: top-k sampling (0 disables).
-        stop: stop strings; None uses the environment's.
+        stop: stop strings; None uses the datamodule's (its scorer's or its agent environment's).
         micro_batch_size: sequences per forward/backward; gradients of the micro-batches are accumulated.
         lr: AdamW learning rate (when ``optimizer`` is not given).
         weight_decay: AdamW weight decay (when ``optimizer`` is not given).
@@ -211,24 +211,24 @@ class LoRAPolicyModule(pl.LightningModule):
 
     @property
     def rollout_source(self) -> RolloutSource:
-        """The datamodule feeding this trainer (it declares the contexts' environment)."""
+        """The datamodule feeding this trainer (it declares the contexts' stop strings and rolls them out)."""
         dm = getattr(self.trainer, "datamodule", None)
         if not isinstance(dm, RolloutSource):
             raise TypeError(
                 f"{type(self).__name__} needs a datamodule that is a propel.rollouts.RolloutSource (`stop`, "
                 f"`on_before_rollout(batch)` and `rollout(engine, batch, sampling)`), e.g. "
-                f"propel.datamodules.contexts.ContextDataModule or propel.datamodules.episodes.EpisodeDataModule; got "
-                f"{type(dm).__name__}"
+                f"propel.datamodules.contexts.ContextDataModule or "
+                f"propel.datamodules.agent_episodes.EpisodeDataModule; got {type(dm).__name__}"
             )
         return dm
 
     @property
-    def environment(self) -> Environment:
-        """The single-turn scoring environment of the datamodule (what probe mining re-scores tasks with)."""
-        env = getattr(self.rollout_source, "environment", None)
-        if not isinstance(env, Environment):
-            raise TypeError(f"the datamodule {type(self.rollout_source).__name__} has no single-turn environment")
-        return env
+    def scorer(self) -> Scorer:
+        """The single-turn scorer of the datamodule (what probe mining re-scores tasks with)."""
+        scorer = getattr(self.rollout_source, "scorer", None)
+        if not isinstance(scorer, Scorer):
+            raise TypeError(f"the datamodule {type(self.rollout_source).__name__} has no single-turn scorer")
+        return scorer
 
     def on_fit_start(self) -> None:
         if self.hparams.stop is None:

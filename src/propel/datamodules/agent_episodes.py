@@ -16,8 +16,8 @@ from propel.domains.base import Domain
 from propel.engines.base import Engine, SamplingSpec
 from propel.envs.base import AgentEnv
 from propel.errors import ConfigError
-from propel.rollouts.environment import GeneratorEnv
-from propel.rollouts.episodes import EpisodeRunner
+from propel.rollouts.episode_runner import EpisodeRunner
+from propel.rollouts.scorer import GeneratorScorer
 from propel.rollouts.steps import ContextBatch, Rollout
 from propel.sandbox.base import Sandbox
 from propel.tasks.base import TaskSource
@@ -121,4 +121,4 @@ class EpisodeDataModule(ContextStreamDataModule):
         """Each episode's task, parsed and checked for validity (batched per repo by the domain)."""
         if not samples:
             return
-        GeneratorEnv(self.domain, self.sandbox).score(samples)
+        GeneratorScorer(self.domain, self.sandbox).score(samples)

@@ -1,9 +1,9 @@
-"""Environments score rollouts for one kind of task, so a trainer can score without knowing the kind.
+"""Scorers score rollouts for one kind of task, so a trainer can score without knowing the kind.
 
 ``score`` fills each ``Sample``'s verdict in place: ``valid``, ``task``, ``topic`` and ``info`` (``reason`` always,
-``task_text`` when there is a task). PROPEL's generator side wraps a ``Domain`` (``GeneratorEnv``: the completion
-is a task, parsed and checked for validity in a sandbox); a solver-side environment (test suites, triage) parses
-answers and grades them against the gold data in ``sample.context``. An environment that runs model-written code
+``task_text`` when there is a task). PROPEL's generator side wraps a ``Domain`` (``GeneratorScorer``: the completion
+is a task, parsed and checked for validity in a sandbox); a solver-side scorer (test suites, triage) parses
+answers and grades them against the gold data in ``sample.context``. A scorer that runs model-written code
 owns the sandbox it starts (``open``/``close``, or ``with``) and uses the one it is given otherwise.
 """
 
@@ -18,18 +18,18 @@ from propel.rollouts.record import Sample
 from propel.sandbox.base import Sandbox
 
 
-class Environment(ABC):
+class Scorer(ABC):
     """Scores the samples of one task kind (and holds the verifier sandbox they need)."""
 
     stop: tuple[str, ...] = ()
-    """Stop strings for the policy's sampling in this environment."""
+    """Stop strings for the policy's sampling with this scorer."""
     needs_sandbox: bool = True
     """Whether scoring runs model-written code (then ``open`` starts a local sandbox when none is given)."""
 
     def __init__(self, sandbox: Sandbox | None = None) -> None:
         self.sandbox, self._owns_sandbox = sandbox, False
 
-    def open(self) -> Environment:
+    def open(self) -> Scorer:
         """Start a ``LocalSandbox`` (2 workers) when scoring needs one and none was given; idempotent."""
         if self.sandbox is None and self.needs_sandbox:
             from propel.sandbox.local import LocalSandbox
@@ -38,12 +38,12 @@ class Environment(ABC):
         return self
 
     def close(self) -> None:
-        """Stop the sandbox this environment started (one it was given stays up)."""
+        """Stop the sandbox this scorer started (one it was given stays up)."""
         if self._owns_sandbox and self.sandbox is not None:
             self.sandbox.close()
             self.sandbox, self._owns_sandbox = None, False
 
-    def __enter__(self) -> Environment:
+    def __enter__(self) -> Scorer:
         return self.open()
 
     def __exit__(self, *exc) -> None:
@@ -54,13 +54,13 @@ class Environment(ABC):
         """Fill ``valid``, ``task``, ``topic`` and ``info`` of every sample, in place (batched where it can)."""
 
 
-class GeneratorEnv(Environment):
+class GeneratorScorer(Scorer):
     """PROPEL's generator side: a completion is a task of ``domain``; parse it, check validity, render it."""
 
     def __init__(self, domain: Domain, sandbox: Sandbox | None = None) -> None:
         super().__init__(sandbox)
         if not isinstance(domain, Domain):
-            raise TypeError(f"GeneratorEnv needs a propel.domains.base.Domain, got {type(domain).__name__}")
+            raise TypeError(f"GeneratorScorer needs a propel.domains.base.Domain, got {type(domain).__name__}")
         self.domain = domain
         self.stop = tuple(domain.generator_stop)
         self.needs_sandbox = domain.needs_sandbox
@@ -84,7 +84,7 @@ class GeneratorEnv(Environment):
         if not parsed_rows:
             return
         if self.needs_sandbox and self.sandbox is None:
-            raise RuntimeError("GeneratorEnv.score needs a sandbox: call open() first (or pass one)")
+            raise RuntimeError("GeneratorScorer.score needs a sandbox: call open() first (or pass one)")
         verdicts = domain.validity([s.task for s in parsed_rows], self.sandbox)
         for sample, verdict in zip(parsed_rows, verdicts, strict=True):
             sample.valid, sample.info["reason"] = bool(verdict.ok), verdict.reason
