@@ -81,7 +81,7 @@ def test_missing_config_file(tmp_path, capsys):
 
 def test_probe_route_help_and_one_line_errors(capsys):
     code, out, _ = _main(capsys, "probe", "--help")
-    assert code == 0 and "--sweep.split" in out and "--rvp.mode" in out
+    assert code == 0 and "--sweep.split" in out and "--rvp.gate.mode" in out
     code, _, err = _main(capsys, "probe", "-c", "configs/probe/sweep.yaml", "--sweep.splitz", "x")
     lines = [line for line in err.splitlines() if line.startswith("propel:")]
     assert code == 2 and len(lines) == 1 and "splitz" in lines[0], err[-2000:]

@@ -127,7 +127,7 @@ def _config(tmp_path: Path, model_dir: Path, artifact: Path, max_steps: int) -> 
                 "rewards": [
                     {
                         "class_path": "propel.rewards.probe.ProbeReward",
-                        "init_args": {"artifact": str(artifact), "mode": "probe_only", "text": "task"},
+                        "init_args": {"artifact": str(artifact), "gate": {"mode": "probe_only"}, "text": "task"},
                     }
                 ],
             },

@@ -108,7 +108,9 @@ def test_the_bundled_model_partly_solves_the_mix(real_model):
     from propel.rollouts.single_turn import sample_single_turn
     from propel.tasks import ReasoningGymTasks
 
-    cfg = read_config_files([BASE, CONFIG])
+    from propel.cli.lightning_cli import resolve_lightning
+
+    cfg = resolve_lightning("fit", read_config_files([BASE, CONFIG]))  # every default filled in (temperature)
     init = cfg["model"]["init_args"]
     model, tokenizer = real_model
     contexts = ReasoningGymTasks(**cfg["data"]["init_args"]["tasks"]["init_args"]).contexts(6, seed=0)

@@ -75,3 +75,25 @@ def read_config_files(paths: Sequence[str | Path]) -> dict:
     """``load_config_files`` as plain dicts and lists (``${...}`` left for the command to resolve): what a script
     edits and hands back with ``-c``."""
     return OmegaConf.to_container(load_config_files(paths))
+
+
+def with_fragments_inlined(args: Sequence[str]) -> list[str]:
+    """``args`` with each ``-c FILE`` that names a fragment given as the file's YAML with its fragments inlined (for
+    a parser that reads a path only where a class is nested, not as a top-level argument); other arguments as given.
+    """
+    import yaml
+
+    out, take = [], False
+    for arg in args:
+        value, prefix = (arg, "") if take else (None, "")
+        if not take and arg.startswith("--config="):
+            value, prefix = arg[len("--config=") :], "--config="
+        take = arg in ("-c", "--config")
+        path = Path(value) if value is not None else None
+        if path is not None and path.suffix in FRAGMENT_SUFFIXES and path.is_file():
+            plain = OmegaConf.to_container(OmegaConf.load(path))
+            inlined = _inline_fragments(plain, path.parent.resolve(), (path.resolve(),))
+            if inlined != plain:
+                arg = prefix + yaml.safe_dump(inlined, sort_keys=False)
+        out.append(arg)
+    return out

@@ -276,11 +276,12 @@ def parse_probe(args: list[str]) -> ProbeJob:
     """A ``ProbeJob`` from ``propel probe`` arguments (a bad key or value raises a one-line ``ConfigError``)."""
     from jsonargparse import ArgumentError
 
+    from propel.cli.config_files import with_fragments_inlined
     from propel.cli.errors import explain
 
     parser = probe_parser()
     try:
-        cfg = parser.parse_args(args)
+        cfg = parser.parse_args(with_fragments_inlined(args))
         init = parser.instantiate_classes(cfg).as_dict()
     except ArgumentError as err:
         raise ConfigError(explain(str(err), lambda: list(parser.get_defaults().keys()))) from None
