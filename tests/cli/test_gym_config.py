@@ -102,13 +102,12 @@ def test_one_step_with_the_tiny_model(tmp_path, tiny_model_dir, monkeypatch):
 @pytest.mark.real_model
 def test_the_bundled_model_partly_solves_the_mix(real_model):
     """The config's point: SmolLM2-135M solves some of its questions, not all, so GRPO groups have reward variance."""
+    from propel.cli.lightning_cli import resolve_lightning
     from propel.engines.base import SamplingSpec
     from propel.engines.hf import HFEngine
     from propel.rewards import ReasoningGymReward
     from propel.rollouts.single_turn import sample_single_turn
     from propel.tasks import ReasoningGymTasks
-
-    from propel.cli.lightning_cli import resolve_lightning
 
     cfg = resolve_lightning("fit", read_config_files([BASE, CONFIG]))  # every default filled in (temperature)
     init = cfg["model"]["init_args"]
