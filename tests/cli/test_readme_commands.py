@@ -1,7 +1,7 @@
-"""Every ``propel`` command in README.md's code blocks is a valid invocation as written: each goes through the real
-CLI (``--print_config``: every key and value validated, every default filled in), and the probe-on-cached-features
-command runs for real with its placeholders pointing at synthetic features. A README command this test does not
-know fails it, so a new one cannot go unchecked."""
+"""Every ``propel`` command in the bash blocks of README.md and of the documentation site (``docs/**/*.md``) is a
+valid invocation as written: each goes through the real CLI (``--print_config``: every key and value validated,
+every default filled in), and the probe-on-cached-features command runs for real with its placeholders pointing at
+synthetic features. A documented command this test does not know fails it, so a new one cannot go unchecked."""
 
 from __future__ import annotations
 
@@ -16,15 +16,23 @@ ROOT = Path(__file__).resolve().parents[2]
 PREFIXES = (".venv/bin/propel ", ".venv/bin/python -m propel.")
 
 
-def readme_commands() -> list[str]:
-    """The propel commands of README.md's bash blocks (continuation lines joined, trailing comments dropped)."""
-    text = (ROOT / "README.md").read_text()
-    commands = []
-    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            line = re.sub(r"\s+#.*$", "", line).strip()
-            if line.startswith(PREFIXES):
-                commands.append(" ".join(line.split()))
+def documented_files() -> list[Path]:
+    """README.md, then every page of the documentation site."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def documented_commands() -> list[str]:
+    """The propel commands of the bash blocks of README.md and docs/**/*.md (continuation lines joined, trailing
+    comments dropped), each once, in the order they first appear."""
+    commands: list[str] = []
+    for path in documented_files():
+        for block in re.findall(r"```bash\n(.*?)```", path.read_text(), flags=re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = re.sub(r"\s+#.*$", "", line).strip()
+                if line.startswith(PREFIXES):
+                    command = " ".join(line.split())
+                    if command not in commands:
+                        commands.append(command)
     return commands
 
 
@@ -34,17 +42,17 @@ def _argv(command: str, subs: dict[str, str]) -> list[str]:
     return shlex.split(command)
 
 
-def test_the_readme_has_the_commands_this_test_checks():
-    commands = readme_commands()
+def test_the_docs_have_the_commands_this_test_checks():
+    commands = documented_commands()
     subcommands = {shlex.split(c)[1] if "bin/propel" in c else shlex.split(c)[2] for c in commands}
     assert subcommands == {"predict", "probe", "fit", "test", "pipeline", "propel.pipeline.compare"}, commands
 
 
-def test_every_readme_propel_command_validates_as_written(capsys):
+def test_every_documented_propel_command_validates_as_written(capsys):
     from propel.cli import main
 
     checked = 0
-    for command in readme_commands():
+    for command in documented_commands():
         argv = _argv(command, {"CACHE_KEY": "key"})
         if argv[0] != ".venv/bin/propel":
             continue
@@ -61,13 +69,14 @@ def test_every_readme_propel_command_validates_as_written(capsys):
     assert checked >= 6
 
 
-def test_readme_probe_fit_command_runs_with_its_placeholders_filled(tmp_path, monkeypatch):
-    """The one README command that needs files made elsewhere: ``CACHE_KEY`` and the pool point at synthetic data."""
+def test_documented_probe_fit_command_runs_with_its_placeholders_filled(tmp_path, monkeypatch):
+    """The one documented command that needs files made elsewhere: ``CACHE_KEY`` and the pool point at synthetic
+    data."""
     from propel.cli import main
     from propel.probes.artifact import ProbeArtifact
     from propel.probes.synthetic import write_synthetic
 
-    (command,) = [c for c in readme_commands() if "configs/probe/fit.yaml" in c]
+    (command,) = [c for c in documented_commands() if "configs/probe/fit.yaml" in c]
     feats, labels = write_synthetic(tmp_path / "data", n=300, keys=("layer12/mean_full",), signal=(3.0,))
     argv = _argv(command, {"runs/probe/cache/CACHE_KEY": str(feats), "pools/math_expression": str(labels)})
     argv = [a.replace("configs/", f"{ROOT}/configs/", 1) if a.startswith("configs/") else a for a in argv]
@@ -77,11 +86,11 @@ def test_readme_probe_fit_command_runs_with_its_placeholders_filled(tmp_path, mo
     assert artifact.layer == 12 and artifact.pooling == "mean_full"
 
 
-def test_readme_compare_command_runs(tmp_path):
+def test_documented_compare_command_runs(tmp_path):
     import subprocess
     import sys
 
-    (command,) = [c for c in readme_commands() if "propel.pipeline.compare" in c]
+    (command,) = [c for c in documented_commands() if "propel.pipeline.compare" in c]
     summary = {"tasks": 4, "valid_rate": 0.5, "utility": 0.25, "solve_count_hist": [1, 1, 0], "n_trials": 2}
     for name in ("base", "trained"):
         (tmp_path / name).mkdir()
@@ -132,7 +141,7 @@ RUN_ELSEWHERE = {
         "test_propel_test_base_vs_trained",
     ),
 }
-"""README commands that run for real, with small overrides (the tiny model, a few tasks or steps), in the named
+"""Documented commands that run for real, with small overrides (the tiny model, a few tasks or steps), in the named
 test (file, function); the function must exist and name the command's config files."""
 RUN_HERE = (
     ".venv/bin/propel fit -c configs/grpo/base.yaml -c configs/math/grpo.yaml",
@@ -145,13 +154,15 @@ RUN_HERE = (
 )
 
 
-def test_every_readme_command_runs_somewhere():
-    """Each README command is executed, here or in the named test, not only validated."""
+def test_every_documented_command_runs_somewhere():
+    """Each documented command is executed, here or in the named test, not only validated."""
     here = {
-        c for c in readme_commands() if any(k in c for k in ("CACHE_KEY", "propel.pipeline.compare", "--print_config"))
+        c
+        for c in documented_commands()
+        if any(k in c for k in ("CACHE_KEY", "propel.pipeline.compare", "--print_config"))
     }
     here |= set(RUN_HERE)  # and a --print_config command runs as written in the validation test above
-    assert set(readme_commands()) - here == set(RUN_ELSEWHERE) - here, "a README command no test runs"
+    assert set(documented_commands()) - here == set(RUN_ELSEWHERE) - here, "a documented command no test runs"
     for command, (path, name) in RUN_ELSEWHERE.items():
         source = (ROOT / path).read_text()
         assert f"def {name}(" in source, (command, path, name)
@@ -164,8 +175,8 @@ def test_every_readme_command_runs_somewhere():
 
 
 @pytest.mark.parametrize("command", RUN_HERE)
-def test_readme_code_commands_run_with_small_overrides(command, tiny_model_dir, tmp_path, monkeypatch):
-    """The README's training and labeling commands, as written, plus overrides for time: the tiny model, one step of
+def test_documented_code_commands_run_with_small_overrides(command, tiny_model_dir, tmp_path, monkeypatch):
+    """The documented training and labeling commands, as written, plus overrides for time: the tiny model, one step of
     2 samples per context, short generations (the GRPO commands read the probe artifact where their config says,
     ``runs/probe/artifact``: one is made there for the tiny model). A run trains a step and checkpoints it; job 2's
     runs log every reward component; DDP commands run as their own processes (Lightning starts the other rank by

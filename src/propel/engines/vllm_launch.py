@@ -44,7 +44,9 @@ class VLLMServer:
         port: TCP port on 127.0.0.1 (default: a free one).
         lora: ``--enable-lora``.
         max_lora_rank: ``--max-lora-rank``.
-        dtype, max_model_len, enforce_eager: as for :class:`~propel.engines.vllm.VLLMEngine`.
+        dtype: as for :class:`~propel.engines.vllm.VLLMEngine`.
+        max_model_len: as for :class:`~propel.engines.vllm.VLLMEngine`.
+        enforce_eager: as for :class:`~propel.engines.vllm.VLLMEngine`.
         startup_timeout_s: how long to wait for ``/health``.
         extra_args: more ``vllm serve`` flags.
         env: environment variables for this server only (``CUDA_VISIBLE_DEVICES`` to give each replica its own GPU,

@@ -1,0 +1,1 @@
+"""Jobs with a subcommand of their own beyond Lightning's: ``probe`` (``propel probe``, the probe sweep job)."""
