@@ -1,4 +1,5 @@
-.PHONY: setup setup-vllm test test-quick docs demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint bench bench-vllm
+.PHONY: setup setup-vllm test test-quick docs demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint \
+	bench bench-vllm exp-grpo-vs-trl
 
 setup:
 	bash scripts/setup.sh
@@ -59,3 +60,8 @@ bench: setup
 bench-vllm: setup-vllm
 	.venv-vllm/bin/python benchmarks/rollout.py
 	.venv-vllm/bin/python benchmarks/grpo_step.py --propel-engines hf vllm vllm-merged --steps 10
+
+# Experiments (longer than the demo; each resumable, each writes report.md + curves under runs/experiments/).
+# GRPO learns like the reference: propel vs TRL GRPOTrainer on reasoning-gym letter_counting, 40 steps x 3 seeds each
+exp-grpo-vs-trl: setup
+	.venv/bin/python benchmarks/exp_grpo_vs_trl.py --out runs/experiments/grpo_vs_trl

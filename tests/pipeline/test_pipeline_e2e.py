@@ -138,6 +138,10 @@ def test_pipeline_runs_every_stage_and_writes_the_report(toy_config):
         assert f"## {heading}" in report
     assert report.count("**Verdict:** ") == 4 and "95% interval" in report
     assert "sweep/sweep_heatmap.png" not in report  # alt texts describe the image, not a path
+    held = summaries["probe"]["held_out"]  # the probe vs chance and its baselines, with paired intervals
+    assert set(held) == {"rows", "probe", "logistic", "length_only", "topic_only"}
+    assert "The exported probe on its refit split's test rows" in report and "| topic_only |" in report
+    assert "chance (held-out balanced accuracy" in report  # the verdict reads the intervals
     assert "| valid_rate |" in report and "| base | trained |" in report
     assert (root / "report" / "solve_counts.png").exists() and (root / "report" / "grpo_curves.png").exists()
     # the signal cost of the trained policy: labeling's trials offline (n_trials per valid task), none online

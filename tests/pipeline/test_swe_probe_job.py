@@ -83,6 +83,12 @@ def test_the_probe_reads_episodes_turn_by_turn_with_repo_folds(tmp_path, tiny_mo
     job = _job(tmp_path, tiny_model_dir, rvp=RVPSettings(contexts=0))
     summary = job.run()
     assert summary["rows"] == len(rows) and summary["split"] == "group_kfold" and summary["n_folds"] == 4
+    held = summary["held_out"]  # the exported probe on its refit split's test rows, against three baselines
+    assert set(held) == {"rows", "probe", "logistic", "length_only"}  # this pool has no topics: no topic baseline
+    assert held["probe"]["balanced_accuracy"] == pytest.approx(
+        summary["selected_refit_metrics"]["test_balanced_accuracy"]
+    )
+    assert {"vs_chance", "vs_logistic", "vs_length_only"} <= set(held["probe"])
 
     artifact = ProbeArtifact.load(tmp_path / "probe" / "artifact")
     assert artifact.trajectory_pooling == "max"

@@ -50,3 +50,28 @@ def test_evaluate_verdict_states_the_interval_of_the_change_when_the_stage_compu
     text = evaluate_verdict({"base": base, "trained": trained, "lift": lift(base, trained)})
     assert "validity changed by -0.25 (95% interval -0.479 to +0.0265): not distinguishable from zero" in text
     assert "utility (in-band share of all generations) changed by +0 (95% interval" in text
+
+
+def _interval(estimate, low, high):
+    return {"estimate": estimate, "low": low, "high": high, "confidence": 0.95}
+
+
+def test_probe_verdict_with_held_out_intervals_says_chance_when_the_interval_holds_it():
+    held = {
+        "rows": {"positives": 11, "negatives": 74},
+        "probe": {
+            "balanced_accuracy": 0.528,
+            "vs_chance": _interval(0.028, -0.12, 0.17),
+            "vs_logistic": _interval(0.045, -0.15, 0.22),
+            "vs_length_only": _interval(-0.2, -0.35, -0.05),
+        },
+    }
+    text = probe_verdict({"held_out": held, "selected": {"test_balanced_accuracy": 0.528}})
+    assert text.startswith("the probe is not distinguishable from chance (held-out balanced accuracy 0.528")
+    assert "11 positive and 74 negative held-out rows" in text
+    assert "is not distinguishable from logistic regression (+0.045" in text
+    assert "is below length alone (-0.2" in text and "beats" not in text
+    held["probe"]["vs_chance"] = _interval(0.25, 0.1, 0.38)
+    held["probe"]["vs_logistic"] = _interval(0.12, 0.02, 0.2)
+    text = probe_verdict({"held_out": held})
+    assert text.startswith("the probe is above chance") and "beats logistic regression (+0.12" in text

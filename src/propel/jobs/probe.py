@@ -147,7 +147,8 @@ class ProbeJob:
         module, metrics = refit_selected(features, rows, result, self.sweep)
         artifact = self._export(module, metrics, features, rows, result, cache)
         self._plot_test_reliability(artifact, features, rows, result, metrics)
-        summary = self._summary(rows, result, metrics, start)
+        held_out = self._held_out(artifact, features, rows, result, metrics, frame, dict(zip(ids, items, strict=True)))
+        summary = self._summary(rows, result, metrics, start, held_out)
         write_json(out / SUMMARY, summary)
         return summary
 
@@ -240,9 +241,40 @@ class ProbeJob:
             title=f"selected probe {result.selected['key']} {result.selected['arch']} (test split)",
         )
 
-    def _summary(self, rows, result, metrics, start: float) -> dict:
+    def _held_out(self, artifact, features, rows, result, metrics, frame, item_of: dict) -> dict | None:
+        """The exported probe against chance, logistic regression on the same features, and the input's length
+        and topic alone, on the test rows of its refit split: balanced accuracies with paired bootstrap intervals
+        (``propel.metrics.held_out``); None when those rows lack a class."""
+        import numpy as np
+        import torch
+
+        from propel.metrics.held_out import compare_on_held_out
+        from propel.probes.baseline import fit_logistic, length_only_predictions, topic_only_predictions
+        from propel.probes.sweep import split_indices
+
+        train, _, test = split_indices(rows, self.sweep, fold=metrics["fold"])
+        y = rows.labels.numpy().astype(bool)
+        if y[test].all() or not y[test].any():
+            return None
+        x = features[result.selected["key"]][torch.as_tensor(rows.rows, dtype=torch.long)].float()
+        ids = np.asarray(rows.ids)
+        topics = dict(zip(frame["id"].astype(str), frame["topic"].fillna("").astype(str), strict=True))
+        predictions = {
+            "probe": (torch.sigmoid(artifact.score(x[test])) >= artifact.threshold).numpy(),
+            "logistic": fit_logistic(x[train].numpy(), y[train], balance="weighted").predict(x[test].numpy()),
+            "length_only": length_only_predictions(
+                [item_of[i] for i in ids[train]], y[train], [item_of[i] for i in ids[test]]
+            ),
+        }
+        if any(topics.get(i) for i in ids):
+            predictions["topic_only"] = topic_only_predictions(
+                [topics.get(i, "") for i in ids[train]], y[train], [topics.get(i, "") for i in ids[test]]
+            )
+        return compare_on_held_out(y[test], predictions, subject="probe", seed=int(metrics["seed"]))
+
+    def _summary(self, rows, result, metrics, start: float, held_out: dict | None = None) -> dict:
         """``summary.json``'s content: the pool, the selected cell, its refit metrics, the logistic baseline of the
-        same features and the best cells."""
+        same features (the sweep's row), the held-out comparison (``_held_out``) and the best cells."""
         from propel.probes.sweep import BASELINE_ARCH
 
         out, table = self.output_dir, result.table
@@ -256,6 +288,7 @@ class ProbeJob:
             "selected": selected,
             "selected_refit_metrics": metrics,
             "logistic_baseline": baseline.iloc[0].to_dict() if len(baseline) else None,
+            "held_out": held_out,
             "top_cells": table.head(5).to_dict("records"),
             "artifact": str(out / "artifact"),
             "seconds": time.monotonic() - start,

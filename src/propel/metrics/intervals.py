@@ -75,7 +75,7 @@ def newcombe(successes: int, n: int, base_successes: int, base_n: int, confidenc
     return Interval(diff, low, high, confidence, "newcombe")
 
 
-def _percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float]:
+def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float]:
     alpha = (1 - confidence) / 2
     low, high = np.percentile(replicates, [100 * alpha, 100 * (1 - alpha)])
     return float(low), float(high)
@@ -111,7 +111,7 @@ def bootstrap(
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
     replicates = _resample(array, np.random.default_rng(seed), n_resamples, statistic)
-    low, high = _percentile_interval(replicates, confidence)
+    low, high = percentile_interval(replicates, confidence)
     return Interval(float(statistic(array)), low, high, confidence, "bootstrap")
 
 
@@ -132,7 +132,7 @@ def bootstrap_difference(
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
     rng = np.random.default_rng(seed)
     replicates = _resample(new, rng, n_resamples, statistic) - _resample(old, rng, n_resamples, statistic)
-    low, high = _percentile_interval(replicates, confidence)
+    low, high = percentile_interval(replicates, confidence)
     return Interval(float(statistic(new) - statistic(old)), low, high, confidence, "bootstrap_difference")
 
 

@@ -51,7 +51,8 @@ def _probe_section(s: dict, out: Path, cfg: PipelineConfig) -> str:
     else:
         body += "Held-out numbers are on the test split, which selection never saw; "
     body += "each is the mean over the cell's runs (seeds x validation folds).\n\n"
-    body += markdown_table(rows) + "\nBest sweep cells (by validation balanced accuracy):\n\n"
+    body += markdown_table(rows) + _held_out_table(s.get("held_out"))
+    body += "\nBest sweep cells (by validation balanced accuracy):\n\n"
     body += markdown_table(s.get("top_cells", []), [c for c in cols if s.get("top_cells") and c in s["top_cells"][0]])
     for name, alt in (("reliability.png", "reliability diagram"), ("sweep/sweep_heatmap.png", "sweep heatmap")):
         src = cfg.root / "probe" / name
@@ -59,6 +60,33 @@ def _probe_section(s: dict, out: Path, cfg: PipelineConfig) -> str:
             shutil.copy(src, out / Path(name).name)
             body += f"\n![{alt}]({Path(name).name})\n"
     return body
+
+
+def _held_out_table(held: dict | None) -> str:
+    """The exported probe and its baselines on the refit split's test rows, with paired bootstrap intervals."""
+    if not held:
+        return ""
+
+    def span(i: dict | None) -> str:
+        return "" if i is None else f"{i['estimate']:+.3f} [{i['low']:+.3f}, {i['high']:+.3f}]"
+
+    rows = [
+        {
+            "classifier": name,
+            "balanced acc": held[name]["balanced_accuracy"],
+            "minus chance [95%]": span(held[name]["vs_chance"]),
+            "probe minus it [95%]": span(held["probe"].get(f"vs_{name}")),
+        }
+        for name in held
+        if name != "rows"
+    ]
+    n = held["rows"]
+    head = (
+        f"\nThe exported probe on its refit split's test rows ({n['positives']} positive, {n['negatives']} negative), "
+    )
+    head += "against baselines that read the same features (logistic) or no activations (length, topic); intervals "
+    head += "from a paired, class-stratified bootstrap of the rows:\n\n"
+    return head + markdown_table(rows)
 
 
 def _grpo_section(s: dict, out: Path) -> str:

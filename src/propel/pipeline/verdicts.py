@@ -1,6 +1,6 @@
 """One sentence per stage of the report, computed from the stage's numbers (never written by hand): does the pool
-have positives, does the probe beat its logistic baseline, did GRPO raise its reward and keep validity, did the
-trained generator's utility and validity change beyond a 95% interval."""
+have positives, is the probe above chance and does it beat its baselines (with intervals), did GRPO raise its
+reward and keep validity, did the trained generator's utility and validity change beyond a 95% interval."""
 
 from __future__ import annotations
 
@@ -35,7 +35,40 @@ def pool_verdict(s: dict) -> str:
     return text + (": too few positives for stable probe numbers." if positives < 10 else ".")
 
 
+BASELINE_NAMES = {"logistic": "logistic regression", "length_only": "length alone", "topic_only": "topic alone"}
+
+
+def _span(i: dict) -> str:
+    return f"{i['estimate']:+.3g}, 95% interval {i['low']:+.3g} to {i['high']:+.3g}"
+
+
+def held_out_verdict(held: dict) -> str:
+    """The probe on its held-out rows in words: against chance, then against each baseline, each by whether the
+    paired bootstrap interval of the difference excludes zero."""
+    probe, rows = held["probe"], held["rows"]
+    where = f"{rows['positives']} positive and {rows['negatives']} negative held-out rows"
+    chance = probe["vs_chance"]
+    if chance["low"] > 0:
+        text = f"the probe is above chance (held-out balanced accuracy {probe['balanced_accuracy']:.3g}; "
+    elif chance["high"] < 0:
+        text = f"the probe is below chance (held-out balanced accuracy {probe['balanced_accuracy']:.3g}; "
+    else:
+        text = "the probe is not distinguishable from chance "
+        text += f"(held-out balanced accuracy {probe['balanced_accuracy']:.3g}; "
+    text += f"minus 0.5: {_span(chance)}; {where})"
+    parts = []
+    for name, label in BASELINE_NAMES.items():
+        diff = probe.get(f"vs_{name}")
+        if diff is None:
+            continue
+        outcome = "beats" if diff["low"] > 0 else "is below" if diff["high"] < 0 else "is not distinguishable from"
+        parts.append(f"{outcome} {label} ({_span(diff)})")
+    return text + ("; it " + ", ".join(parts) if parts else "") + "."
+
+
 def probe_verdict(s: dict) -> str:
+    if s.get("held_out"):
+        return held_out_verdict(s["held_out"])
     sel, base = s.get("selected") or {}, s.get("logistic_baseline") or {}
     probe, logistic = _num(sel.get("test_balanced_accuracy")), _num(base.get("test_balanced_accuracy"))
     if probe is None:

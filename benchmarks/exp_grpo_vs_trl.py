@@ -1,0 +1,382 @@
+"""Experiment: does propel's GRPO learn like TRL's ``GRPOTrainer``? Same model, prompts, reward, seeds and settings.
+
+Both trainers fine-tune the same base (bundled SmolLM2-135M-Instruct, fp32) with LoRA r=16 alpha=32 on all 7
+projections on reasoning-gym's ``letter_counting`` (1-3 words, two worked examples before each question, the answer in
+``<answer>`` tags; the 135M model starts near 0.4 exact and can move in tens of steps), scored by
+``propel.rewards.ReasoningGymReward`` (reasoning-gym's own ``score_answer``; TRL calls it through ``as_trl_reward``).
+Each step: 2 questions x G=8 answers of up to 32 new tokens at temperature 1.0; loss ``grpo`` (per-sequence token
+mean), advantages scaled by the group's std, KL beta 0, one PPO iteration, AdamW at a constant learning rate, weight
+decay 0, gradient norm clipped at 1.0. The questions are the same in both and in the same order: step ``i`` of seed
+``s`` draws ``ReasoningGymTasks.contexts(2, seed=s * 1_000_003 + i)`` (propel's stream does; TRL reads the same rows
+from an unshuffled dataset).
+
+Every answer's reward is recorded from inside the reward (the call of step ``i`` holds its 16 values), with the wall
+time between consecutive calls (one training step). Each (trainer, seed) run writes ``<out>/<trainer>_seed<s>.json``
+when it ends; a rerun skips finished runs (an interrupted run restarts from its first step), and refuses a folder
+made with other settings. The report (``report.md``, ``curves.png``) gives, per trainer, the mean reward of the
+first 5 and the last 10 steps, the rise between them and the propel - TRL difference of the last-10 means, each with
+a 95% hierarchical-bootstrap interval (seeds resampled, then questions within each seed's window), and the median
+step time ratio.
+
+    python benchmarks/exp_grpo_vs_trl.py                       # 40 steps x 3 seeds x 2 trainers
+    python benchmarks/exp_grpo_vs_trl.py --steps 4 --seeds 0 --out /tmp/smoke   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from propel.models import LoRASpec
+from propel.rewards import ReasoningGymReward
+from propel.tasks import ReasoningGymTasks
+
+TRAINERS = ("propel", "trl")
+STREAM_STRIDE = 1_000_003  # ContextStreamDataModule: batch i of seed s draws with seed s * 1_000_003 + i
+
+
+class RecordingReward(ReasoningGymReward):
+    """``ReasoningGymReward`` that keeps every call's values, question ids and wall time (one call per step)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[float, list[float], list[str]]] = []
+
+    def __call__(self, samples):
+        values = super().__call__(samples)
+        ids = [s.context.id for s in samples]
+        self.calls.append((time.perf_counter(), [float(v) for v in values], ids))
+        return values
+
+
+def settings(args: argparse.Namespace) -> dict:
+    return {
+        "model": args.model,
+        "datasets": args.datasets,
+        "shots": args.shots,
+        "steps": args.steps,
+        "prompts_per_step": args.prompts,
+        "group_size": args.group,
+        "max_new_tokens": args.new_tokens,
+        "lr": args.lr,
+        "lora": {"r": 16, "alpha": 32},
+        "loss": "grpo",
+        "beta": 0.0,
+        "temperature": 1.0,
+    }
+
+
+def task_source(args: argparse.Namespace) -> ReasoningGymTasks:
+    return ReasoningGymTasks(
+        datasets=[{"name": n, "config": json.loads(c)} for n, c in args.datasets], shots=args.shots
+    )
+
+
+def run_propel(args: argparse.Namespace, seed: int) -> RecordingReward:
+    import lightning.pytorch as pl
+
+    from propel.datamodules.gym import ReasoningGymDataModule
+    from propel.lit_modules.grpo import GRPOModule
+    from propel.losses.policy_gradient import LossSpec
+
+    pl.seed_everything(seed)
+    reward = RecordingReward()
+    module = GRPOModule(
+        model=args.model,
+        rewards=[reward],
+        lora=LoRASpec(r=16, alpha=32),
+        loss=LossSpec(loss_type="grpo", beta=0.0),
+        group_size=args.group,
+        scale_rewards="group",
+        max_new_tokens=args.new_tokens,
+        temperature=1.0,
+        micro_batch_size=args.prompts * args.group,
+        lr=args.lr,
+        weight_decay=0.0,
+        gradient_clip_val=1.0,
+    )
+    trainer = pl.Trainer(
+        max_steps=args.steps,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    data = ReasoningGymDataModule(task_source(args), contexts_per_step=args.prompts, seed=seed)
+    trainer.fit(module, datamodule=data)
+    return reward
+
+
+def run_trl(args: argparse.Namespace, seed: int) -> RecordingReward:
+    from datasets import Dataset
+    from peft import LoraConfig
+    from trl import GRPOConfig, GRPOTrainer
+
+    from propel.models import load_model
+    from propel.rewards import as_trl_reward
+    from propel.rewards.trl_io import trl_row
+
+    policy, tokenizer = load_model(args.model)
+    spec = LoRASpec(r=16, alpha=32)
+    peft_config = LoraConfig(
+        r=spec.r,
+        lora_alpha=spec.alpha,
+        lora_dropout=0.0,
+        target_modules=list(spec.target_modules),
+        task_type="CAUSAL_LM",
+    )
+    tasks = task_source(args)
+    rows = [trl_row(c) for i in range(args.steps) for c in tasks.contexts(args.prompts, seed * STREAM_STRIDE + i)]
+    reward = RecordingReward()
+    config = GRPOConfig(
+        output_dir=str(Path(args.out) / f"trl_seed{seed}_work"),
+        use_cpu=True,
+        per_device_train_batch_size=args.prompts * args.group,
+        num_generations=args.group,
+        max_completion_length=args.new_tokens,
+        max_steps=args.steps,
+        learning_rate=args.lr,
+        lr_scheduler_type="constant",
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        beta=0.0,
+        loss_type="grpo",
+        scale_rewards="group",
+        temperature=1.0,
+        shuffle_dataset=False,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        seed=seed,
+        bf16=False,
+        disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(
+        model=policy,
+        reward_funcs=as_trl_reward(reward),
+        args=config,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+    )
+    trainer.train()
+    return reward
+
+
+def run_one(args: argparse.Namespace, trainer: str, seed: int) -> dict:
+    start = time.perf_counter()
+    reward = (run_propel if trainer == "propel" else run_trl)(args, seed)
+    if len(reward.calls) != args.steps:
+        raise RuntimeError(f"{trainer} seed {seed}: {len(reward.calls)} reward calls for {args.steps} steps")
+    stamps = [start] + [t for t, _, _ in reward.calls]
+    return {
+        "trainer": trainer,
+        "seed": seed,
+        "rewards": [values for _, values, _ in reward.calls],
+        "questions": [ids for _, _, ids in reward.calls],
+        "step_s": [b - a for a, b in zip(stamps[:-1], stamps[1:], strict=True)],
+        "wall_s": time.perf_counter() - start,
+    }
+
+
+# ------------------------------------------------------------------------------------------------------- analysis
+def question_means(run: dict, steps: range, group: int) -> np.ndarray:
+    """Each question's mean reward (over its G answers) in the given steps."""
+    return np.array(
+        [np.mean(run["rewards"][i][q : q + group]) for i in steps for q in range(0, len(run["rewards"][i]), group)]
+    )
+
+
+def window_stat(runs: list[dict], steps: range, group: int, rng: np.random.Generator, n_boot: int):
+    """Mean reward over ``steps`` (seeds weighted equally), its bootstrap draws (seeds, then questions, resampled)."""
+    per_seed = [question_means(r, steps, group) for r in runs]
+    point = float(np.mean([q.mean() for q in per_seed]))
+    draws = np.empty(n_boot)
+    for b in range(n_boot):
+        chosen = rng.integers(len(per_seed), size=len(per_seed))
+        draws[b] = np.mean([rng.choice(per_seed[k], size=len(per_seed[k])).mean() for k in chosen])
+    return point, draws
+
+
+def interval(draws: np.ndarray) -> tuple[float, float]:
+    lo, hi = np.percentile(draws, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def analyse(results: dict[str, list[dict]], args: argparse.Namespace) -> dict:
+    rng = np.random.default_rng(0)
+    first, last = range(0, min(5, args.steps)), range(max(0, args.steps - 10), args.steps)
+    table = {}
+    draws_last = {}
+    for name, runs in results.items():
+        f, f_draws = window_stat(runs, first, args.group, rng, args.boot)
+        lst, l_draws = window_stat(runs, last, args.group, rng, args.boot)
+        draws_last[name] = l_draws
+        step_s = [s for r in runs for s in r["step_s"][1:]] or [s for r in runs for s in r["step_s"]]
+        table[name] = {
+            "step1": float(np.mean([np.mean(r["rewards"][0]) for r in runs])),
+            "first5": f,
+            "first5_ci": interval(f_draws),
+            "last10": lst,
+            "last10_ci": interval(l_draws),
+            "rise": lst - f,
+            "rise_ci": interval(l_draws - f_draws),
+            "median_step_s": float(np.median(step_s)),
+            "seeds": len(runs),
+            "wall_s": float(sum(r["wall_s"] for r in runs)),
+        }
+    out = {"trainers": table}
+    if {"propel", "trl"} <= results.keys():
+        p, t = table["propel"], table["trl"]
+        out["difference"] = {
+            "last10": p["last10"] - t["last10"],
+            "ci": interval(draws_last["propel"] - draws_last["trl"]),
+            "step_time_ratio": p["median_step_s"] / t["median_step_s"],
+        }
+    return out
+
+
+def verdict(analysis: dict) -> list[str]:
+    lines = []
+    for name, row in analysis["trainers"].items():
+        lo, hi = row["rise_ci"]
+        moved = (
+            "rises (interval excludes 0)" if lo > 0 else "does not rise distinguishably from 0" if hi > 0 else "falls"
+        )
+        lines.append(f"- {name}: the mean reward {moved}: {row['rise']:+.3f} [{lo:+.3f}, {hi:+.3f}].")
+    if "difference" in analysis:
+        d = analysis["difference"]
+        lo, hi = d["ci"]
+        where = (
+            "not distinguishable from 0" if lo <= 0 <= hi else ("propel above TRL" if lo > 0 else "propel below TRL")
+        )
+        lines.append(
+            f"- propel - TRL, last-10 mean: {d['last10']:+.3f} [{lo:+.3f}, {hi:+.3f}] ({where}); "
+            f"propel's step takes {d['step_time_ratio']:.2f}x TRL's (medians)."
+        )
+    return lines
+
+
+def plot(results: dict[str, list[dict]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, runs in results.items():
+        curves = np.array([[np.mean(step) for step in r["rewards"]] for r in runs])
+        x = np.arange(1, curves.shape[1] + 1)
+        for c in curves:
+            ax.plot(x, c, alpha=0.25, lw=0.8, color="C0" if name == "propel" else "C1")
+        ax.plot(
+            x,
+            curves.mean(0),
+            lw=2,
+            label=f"{name} (mean of {len(runs)} seeds)",
+            color="C0" if name == "propel" else "C1",
+        )
+    ax.set_xlabel("step")
+    ax.set_ylabel("mean reward of the step's answers")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def report(results: dict[str, list[dict]], analysis: dict, args: argparse.Namespace, command: str) -> str:
+    rows = [
+        "| trainer | seeds | step 1 | first 5 steps [95% CI] | last 10 steps [95% CI] | rise [95% CI] "
+        "| median s/step |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, r in analysis["trainers"].items():
+        rows.append(
+            f"| {name} | {r['seeds']} | {r['step1']:.3f}"
+            f" | {r['first5']:.3f} [{r['first5_ci'][0]:.3f}, {r['first5_ci'][1]:.3f}]"
+            f" | {r['last10']:.3f} [{r['last10_ci'][0]:.3f}, {r['last10_ci'][1]:.3f}]"
+            f" | {r['rise']:+.3f} [{r['rise_ci'][0]:+.3f}, {r['rise_ci'][1]:+.3f}] | {r['median_step_s']:.1f} |"
+        )
+    wall = sum(r["wall_s"] for r in analysis["trainers"].values())
+    return "\n".join(
+        [
+            "# GRPO: propel vs TRL GRPOTrainer",
+            "",
+            f"Settings: `{json.dumps(settings(args))}`.",
+            "",
+            *rows,
+            "",
+            *verdict(analysis),
+            "",
+            f"Wall time of the runs: {wall / 60:.1f} min ({torch.get_num_threads()} threads). Command: `{command}`.",
+            "",
+            "![reward curves](curves.png)",
+            "",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--trainers", nargs="+", choices=TRAINERS, default=list(TRAINERS))
+    p.add_argument("--prompts", type=int, default=2, help="questions per step")
+    p.add_argument("--group", type=int, default=8, help="answers per question (G)")
+    p.add_argument("--new-tokens", type=int, default=32)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--shots", type=int, default=2)
+    p.add_argument(
+        "--datasets",
+        nargs=2,
+        action="append",
+        metavar=("NAME", "CONFIG_JSON"),
+        help="reasoning-gym dataset and its config (repeatable; default: letter_counting with 1 to 3 words)",
+    )
+    p.add_argument("--boot", type=int, default=2000, help="bootstrap draws")
+    p.add_argument("--out", default="runs/experiments/grpo_vs_trl")
+    args = p.parse_args(argv)
+    args.datasets = args.datasets or [["letter_counting", '{"min_words": 1, "max_words": 3}']]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    marker = out / "settings.json"
+    if marker.exists() and json.loads(marker.read_text()) != settings(args):
+        raise SystemExit(f"{out} holds runs made with other settings ({marker}); pick another --out")
+    marker.write_text(json.dumps(settings(args), indent=1))
+    command = "python benchmarks/exp_grpo_vs_trl.py " + " ".join(
+        argv if argv is not None else __import__("sys").argv[1:]
+    )
+    results: dict[str, list[dict]] = {name: [] for name in args.trainers}
+    for seed in args.seeds:
+        for name in args.trainers:
+            path = out / f"{name}_seed{seed}.json"
+            if path.exists():
+                run = json.loads(path.read_text())
+            else:
+                print(f"[exp] {name} seed {seed}: training {args.steps} steps", flush=True)
+                run = run_one(args, name, seed)
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(json.dumps(run))
+                tmp.replace(path)
+            means = [round(float(np.mean(r)), 3) for r in run["rewards"]]
+            print(f"[exp] {name} seed {seed}: {run['wall_s'] / 60:.1f} min, step means {means}", flush=True)
+            results[name].append(run)
+    analysis = analyse(results, args)
+    (out / "analysis.json").write_text(json.dumps(analysis, indent=1))
+    plot(results, out / "curves.png")
+    text = report(results, analysis, args, command.strip())
+    (out / "report.md").write_text(text)
+    print(text)
+    return analysis
+
+
+if __name__ == "__main__":
+    main()
