@@ -1,15 +1,19 @@
-"""PROPEL vs solver-in-the-loop (SIL, the PROPEL paper's Table 3) on one page: the same GRPO run with the probe reward
-swapped for real solver trials on every valid task, evaluated on the same fresh tasks, with each arm's signal cost.
+"""PROPEL vs solver-in-the-loop (SIL, the PROPEL paper's Table 3) and vs the validity gate alone, on one page: the
+same GRPO run with the probe reward swapped for real solver trials on every valid task (SIL), or for a constant on
+every valid task (the gate alone: does the probe add anything beyond it?), evaluated on the same fresh tasks, with
+each arm's signal cost.
 
-Runs on a finished demo workdir (``make demo``): the SIL arm copies the demo's composed GRPO config
-(``<workdir>/grpo/config.yaml``: model, LoRA, steps, sampling, seed), replaces its rewards with
-``SolverInLoopReward`` using the label stage's solver (``n_trials``, band, sampling), writes under
-``<workdir>/sil/``, then evaluates the SIL adapter with the demo's evaluation config. Both stages resume like the
-pipeline's (a finished stage is skipped). The table: validity and utility with 95% intervals, each change vs base
-with its interval, RL wall time, signal cost per task, solver trials online (during RL) and offline (labeling).
+Runs on a finished demo workdir (``make demo``): each arm copies the demo's composed GRPO config
+(``<workdir>/grpo/config.yaml``: model, LoRA, steps, sampling, seed), replaces its rewards (SIL:
+``SolverInLoopReward`` with the label stage's solver, ``n_trials``, band and sampling; gate: ``ValidityReward``),
+writes under ``<workdir>/<arm>/``, then evaluates its adapter with the demo's evaluation config. Both stages resume
+like the pipeline's (a finished stage is skipped). The table: validity and utility with 95% intervals, each change
+vs base with its interval, RL wall time, signal cost per task, solver trials online (during RL) and offline
+(labeling).
 
-python benchmarks/propel_vs_sil.py --workdir runs/demo                 # SIL with the demo's step budget
+python benchmarks/propel_vs_sil.py --workdir runs/demo                 # both arms with the demo's step budget
 python benchmarks/propel_vs_sil.py --workdir runs/demo --max-steps 10  # a smaller, documented budget
+python benchmarks/propel_vs_sil.py --workdir runs/demo --arms gate     # only the gate-alone arm
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ from propel.pipeline.signal_cost import labeling_trials, signal_cost
 from propel.pipeline.stages import csv_metrics, latest_adapter
 
 SIL = "propel.rewards.solver_in_loop.SolverInLoopReward"
+GATE = "propel.rewards.ValidityReward"
+ARMS = {"sil": "SIL", "gate": "validity gate alone"}
+"""Arm folder (under the workdir) -> its name in the table."""
 NEEDS_PROBE = ("AdversarialProbeMining", "RVPCallback")
 """Callbacks that read the probe reward: not part of the SIL arm."""
 
@@ -52,22 +59,24 @@ def _moved(value, old: str, new: str):
     return value
 
 
-def sil_config(grpo: dict, label: dict, out: Path, old: Path, max_steps: int | None) -> dict:
-    """The demo's GRPO config with the SIL reward (the label stage's solver) and its outputs under ``out``."""
+def arm_config(arm: str, grpo: dict, label: dict, out: Path, old: Path, max_steps: int | None) -> dict:
+    """The demo's GRPO config with the arm's reward (``sil``: the label stage's solver; ``gate``: a constant per
+    valid task) and its outputs under ``out``."""
     config = _moved(copy.deepcopy(grpo), str(old), str(out))
     model = config["model"]["init_args"]
-    solver = label["model"]["init_args"]["solver"]
-    model["rewards"] = [
-        {
-            "class_path": SIL,
-            "init_args": {"domain": copy.deepcopy(config["data"]["init_args"]["domain"]), "solver": solver},
-        }
-    ]
+    if arm == "sil":
+        solver = label["model"]["init_args"]["solver"]
+        domain = copy.deepcopy(config["data"]["init_args"]["domain"])
+        model["rewards"] = [{"class_path": SIL, "init_args": {"domain": domain, "solver": solver}}]
+    elif arm == "gate":
+        model["rewards"] = [{"class_path": GATE}]
+    else:
+        raise SystemExit(f"unknown arm {arm!r}; choose from {sorted(ARMS)}")
     callbacks = config["trainer"].get("callbacks") or []
     config["trainer"]["callbacks"] = [c for c in callbacks if c["class_path"].rsplit(".", 1)[-1] not in NEEDS_PROBE]
     for logger in config["trainer"].get("logger") or []:
         if isinstance(logger, dict) and "name" in logger.get("init_args", {}):
-            logger["init_args"]["name"] = logger["init_args"]["name"].replace("grpo", "sil")
+            logger["init_args"]["name"] = logger["init_args"]["name"].replace("grpo", arm)
     if max_steps is not None:
         config["trainer"]["max_steps"] = max_steps
     return config
@@ -79,19 +88,20 @@ def _write(config: dict, path: Path) -> Path:
     return path
 
 
-def run_sil(workdir: Path, max_steps: int | None) -> dict:
-    """Train and evaluate the SIL arm (skipping what is finished); its summary with the signal cost."""
-    out = workdir / "sil"
+def run_arm(arm: str, workdir: Path, max_steps: int | None) -> dict:
+    """Train and evaluate one arm (skipping what is finished); its summary with the signal cost."""
+    out = workdir / arm
     done = out / "grpo" / "summary.json"
     if not done.exists():
         label = _read(workdir / "label" / "config.yaml")
-        config = sil_config(_read(workdir / "grpo" / "config.yaml"), label, out / "grpo", workdir / "grpo", max_steps)
+        grpo = _read(workdir / "grpo" / "config.yaml")
+        config = arm_config(arm, grpo, label, out / "grpo", workdir / "grpo", max_steps)
         start, last = time.monotonic(), out / "grpo" / "checkpoints" / "last.ckpt"
         path = _write(config, out / "grpo" / "config.yaml")
         run_lightning("fit", path, ["--ckpt_path", str(last)] if last.exists() else None)
         adapter = latest_adapter(out / "grpo" / "adapters")
         if adapter is None:
-            raise SystemExit(f"the SIL run saved no adapter under {out / 'grpo' / 'adapters'}")
+            raise SystemExit(f"the {arm} run saved no adapter under {out / 'grpo' / 'adapters'}")
         metrics = csv_metrics(out / "grpo")
         summary = {
             "steps": len(metrics.get("train/reward/mean", [])),
@@ -123,28 +133,27 @@ def _change(base: dict, arm: dict, base_scores: dict, arm_scores: dict, key: str
     return f"{c['estimate']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]" if "estimate" in c else "-"
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdir", type=Path, default=Path("runs/demo"), help="a finished demo workdir")
-    parser.add_argument("--max-steps", type=int, default=None, help="SIL's step budget (default: the demo's)")
+    parser.add_argument("--max-steps", type=int, default=None, help="each arm's step budget (default: the demo's)")
+    parser.add_argument("--arms", nargs="+", choices=sorted(ARMS), default=sorted(ARMS, reverse=True))
     args = parser.parse_args(argv)
     workdir = args.workdir
-    sil = run_sil(workdir, args.max_steps)
+    runs = {arm: run_arm(arm, workdir, args.max_steps) for arm in args.arms}
     grpo, label = _read(workdir / "grpo" / "summary.json"), _read(workdir / "label" / "summary.json")
     n_trials = _read(workdir / "label" / "config.yaml")["model"]["init_args"]["solver"]["n_trials"]
     propel_cost = grpo.get("signal_cost") or signal_cost(
         csv_metrics(workdir / "grpo"), labeling_trials(label, n_trials)
     )
-    folders = {
-        "base": workdir / "evaluate" / "base",
-        "PROPEL": workdir / "evaluate" / "trained",
-        "SIL": workdir / "sil" / "evaluate",
-    }
+    folders = {"base": workdir / "evaluate" / "base", "PROPEL": workdir / "evaluate" / "trained"}
+    folders.update({ARMS[arm]: workdir / arm / "evaluate" for arm in runs})
     evals = {name: _read(folder / SUMMARY) for name, folder in folders.items()}
     scores = {name: _read(folder / SCORES) if (folder / SCORES).exists() else {} for name, folder in folders.items()}
-    arms = {"base": (None, None), "PROPEL": (grpo, propel_cost), "SIL": (sil, sil["signal_cost"])}
+    arms = {"base": (None, None), "PROPEL": (grpo, propel_cost)}
+    arms.update({ARMS[arm]: (run, run["signal_cost"]) for arm, run in runs.items()})
 
-    table = Table(title=f"PROPEL vs SIL on {evals['base']['tasks']} fresh tasks per policy (95% intervals)")
+    table = Table(title=f"PROPEL vs its ablations on {evals['base']['tasks']} fresh tasks per policy (95% intervals)")
     columns = ("policy", "RL steps", "RL wall s", "valid", "change vs base", "utility", "change vs base")
     columns += ("signal cost per task (s)", "solver trials online", "solver trials offline")
     for column in columns:
@@ -166,6 +175,7 @@ def main(argv: list[str] | None = None) -> None:
             "-" if cost is None else str(cost["solver_trials_offline"]),
         )
     Console(width=200).print(table)
+    return {name: {"valid_rate": evals[name]["valid_rate"], "utility": evals[name]["utility"]} for name in arms}
 
 
 if __name__ == "__main__":

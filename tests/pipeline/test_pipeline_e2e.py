@@ -278,3 +278,36 @@ def test_a_setting_added_by_an_upgrade_at_its_default_still_resumes(toy_config):
     assert changed_settings(cfg, "grpo") == []
     cfg.configs["grpo"]["model"]["init_args"]["max_staleness"] = 2
     assert changed_settings(cfg, "grpo") == ["model.init_args.max_staleness: None -> 2"]
+
+
+def test_propel_vs_its_ablations_trains_and_evaluates_each_arm_on_a_finished_run(toy_config, capsys):
+    """``benchmarks/propel_vs_sil.py`` on the toy run: the SIL arm and the validity-gate-alone arm each train one step
+    from the run's GRPO config with only the reward swapped, are evaluated like the trained policy, and land in the
+    table next to base and PROPEL; a rerun reuses them."""
+    import importlib.util
+    from pathlib import Path
+
+    import yaml
+
+    spec = importlib.util.spec_from_file_location(
+        "propel_vs_sil", Path(__file__).resolve().parents[2] / "benchmarks" / "propel_vs_sil.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    run_pipeline(toy_config)
+    root = toy_config.root
+    rows = bench.main(["--workdir", str(root), "--max-steps", "1"])
+    assert set(rows) == {"base", "PROPEL", "SIL", "validity gate alone"}
+    for arm, reward in (("sil", bench.SIL), ("gate", bench.GATE)):
+        config = yaml.safe_load((root / arm / "grpo" / "config.yaml").read_text())
+        assert [r["class_path"] for r in config["model"]["init_args"]["rewards"]] == [reward]
+        callbacks = [c["class_path"].rsplit(".", 1)[-1] for c in config["trainer"]["callbacks"]]
+        assert not set(callbacks) & set(bench.NEEDS_PROBE) and config["trainer"]["max_steps"] == 1
+        assert json.loads((root / arm / "grpo" / "summary.json").read_text())["steps"] == 1
+        assert (root / arm / "evaluate" / "summary.json").exists()
+    assert "validity gate alone" in capsys.readouterr().out
+    stamp = (root / "gate" / "evaluate" / "summary.json").stat().st_mtime
+    assert bench.main(["--workdir", str(root), "--arms", "gate"]) == {
+        k: rows[k] for k in ("base", "PROPEL", "validity gate alone")
+    }
+    assert (root / "gate" / "evaluate" / "summary.json").stat().st_mtime == stamp  # finished arms are not rerun

@@ -1,6 +1,7 @@
-"""Rewards: named, weighted components combined into one scalar per sample; probe-based rewards for PROPEL; the
-test-suite reward with its hack penalty; the six IT-triage components; reasoning-gym's verifiers; TRL-style reward
-functions in propel (``TRLRewardFunction``) and propel rewards in TRL (``as_trl_reward``)."""
+"""Rewards: named, weighted components combined into one scalar per sample; probe-based rewards for PROPEL and the
+validity gate alone (its ablation); the test-suite reward with its hack penalty; the six IT-triage components;
+reasoning-gym's verifiers; TRL-style reward functions in propel (``TRLRewardFunction``) and propel rewards in TRL
+(``as_trl_reward``)."""
 
 from propel.rewards.base import FunctionReward, Reward, RewardComponent, RewardContext
 from propel.rewards.code_tests import TestSuitePart, TestSuiteReward
@@ -19,6 +20,7 @@ from propel.rewards.triage import (
 )
 from propel.rewards.trl_export import as_trl_reward
 from propel.rewards.trl_function import TRLRewardFunction
+from propel.rewards.validity import ValidityReward
 
 __all__ = [
     "CitationGrounding",
@@ -44,6 +46,7 @@ __all__ = [
     "TestSuiteReward",
     "TRLRewardFunction",
     "TurnRewards",
+    "ValidityReward",
     "as_trl_reward",
     "constrained",
     "worst_case",
