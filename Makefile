@@ -1,5 +1,5 @@
 .PHONY: setup setup-vllm test test-quick docs demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint \
-	bench bench-vllm exp-grpo-vs-trl
+	bench bench-vllm exp-grpo-vs-trl exp-triage-style
 
 setup:
 	bash scripts/setup.sh
@@ -65,3 +65,7 @@ bench-vllm: setup-vllm
 # GRPO learns like the reference: propel vs TRL GRPOTrainer on reasoning-gym letter_counting, 40 steps x 3 seeds each
 exp-grpo-vs-trl: setup
 	.venv/bin/python benchmarks/exp_grpo_vs_trl.py --out runs/experiments/grpo_vs_trl
+
+# The six triage rewards, style against knowledge: 3 seeds x 200 steps with the forced answer prefix (a GPU-sized run)
+exp-triage-style: setup
+	.venv/bin/python benchmarks/exp_triage_style.py --out runs/experiments/triage_style

@@ -204,3 +204,37 @@ def test_env_records_the_parse_verdict_and_topic():
     dm = TriageDataModule(TriageTickets(), contexts_per_step=3, seed=1)
     assert [c.id for c in dm.batch_at(4).contexts] == [c.id for c in dm.batch_at(4).contexts]
     assert dm.stop == () and dm.scorer is dm.scorer
+
+
+def test_a_forced_answer_prefix_opens_the_turn_and_the_graders_read_it_with_the_completion(tokenizer):
+    from propel.engines.base import chat_text
+    from propel.rewards import triage_rewards
+    from propel.rewards.combine import CombinedReward
+
+    prefix = 'submit_resolution {"resolution": "'
+    forced = TriageTickets(n=40, answer_prefix=prefix).contexts(3, seed=5)
+    plain = TriageTickets(n=40).contexts(3, seed=5)
+    assert [c.id for c in forced] == [c.id for c in plain]
+    for f, p in zip(forced, plain, strict=True):
+        assert f.prompt.messages == [*p.prompt.messages, {"role": "assistant", "content": prefix}]
+        assert f.data == {**p.data, "answer_prefix": prefix}
+        text = chat_text(tokenizer, f.prompt.messages)  # the model continues the opened turn
+        assert text.endswith(prefix) and text.startswith(chat_text(tokenizer, p.prompt.messages))
+    gold = plain[0].data
+    rest = (
+        f'{gold["gold_steps"][0]}. {gold["gold_steps"][1]}", "citations": {json.dumps(gold["gold_ids"])}, '
+        f'"confidence": 0.7, "escalate": {json.dumps(gold["escalate"])}}}'
+    )
+    reward = CombinedReward(triage_rewards())
+    with_prefix = Sample(prompt="p", completion=rest, context=forced[0])
+    whole = Sample(prompt="p", completion=prefix + rest, context=plain[0])
+    got, want = reward([with_prefix]), reward([whole])
+    assert want.total.item() > 3.0  # a right, grounded answer: the comparison is not between two zeros
+    assert got.total.tolist() == want.total.tolist()
+    assert {k: v.tolist() for k, v in got.components.items()} == {k: v.tolist() for k, v in want.components.items()}
+    scored = [
+        Sample(prompt="p", completion=rest, context=forced[0]),
+        Sample(prompt="p", completion=rest, context=plain[0]),
+    ]
+    TriageScorer().score(scored)
+    assert [s.valid for s in scored] == [True, False]  # without the prefix the same completion is no submission

@@ -126,10 +126,15 @@ def run_lightning(subcommand: str, config: Path, extra_args: list[str] | None = 
 def resolve_lightning(subcommand: str, config: dict) -> dict:
     """The complete config ``propel <subcommand>`` would run ``config`` with (every default filled in), as its
     ``--print_config`` prints it. A bad key or value raises the CLI's one-line ``ConfigError``."""
+    return resolve_lightning_args(subcommand, ["-c", yaml.safe_dump(config, sort_keys=False)])
+
+
+def resolve_lightning_args(subcommand: str, args: list[str]) -> dict:
+    """``resolve_lightning`` for command-line arguments (``-c`` files and flags, composed as the run composes them)."""
     out = io.StringIO()
     with redirect_stdout(out):
         try:
-            _cli([subcommand, "-c", yaml.safe_dump(config, sort_keys=False), "--print_config"])
+            _cli([subcommand, *args, "--print_config"])
         except SystemExit as done:
             if done.code not in (0, None):
                 raise

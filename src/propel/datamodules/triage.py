@@ -15,6 +15,7 @@ from propel.rollouts.record import Sample
 from propel.rollouts.scorer import Scorer
 from propel.tasks.base import TaskSource
 from propel.tasks.triage.parse import parse_submission
+from propel.tasks.triage.prompt import answer_text
 
 
 class TriageScorer(Scorer):
@@ -27,7 +28,7 @@ class TriageScorer(Scorer):
             data = s.context.data if s.context is not None else {}
             if "gold_resolution" not in data:
                 raise ValueError("TriageScorer needs contexts from propel.tasks.triage.TriageTickets (gold data)")
-            answer = parse_submission(s.completion)
+            answer = parse_submission(answer_text(s.completion, data))
             s.task = Task("triage", dict(answer.raw)) if answer.found else None
             s.topic = data.get("category")
             s.valid = answer.reason == "ok"

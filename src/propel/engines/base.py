@@ -26,6 +26,14 @@ class SamplingSpec:
     """Return per-token logprobs of the sampled tokens (under the sampling distribution)."""
 
 
+def chat_text(tokenizer, messages: Sequence[dict]) -> str:
+    """Chat messages as the model reads them: the template with the assistant's turn opened, or, when the last
+    message is the assistant's (a forced answer prefix), that message left open so generation continues it."""
+    if messages and messages[-1].get("role") == "assistant":
+        return tokenizer.apply_chat_template(list(messages), tokenize=False, continue_final_message=True)
+    return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+
+
 @dataclass
 class Prompt:
     """A prompt: raw text (completion), chat messages (rendered with the tokenizer's chat template), or token ids.
@@ -96,7 +104,7 @@ class Engine(ABC):
             return self.tokenizer.decode(prompt.token_ids, skip_special_tokens=False)
         if prompt.messages is None:
             return prompt.text
-        return self.tokenizer.apply_chat_template(prompt.messages, tokenize=False, add_generation_prompt=True)
+        return chat_text(self.tokenizer, prompt.messages)
 
     def encode_prompt(self, prompt: Prompt) -> list[int]:
         """Token ids fed to the model (chat templates carry their own special tokens, so none are added to them)."""

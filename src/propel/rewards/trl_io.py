@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from propel.domains.base import Context
-from propel.engines.base import Prompt
+from propel.engines.base import Prompt, chat_text
 from propel.errors import ConfigError
 from propel.rollouts.record import Sample, Turn
 
@@ -83,7 +83,7 @@ def _render(prompt: str | list[dict[str, Any]], tokenizer) -> str:
     if isinstance(prompt, str):
         return prompt
     if tokenizer is not None:
-        return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+        return chat_text(tokenizer, prompt)
     return "\n\n".join(str(m.get("content", "")) for m in prompt)
 
 

@@ -21,6 +21,7 @@ from propel.rewards.triage.normalize import normalize
 from propel.rewards.triage.steps import StepCheck, check_steps
 from propel.rollouts.record import Sample
 from propel.tasks.triage.parse import Submission, parse_submission
+from propel.tasks.triage.prompt import answer_text
 
 INFO_KEY = "triage"
 GOLD_KEYS = ("gold_resolution", "gold_ids", "article_ids", "escalate", "ticket", "gold_steps", "distractor_steps")
@@ -80,8 +81,9 @@ class TriageReward(Reward):
                     f"{type(self).__name__} grades against the ticket's gold data; sample {i} lacks {missing} (use "
                     "propel.tasks.triage.TriageTickets contexts)"
                 )
-            answer = submission(s.completion)
-            value, details = (0.0, {}) if answer.rejected else self.score(answer, s.completion, gold)
+            text = answer_text(s.completion, gold)
+            answer = submission(text)
+            value, details = (0.0, {}) if answer.rejected else self.score(answer, text, gold)
             s.info.setdefault(INFO_KEY, {}).update({self.name: value, "reason": answer.reason, **details})
             values.append(value)
         return torch.tensor(values, dtype=torch.float32)

@@ -30,5 +30,15 @@ def render_ticket(ticket: Ticket, answer_format: str = ANSWER_FORMAT) -> str:
     )
 
 
-def triage_prompt(ticket: Ticket) -> Prompt:
-    return Prompt(messages=[{"role": "user", "content": render_ticket(ticket)}])
+def triage_prompt(ticket: Ticket, answer_prefix: str | None = None) -> Prompt:
+    """The chat prompt; with ``answer_prefix`` the assistant's turn is opened with it (the engine continues it)."""
+    messages = [{"role": "user", "content": render_ticket(ticket)}]
+    if answer_prefix:
+        messages.append({"role": "assistant", "content": answer_prefix})
+    return Prompt(messages=messages)
+
+
+def answer_text(completion: str, data: dict) -> str:
+    """The whole answer the graders read: the forced prefix of the context (``data["answer_prefix"]``), if any,
+    followed by the completion."""
+    return (data.get("answer_prefix") or "") + completion

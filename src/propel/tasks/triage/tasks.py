@@ -21,11 +21,13 @@ def split_of(ticket_id: str, eval_fraction: float) -> str:
     return "eval" if zlib.crc32(ticket_id.encode()) % 1000 < eval_fraction * 1000 else "train"
 
 
-def ticket_context(ticket: Ticket) -> Context:
-    """The prompt (ticket + retrieved articles) with the ticket's gold answer as ``data``."""
-    return Context(
-        id=ticket.ticket_id, prompt=triage_prompt(ticket), group=ticket.ticket_id, data=ticket.grading_data()
-    )
+def ticket_context(ticket: Ticket, answer_prefix: str | None = None) -> Context:
+    """The prompt (ticket + retrieved articles, and the forced start of the answer when given) with the ticket's
+    gold answer (and that prefix, which the graders put back in front of the completion) as ``data``."""
+    data = ticket.grading_data()
+    if answer_prefix:
+        data["answer_prefix"] = answer_prefix
+    return Context(id=ticket.ticket_id, prompt=triage_prompt(ticket, answer_prefix), group=ticket.ticket_id, data=data)
 
 
 class TriageTickets(TaskSource):
@@ -38,6 +40,10 @@ class TriageTickets(TaskSource):
         split: ``train``, ``eval`` or None (all tickets); the split is a stable hash of the ticket id.
         eval_fraction: share of tickets in ``eval``.
         categories: keep only these categories (None: all).
+        answer_prefix: the start of the answer, written for the model as the opening of its turn, which it then
+            continues (e.g. ``submit_resolution {"resolution": "``: SmolLM2-135M then writes a gradable submission in
+            7 of 16 samples, against 0 of 32 without); the graders read the prefix and the completion together, the
+            policy is trained on the completion's tokens only. None: the model writes the whole answer.
     """
 
     def __init__(
@@ -48,6 +54,7 @@ class TriageTickets(TaskSource):
         split: str | None = "train",
         eval_fraction: float = 0.2,
         categories: list[str] | None = None,
+        answer_prefix: str | None = None,
     ) -> None:
         if split is not None and split not in SPLITS:
             raise ConfigError(f"split must be one of {SPLITS} or null, got {split!r}")
@@ -58,11 +65,11 @@ class TriageTickets(TaskSource):
             tickets = [t for t in tickets if t.category in categories]
         if not tickets:
             raise ConfigError(f"no triage tickets left (path={path}, split={split}, categories={categories})")
-        self.tickets = tickets
+        self.tickets, self.answer_prefix = tickets, answer_prefix
 
     def draw(self, n: int, seed: int = 0) -> list[Ticket]:
         rng = random.Random(seed)
         return [rng.choice(self.tickets) for _ in range(n)]
 
     def contexts(self, n: int, seed: int = 0) -> list[Context]:
-        return [ticket_context(t) for t in self.draw(n, seed)]
+        return [ticket_context(t, self.answer_prefix) for t in self.draw(n, seed)]

@@ -1,0 +1,142 @@
+"""Experiment: do the six triage rewards move style before knowledge? GRPO on IT-ticket triage over several seeds.
+
+Each seed trains ``configs/experiments/triage_style.yaml`` (an overlay on the triage GRPO config: the answer forced
+to open with ``submit_resolution {"resolution": "``, 1 ticket x 4 answers per step, 200 steps) into
+``<out>/seed<s>/``; ``RewardCurves`` records every component's mean per step (``reward_curves.json``). A seed that
+finished is skipped on a rerun; one that was interrupted resumes from its last checkpoint (``ModelCheckpoint`` every
+10 steps, ``last.ckpt``); ``settings.json`` refuses a folder made with other settings. The report (``report.md``)
+gives, per component, the mean of the first and of the last ``--window`` steps, averaged over seeds, and the change,
+each with a 95% t interval over seeds (each seed's window mean is one value), and says which components moved
+(interval of the change excludes 0): the seed's claim is that the style components (format, parsimony, repetition,
+calibration) move while resolution does not.
+
+    python benchmarks/exp_triage_style.py                         # 3 seeds x 200 steps (a GPU-sized run)
+    python benchmarks/exp_triage_style.py --steps 40 --window 10  # a shorter, documented budget
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+CONFIGS = ("configs/grpo/base.yaml", "configs/triage/grpo.yaml", "configs/experiments/triage_style.yaml")
+STYLE = ("format", "parsimony", "repetition", "calibration")
+
+
+def settings(args: argparse.Namespace) -> dict:
+    return {"model": args.model, "steps": args.steps, "extra": args.extra, "configs": list(CONFIGS)}
+
+
+def run_seed(args: argparse.Namespace, seed: int, root: Path) -> dict[str, list[float]]:
+    """Train (or resume, or skip) one seed; its per-step means per component."""
+    import yaml
+
+    from propel.cli.lightning_cli import resolve_lightning_args, run_lightning
+
+    curves = root / "reward_curves.json"
+    if not curves.exists():
+        print(f"[exp] seed {seed}: training {args.steps} steps into {root}", flush=True)
+        extra = ["-c", CONFIGS[1], "-c", CONFIGS[2], f"--seed_everything={seed}", f"--trainer.max_steps={args.steps}"]
+        extra += [f"--trainer.default_root_dir={root}", f"--model.init_args.model={args.model}", *args.extra]
+        root.mkdir(parents=True, exist_ok=True)  # the run's complete config, every default filled in
+        composed = resolve_lightning_args("fit", ["-c", CONFIGS[0], *extra])
+        (root / "config.yaml").write_text(yaml.safe_dump(composed, sort_keys=False))
+        last = root / "checkpoints" / "last.ckpt"
+        run_lightning("fit", Path(CONFIGS[0]), extra + (["--ckpt_path", str(last)] if last.exists() else []))
+    history = json.loads(curves.read_text())
+    return {name: [v for _, v in points] for name, points in history.items()}
+
+
+def t_interval(values: list[float]) -> tuple[float, float, float]:
+    """Mean and 95% t interval over seeds (NaN bounds with one seed)."""
+    a = np.asarray(values, dtype=float)
+    mean = float(a.mean())
+    if len(a) < 2:
+        return mean, float("nan"), float("nan")
+    half = float(stats.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / np.sqrt(len(a)))
+    return mean, mean - half, mean + half
+
+
+def analyse(runs: dict[int, dict[str, list[float]]], window: int) -> list[dict]:
+    rows = []
+    names = sorted({n for r in runs.values() for n in r}, key=lambda n: (n != "total", n))
+    for name in names:
+        firsts = [float(np.mean(r[name][:window])) for r in runs.values() if r.get(name)]
+        lasts = [float(np.mean(r[name][-window:])) for r in runs.values() if r.get(name)]
+        change = t_interval([b - a for a, b in zip(firsts, lasts, strict=True)])
+        moved = change[1] > 0 or change[2] < 0
+        rows.append(
+            {
+                "component": name,
+                "first": t_interval(firsts),
+                "last": t_interval(lasts),
+                "change": change,
+                "moved": moved,
+            }
+        )
+    return rows
+
+
+def report(rows: list[dict], args: argparse.Namespace, seeds: list[int], command: str) -> str:
+    def fmt(t, sign=""):
+        return f"{t[0]:{sign}.3f} [{t[1]:{sign}.3f}, {t[2]:{sign}.3f}]"
+
+    lines = [
+        "# Triage: style against knowledge",
+        "",
+        f"{len(seeds)} seeds ({seeds}), {args.steps} steps each; windows: the first and the last {args.window} steps; "
+        "95% t intervals over seeds.",
+        "",
+        "| component | first window | last window | change | moved |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['component']} | {fmt(r['first'])} | {fmt(r['last'])} | {fmt(r['change'], '+')} | "
+            f"{'yes' if r['moved'] else 'no'} |"
+        )
+    by = {r["component"]: r for r in rows}
+    style_moved = [n for n in STYLE if n in by and by[n]["moved"]]
+    resolution = by.get("resolution")
+    lines += ["", f"Style components that moved: {', '.join(style_moved) or 'none'}."]
+    if resolution is not None:
+        lines.append(f"Resolution {'moved' if resolution['moved'] else 'did not move distinguishably from 0'}.")
+    lines += ["", f"Command: `{command}`.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--window", type=int, default=20, help="steps in the first and in the last window")
+    p.add_argument("--out", default="runs/experiments/triage_style")
+    p.add_argument("extra", nargs="*", help="more `propel fit` flags for every seed (after --)")
+    args = p.parse_args(argv)
+    if args.window * 2 > args.steps:
+        raise SystemExit(f"--window {args.window} x 2 exceeds --steps {args.steps}: the windows would overlap")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    marker = out / "settings.json"
+    if marker.exists() and json.loads(marker.read_text()) != settings(args):
+        raise SystemExit(f"{out} holds runs made with other settings ({marker}); pick another --out")
+    marker.write_text(json.dumps(settings(args), indent=1))
+    runs = {seed: run_seed(args, seed, out / f"seed{seed}") for seed in args.seeds}
+    rows = analyse(runs, args.window)
+    command = "python benchmarks/exp_triage_style.py " + " ".join(
+        argv if argv is not None else __import__("sys").argv[1:]
+    )
+    text = report(rows, args, args.seeds, command.strip())
+    (out / "analysis.json").write_text(json.dumps(rows, indent=1))
+    (out / "report.md").write_text(text)
+    print(text)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
