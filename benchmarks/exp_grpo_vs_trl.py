@@ -228,6 +228,7 @@ def analyse(results: dict[str, list[dict]], args: argparse.Namespace) -> dict:
             "rise": lst - f,
             "rise_ci": interval(l_draws - f_draws),
             "median_step_s": float(np.median(step_s)),
+            "median_step_s_by_seed": {r["seed"]: float(np.median(r["step_s"][1:] or r["step_s"])) for r in runs},
             "seeds": len(runs),
             "wall_s": float(sum(r["wall_s"] for r in runs)),
         }
@@ -238,6 +239,11 @@ def analyse(results: dict[str, list[dict]], args: argparse.Namespace) -> dict:
             "last10": p["last10"] - t["last10"],
             "ci": interval(draws_last["propel"] - draws_last["trl"]),
             "step_time_ratio": p["median_step_s"] / t["median_step_s"],
+            "step_time_ratio_by_seed": {
+                seed: p["median_step_s_by_seed"][seed] / t["median_step_s_by_seed"][seed]
+                for seed in p["median_step_s_by_seed"]
+                if seed in t["median_step_s_by_seed"]
+            },
         }
     return out
 
@@ -259,6 +265,11 @@ def verdict(analysis: dict) -> list[str]:
         lines.append(
             f"- propel - TRL, last-10 mean: {d['last10']:+.3f} [{lo:+.3f}, {hi:+.3f}] ({where}); "
             f"propel's step takes {d['step_time_ratio']:.2f}x TRL's (medians)."
+        )
+        by_seed = ", ".join(f"seed {k}: {v:.2f}x" for k, v in d["step_time_ratio_by_seed"].items())
+        lines.append(
+            f"- Step time ratio by seed (each seed's two runs ran back to back; a ratio compares speed only when the "
+            f"machine's load was the same for both): {by_seed}."
         )
     return lines
 
