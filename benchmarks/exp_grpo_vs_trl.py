@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from propel.models import LoRASpec
+from propel.pools.manifest import check_manifest
 from propel.rewards import ReasoningGymReward
 from propel.tasks import ReasoningGymTasks
 
@@ -115,22 +116,15 @@ def run_propel(args: argparse.Namespace, seed: int) -> RecordingReward:
 
 def run_trl(args: argparse.Namespace, seed: int) -> RecordingReward:
     from datasets import Dataset
-    from peft import LoraConfig
     from trl import GRPOConfig, GRPOTrainer
 
     from propel.models import load_model
+    from propel.models.lora import peft_lora_config
     from propel.rewards import as_trl_reward
     from propel.rewards.trl_io import trl_row
 
     policy, tokenizer = load_model(args.model)
-    spec = LoRASpec(r=16, alpha=32)
-    peft_config = LoraConfig(
-        r=spec.r,
-        lora_alpha=spec.alpha,
-        lora_dropout=0.0,
-        target_modules=list(spec.target_modules),
-        task_type="CAUSAL_LM",
-    )
+    peft_config = peft_lora_config(LoRASpec(r=16, alpha=32))
     tasks = task_source(args)
     rows = [trl_row(c) for i in range(args.steps) for c in tasks.contexts(args.prompts, seed * STREAM_STRIDE + i)]
     reward = RecordingReward()
@@ -358,10 +352,7 @@ def main(argv: list[str] | None = None) -> dict:
     args.datasets = args.datasets or [["letter_counting", '{"min_words": 1, "max_words": 3}']]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    marker = out / "settings.json"
-    if marker.exists() and json.loads(marker.read_text()) != settings(args):
-        raise SystemExit(f"{out} holds runs made with other settings ({marker}); pick another --out")
-    marker.write_text(json.dumps(settings(args), indent=1))
+    check_manifest(out, settings(args), "experiment folder")  # refuses runs made with other settings
     command = "python benchmarks/exp_grpo_vs_trl.py " + " ".join(
         argv if argv is not None else __import__("sys").argv[1:]
     )

@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from propel.pools.manifest import check_manifest
+
 CONFIGS = ("configs/grpo/base.yaml", "configs/triage/grpo.yaml", "configs/experiments/triage_style.yaml")
 STYLE = ("format", "parsimony", "repetition", "calibration")
 
@@ -122,10 +124,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         raise SystemExit(f"--window {args.window} x 2 exceeds --steps {args.steps}: the windows would overlap")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    marker = out / "settings.json"
-    if marker.exists() and json.loads(marker.read_text()) != settings(args):
-        raise SystemExit(f"{out} holds runs made with other settings ({marker}); pick another --out")
-    marker.write_text(json.dumps(settings(args), indent=1))
+    check_manifest(out, settings(args), "experiment folder")  # refuses runs made with other settings
     runs = {seed: run_seed(args, seed, out / f"seed{seed}") for seed in args.seeds}
     rows = analyse(runs, args.window)
     command = "python benchmarks/exp_triage_style.py " + " ".join(

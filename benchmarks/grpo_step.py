@@ -120,21 +120,14 @@ def run_propel(model: str, steps: int, engine: str = "hf") -> dict:
 
 def run_trl(model: str, steps: int, gradient_checkpointing: bool) -> dict:
     from datasets import Dataset
-    from peft import LoraConfig
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from propel.models import load_model
+    from propel.models.lora import peft_lora_config
 
     policy, tokenizer = load_model(model)
-    spec = LoRASpec()
-    peft_config = LoraConfig(
-        r=spec.r,
-        lora_alpha=spec.alpha,
-        lora_dropout=0.0,  # propel's adapters have none (propel.models.lora)
-        target_modules=list(spec.target_modules),
-        task_type="CAUSAL_LM",
-    )
+    peft_config = peft_lora_config(LoRASpec())  # the adapters propel trains
 
     def reward(completions, **kwargs):
         return [digits_reward(c) for c in completions]

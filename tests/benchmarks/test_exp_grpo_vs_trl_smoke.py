@@ -5,26 +5,22 @@ experiment's own: ``make exp-grpo-vs-trl``."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from propel.errors import ConfigError
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _experiment():
-    spec = importlib.util.spec_from_file_location("exp_grpo_vs_trl", ROOT / "benchmarks" / "exp_grpo_vs_trl.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.timeout(600)
-def test_grpo_vs_trl_experiment_runs_both_trainers_on_the_same_questions(require, tiny_model_dir, tmp_path, capsys):
+def test_grpo_vs_trl_experiment_runs_both_trainers_on_the_same_questions(
+    benchmark_module, require, tiny_model_dir, tmp_path, capsys
+):
     require("trl")
-    exp = _experiment()
+    exp = benchmark_module("exp_grpo_vs_trl")
     out = tmp_path / "exp"
     args = ["--model", str(tiny_model_dir), "--steps", "2", "--seeds", "3", "--prompts", "2", "--group", "2"]
     args += ["--new-tokens", "4", "--boot", "50", "--out", str(out)]
@@ -50,5 +46,5 @@ def test_grpo_vs_trl_experiment_runs_both_trainers_on_the_same_questions(require
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[exp]")]
     assert len(lines) == 2 and all("step means" in line for line in lines)  # no "training N steps" line
 
-    with pytest.raises(SystemExit, match="other settings"):
+    with pytest.raises(ConfigError, match="other settings"):
         exp.main([*args[:-2], "--lr", "0.5", "--out", str(out)])

@@ -5,27 +5,23 @@ other settings is refused. The measured table is the experiment's own: ``make ex
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import yaml
 
+from propel.errors import ConfigError
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _experiment():
-    spec = importlib.util.spec_from_file_location("exp_triage_style", ROOT / "benchmarks" / "exp_triage_style.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.timeout(600)
-def test_triage_style_experiment_trains_each_seed_and_reports_windows(tiny_model_dir, tmp_path, monkeypatch, capsys):
+def test_triage_style_experiment_trains_each_seed_and_reports_windows(
+    benchmark_module, tiny_model_dir, tmp_path, monkeypatch, capsys
+):
     monkeypatch.chdir(ROOT)
-    exp = _experiment()
+    exp = benchmark_module("exp_triage_style")
     out = tmp_path / "exp"
     args = ["--model", str(tiny_model_dir), "--steps", "2", "--seeds", "0", "1", "--window", "1", "--out", str(out)]
     args += ["--", "--model.init_args.max_new_tokens=8", "--model.init_args.group_size=2", "--trainer.logger=false"]
@@ -51,5 +47,5 @@ def test_triage_style_experiment_trains_each_seed_and_reports_windows(tiny_model
     capsys.readouterr()
     assert exp.main(args) == rows  # read back: no seed trains again
     assert "[exp] seed" not in capsys.readouterr().out
-    with pytest.raises(SystemExit, match="other settings"):
+    with pytest.raises(ConfigError, match="other settings"):
         exp.main([*args[:3], "3", *args[4:]])

@@ -26,12 +26,13 @@ class LoRASpec:
     """Module names to adapt."""
 
 
-def apply_lora(model, spec: LoRASpec | None = None):
-    """Wrap ``model`` in a peft LoRA model; only adapter weights are trainable."""
-    from peft import LoraConfig, get_peft_model
+def peft_lora_config(spec: LoRASpec | None = None):
+    """``spec`` as peft's ``LoraConfig`` (no dropout, no bias): what propel trains, and what a TRL run given the same
+    spec trains."""
+    from peft import LoraConfig
 
     spec = spec or LoRASpec()
-    config = LoraConfig(
+    return LoraConfig(
         r=spec.r,
         lora_alpha=spec.alpha,
         lora_dropout=0.0,
@@ -39,7 +40,13 @@ def apply_lora(model, spec: LoRASpec | None = None):
         task_type="CAUSAL_LM",
         bias="none",
     )
-    return get_peft_model(model, config)
+
+
+def apply_lora(model, spec: LoRASpec | None = None):
+    """Wrap ``model`` in a peft LoRA model; only adapter weights are trainable."""
+    from peft import get_peft_model
+
+    return get_peft_model(model, peft_lora_config(spec))
 
 
 def _merged_weight(module):
