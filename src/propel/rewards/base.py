@@ -39,6 +39,18 @@ class RewardComponent(Protocol):
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor: ...
 
 
+def gold_data(sample: Sample, index: int, keys: Sequence[str], reward: str, source: str) -> dict[str, Any]:
+    """The context's gold data a reward grades against, refused (one ``ValueError`` naming what is missing and where
+    such contexts come from) when any of ``keys`` is absent."""
+    data = sample.context.data if sample.context is not None else {}
+    missing = [k for k in keys if k not in data]
+    if missing:
+        raise ValueError(
+            f"{reward} grades against the context's data {list(keys)}; sample {index} lacks {missing} (use {source})"
+        )
+    return data
+
+
 class Reward:
     """Base class of reward components: a name, a weight, an optional ``setup`` and ``__call__(samples)``."""
 

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 import torch
 
 from propel.errors import ConfigError
-from propel.rewards.base import Reward, RewardContext
+from propel.rewards.base import Reward, RewardContext, gold_data
 from propel.rollouts.record import Sample
 from propel.sandbox.base import Sandbox
 from propel.tasks.humaneval.solution import solution_source
@@ -55,6 +55,7 @@ INFO_KEY = "test_suite"
 PARTS = ("pass_rate", "coverage", "hacked", *FLAGS)
 GRADERS = ("value", "pytest")
 DATA_KEYS = ("entry_point", "prompt", "visible", "hidden")
+SOURCE = "propel.tasks.humaneval.HumanEvalTasks or propel.tasks.humaneval.HumanEvalAgentTasks"
 """What a context's ``data`` must hold (``propel.tasks.humaneval.CodeTask.grading_data`` builds it)."""
 
 
@@ -163,13 +164,7 @@ class TestSuiteReward(Reward):
         rewards = [0.0] * len(samples)
         pending: list[tuple[int, dict, HackReport, str, PytestRun | None]] = []
         for i, s in enumerate(samples):
-            data = s.context.data if s.context is not None else {}
-            missing = [k for k in DATA_KEYS if k not in data]
-            if missing:
-                raise ValueError(
-                    f"TestSuiteReward grades against the context's data {list(DATA_KEYS)}; sample {i} lacks {missing} "
-                    "(use propel.tasks.humaneval.HumanEvalTasks or propel.tasks.humaneval.HumanEvalAgentTasks)"
-                )
+            data = gold_data(s, i, DATA_KEYS, "TestSuiteReward", SOURCE)
             if s.infra_error is not None:
                 s.info[INFO_KEY] = _info(0.0, 0.0, 0.0, HackReport(), "infra", s.infra_error)
                 continue

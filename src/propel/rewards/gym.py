@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import torch
 
-from propel.rewards.base import Reward
+from propel.rewards.base import Reward, gold_data
 from propel.rollouts.record import Sample
 from propel.tasks.gym import answer_tag, extract_answer, gym_dataset
 
@@ -48,13 +48,7 @@ class ReasoningGymReward(Reward):
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
         values, by_dataset = [], defaultdict(list)
         for i, s in enumerate(samples):
-            data = s.context.data if s.context is not None else {}
-            missing = [k for k in DATA_KEYS if k not in data]
-            if missing:
-                raise ValueError(
-                    f"ReasoningGymReward scores against the context's data {list(DATA_KEYS)}; sample {i} lacks "
-                    f"{missing} (use propel.tasks.ReasoningGymTasks contexts)"
-                )
+            data = gold_data(s, i, DATA_KEYS, "ReasoningGymReward", "propel.tasks.ReasoningGymTasks contexts")
             answer = extract_answer(s.completion, answer_tag(data))
             score = gym_score(data, answer)
             s.info[INFO_KEY] = {"dataset": data["dataset"], "answer": answer, "oracle": data["answer"], "score": score}

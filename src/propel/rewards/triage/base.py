@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from propel.rewards.base import Reward
+from propel.rewards.base import Reward, gold_data
 from propel.rewards.triage.normalize import normalize
 from propel.rewards.triage.steps import StepCheck, check_steps
 from propel.rollouts.record import Sample
@@ -74,13 +74,7 @@ class TriageReward(Reward):
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
         values = []
         for i, s in enumerate(samples):
-            gold = s.context.data if s.context is not None else {}
-            missing = [k for k in GOLD_KEYS if k not in gold]
-            if missing:
-                raise ValueError(
-                    f"{type(self).__name__} grades against the ticket's gold data; sample {i} lacks {missing} (use "
-                    "propel.tasks.triage.TriageTickets contexts)"
-                )
+            gold = gold_data(s, i, GOLD_KEYS, type(self).__name__, "propel.tasks.triage.TriageTickets contexts")
             text = answer_text(s.completion, gold)
             answer = submission(text)
             value, details = (0.0, {}) if answer.rejected else self.score(answer, text, gold)
