@@ -38,6 +38,9 @@ from propel.rewards import ReasoningGymReward
 from propel.tasks import ReasoningGymTasks
 
 TRAINERS = ("propel", "trl")
+LORA = LoRASpec(r=16, alpha=32)
+SHARED = {"loss_type": "grpo", "beta": 0.0, "scale_rewards": "group", "temperature": 1.0}
+"""The settings both trainers get by the same name (each run passes them; ``settings`` records them)."""
 STREAM_STRIDE = 1_000_003  # ContextStreamDataModule: batch i of seed s draws with seed s * 1_000_003 + i
 
 
@@ -65,10 +68,10 @@ def settings(args: argparse.Namespace) -> dict:
         "group_size": args.group,
         "max_new_tokens": args.new_tokens,
         "lr": args.lr,
-        "lora": {"r": 16, "alpha": 32},
-        "loss": "grpo",
-        "beta": 0.0,
-        "temperature": 1.0,
+        "lora": {"r": LORA.r, "alpha": LORA.alpha},
+        "loss": SHARED["loss_type"],
+        "beta": SHARED["beta"],
+        "temperature": SHARED["temperature"],
     }
 
 
@@ -90,12 +93,12 @@ def run_propel(args: argparse.Namespace, seed: int) -> RecordingReward:
     module = GRPOModule(
         model=args.model,
         rewards=[reward],
-        lora=LoRASpec(r=16, alpha=32),
-        loss=LossSpec(loss_type="grpo", beta=0.0),
+        lora=LORA,
+        loss=LossSpec(loss_type=SHARED["loss_type"], beta=SHARED["beta"]),
         group_size=args.group,
-        scale_rewards="group",
+        scale_rewards=SHARED["scale_rewards"],
         max_new_tokens=args.new_tokens,
-        temperature=1.0,
+        temperature=SHARED["temperature"],
         micro_batch_size=args.prompts * args.group,
         lr=args.lr,
         weight_decay=0.0,
@@ -124,7 +127,7 @@ def run_trl(args: argparse.Namespace, seed: int) -> RecordingReward:
     from propel.rewards.trl_io import trl_row
 
     policy, tokenizer = load_model(args.model)
-    peft_config = peft_lora_config(LoRASpec(r=16, alpha=32))
+    peft_config = peft_lora_config(LORA)
     tasks = task_source(args)
     rows = [trl_row(c) for i in range(args.steps) for c in tasks.contexts(args.prompts, seed * STREAM_STRIDE + i)]
     reward = RecordingReward()
@@ -139,10 +142,7 @@ def run_trl(args: argparse.Namespace, seed: int) -> RecordingReward:
         lr_scheduler_type="constant",
         weight_decay=0.0,
         max_grad_norm=1.0,
-        beta=0.0,
-        loss_type="grpo",
-        scale_rewards="group",
-        temperature=1.0,
+        **SHARED,
         shuffle_dataset=False,
         logging_steps=1,
         report_to=[],
