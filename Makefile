@@ -1,5 +1,5 @@
 .PHONY: setup setup-vllm test test-quick docs demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint \
-	bench bench-vllm exp-grpo-vs-trl exp-triage-style
+	bench bench-vllm exp-grpo-vs-trl exp-triage-style exp-turn-kl-scope
 
 setup:
 	bash scripts/setup.sh
@@ -69,3 +69,8 @@ exp-grpo-vs-trl: setup
 # The six triage rewards, style against knowledge: 3 seeds x 200 steps with the forced answer prefix (a GPU-sized run)
 exp-triage-style: setup
 	.venv/bin/python benchmarks/exp_triage_style.py --out runs/experiments/triage_style
+
+# Turn-targeted KL stays on its turn: targeted vs whole-sequence divergence (+ an unrelated-hint control), 3 seeds x 12
+# steps each on the bundled model, off-target drift compared at equal target-turn gain
+exp-turn-kl-scope: setup
+	.venv/bin/python benchmarks/exp_turn_kl_scope.py --out runs/experiments/turn_kl_scope

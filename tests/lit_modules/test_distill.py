@@ -12,6 +12,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from propel.datamodules.agent_episodes import EpisodeDataModule
 from propel.envs import ToolEnv
+from propel.errors import ConfigError
 from propel.lit_modules.distill import TurnKLDistillModule
 from propel.losses.distillation import DivergenceSpec, masked_mean, token_divergence
 from propel.models.lora import LoRASpec
@@ -240,3 +241,43 @@ def test_steps_without_targets_use_the_policy_base_guard(tiny_model_dir):
 
     with pytest.warns(UserWarning, match="no turn to target"), pytest.raises(PropelError, match="2 training step"):
         _fit(tiny_model_dir, 5, hints=FunctionHints(lambda s: []), max_steps_without_targets=2)
+
+
+def test_sequence_scope_reads_every_assistant_token_from_turn_t_and_no_observation(tiny_model_dir, tokenizer):
+    """The whole-sequence baseline: the same hinted teacher context, the divergence on turns t.. of the episode; the
+    observations between them get no gradient, the turns before t are context only."""
+    sample, _ = _episode(tokenizer, ["ls", "echo hi", "done"], [("a.txt", {}), ("ok", {}), (None, {})])
+    module = _module(tiny_model_dir, FunctionHints(lambda s: [Hint(1, "write the file")]), scope="sequence")
+    (target,) = module.targets([sample])
+    a1, o1, a2 = (sample.turns[i].token_ids for i in (2, 3, 4))
+    assert target.student_ids[-target.length :] == a1 + o1 + a2 and list(target.covered) == [1, 2]
+    assert target.mask == [1] * len(a1) + [0] * len(o1) + [1] * len(a2)
+    assert target.scored == len(a1) + len(a2) and module.turn_tokens([target]) == target.scored
+    turn = _module(tiny_model_dir, FunctionHints(lambda s: [Hint(1, "write the file")])).targets([sample])[0]
+    assert turn.teacher_ids[: len(turn.teacher_ids) - turn.length] == target.teacher_ids[: -target.length]
+
+    head = module.policy.get_output_embeddings()
+    seen = []
+
+    def keep(mod, args, out):
+        if out.requires_grad:  # the student's pass
+            out.retain_grad()
+            seen.append(out)
+
+    hook = head.register_forward_hook(keep)
+    loss, _ = module.turn_kl_loss([target], float(target.scored))
+    hook.remove()
+    loss.backward()
+    grad = seen[-1].grad.abs().sum(-1)[0]  # the student's kept positions: position j predicts token first + j + 1
+    first = len(target.student_ids) - grad.shape[0]
+    predicted = torch.arange(grad.shape[0]) + first + 1
+    span = len(target.student_ids) - target.length
+    read = torch.zeros(grad.shape[0], dtype=torch.bool)
+    for j, p in enumerate(predicted.tolist()):
+        read[j] = span <= p < len(target.student_ids) and bool(target.mask[p - span])
+    assert read.sum() == target.scored and grad[read].min() > 0 and grad[~read].max() == 0
+
+    with pytest.raises(ConfigError, match="scope"):
+        _module(tiny_model_dir, ErrorHints(), scope="sequence", on_policy=True)
+    with pytest.raises(ConfigError, match="scope"):
+        _module(tiny_model_dir, ErrorHints(), scope="episode")

@@ -148,3 +148,25 @@ def test_ema_teacher_updates_after_a_step_without_targets(tiny_model_dir):
     assert any(not torch.equal(v, start[k]) for k, v in live.items())  # GRPO moved the adapter
     for k, v in live.items():
         torch.testing.assert_close(module._ema[k], 0.75 * start[k] + 0.25 * v, msg=k)
+
+
+def test_engine_logprobs_line_up_with_a_whole_sequence_target(tokenizer):
+    """A vLLM-sampled episode's logprobs for the whole-sequence span: each assistant turn's own, NaN (weight 1, not
+    read) on the observations between them; a turn target gets its turn's alone."""
+    from propel.rollouts.hints import Hint, HintSplicer
+    from tests.rollouts.test_hints import _episode
+
+    sample, _ = _episode(tokenizer, ["ls", "echo hi", "done"], [("a.txt", {}), ("ok", {}), (None, {})])
+    for i, turn in enumerate(sample.turns):
+        if turn.trainable:
+            turn.logprobs = [-0.1 * (i + 1)] * len(turn.token_ids)
+    splicer = HintSplicer(tokenizer)
+    whole = splicer.target(sample, 0, Hint(1, "x"), scope="sequence")
+    got = GRPOTurnKLModule._turn_logprobs(sample, whole)
+    a1, o1, a2 = (sample.turns[i] for i in (2, 3, 4))
+    assert got[: len(a1.token_ids)] == a1.logprobs and got[-len(a2.token_ids) :] == a2.logprobs
+    assert all(v != v for v in got[len(a1.token_ids) : -len(a2.token_ids)]) and len(got) == whole.length
+    single = splicer.target(sample, 0, Hint(1, "x"))
+    assert GRPOTurnKLModule._turn_logprobs(sample, single) == a1.logprobs
+    a1.logprobs = a2.logprobs = None
+    assert GRPOTurnKLModule._turn_logprobs(sample, whole) is None

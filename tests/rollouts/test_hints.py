@@ -77,3 +77,22 @@ def test_static_and_function_hints(tokenizer, tmp_path):
     with pytest.raises(ConfigError, match="hints.jsonl:1"):
         StaticHints(str(path))
     assert FunctionHints(lambda s: [Hint(0, s.context.id)]).hints(sample) == [Hint(0, "ctx")]
+
+
+def test_a_whole_sequence_target_stops_at_its_segment_and_ends_with_an_assistant_turn(tokenizer):
+    """``scope="sequence"``: from turn t to the segment's last assistant turn; a step-wise episode's later segment
+    re-renders its prompt, so the span does not cross into it; a trailing observation is not part of the span."""
+    first, _ = _episode(tokenizer, ["ls", "cat a.txt"], [("a.txt", {}), ("river", {})])
+    second, _ = _episode(tokenizer, ["echo hi", "done"], [("ok", {}), (None, {})])
+    second.segments = [first]
+    splicer = HintSplicer(tokenizer)
+    target = splicer.target(second, 0, Hint(0, "look first"), scope="sequence")
+    a0, o0, a1 = (first.turns[i].token_ids for i in (0, 1, 2))
+    assert target.student_ids == first.prompt_ids + a0 + o0 + a1 and list(target.covered) == [0, 1]
+    assert target.mask == [1] * len(a0) + [0] * len(o0) + [1] * len(a1)
+    later = splicer.target(second, 0, Hint(2, "x"), scope="sequence")
+    assert later.student_ids[: -later.length] == second.prompt_ids and list(later.covered) == [2, 3]
+    with pytest.raises(ValueError, match="regenerated"):
+        target.regenerated([1, 2], None)
+    with pytest.raises(ValueError, match="scope"):
+        splicer.target(second, 0, Hint(0, "x"), scope="episode")

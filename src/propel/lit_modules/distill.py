@@ -101,6 +101,8 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         kwargs.setdefault("max_steps_without_update", max_steps_without_targets)  # the policy base's guard
         super().__init__(**kwargs)
         self.hints, self.turn_kl = hints, turn_kl or TurnKLSpec()
+        if on_policy and self.turn_kl.scope != "turn":
+            raise ConfigError("on_policy regenerates turn t alone: it needs turn_kl.scope='turn'")
         self.sampling.n = episodes_per_context
         self._held_out: list[Row] = []
         """The drift's fixed held-out turns (``drift_set: held_out``), chosen at the first step."""
@@ -179,7 +181,7 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         if self.hparams.drift_set == "held_out" and self._held_out:
             return self._held_out[self.global_rank :: self.ranks.size]
         targeted = sorted({t.episode for t in targets})
-        rows = self._turn_rows(samples, targeted, skip={(t.episode, t.turn) for t in targets})
+        rows = self._turn_rows(samples, targeted, skip={(t.episode, k) for t in targets for k in t.covered})
         return rows[: self.ranks.prefix(len(rows), self.hparams.drift_rows)]
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:

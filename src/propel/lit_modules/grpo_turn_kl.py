@@ -75,8 +75,20 @@ class GRPOTurnKLModule(TurnKLTerm, GRPOModule):
 
     @staticmethod
     def _turn_logprobs(sample, target: TurnTarget) -> list[float] | None:
-        logprobs = [t for t in sample.all_turns if t.trainable][target.turn].logprobs
-        return None if logprobs is None or len(logprobs) != target.length else list(logprobs)
+        """The engine's logprobs of the target's tokens: its turn's, or a whole-sequence span's (NaN, weight 1, on
+        the observations between its turns, which the loss does not read); None when they do not line up."""
+        logprobs, k = [], -1
+        for turn in sample.all_turns:
+            k += turn.trainable
+            if k < target.turn or (turn.trainable and k not in target.covered):
+                continue
+            if k > target.covered[-1] or (not turn.trainable and k == target.covered[-1]):
+                break
+            known = turn.logprobs if turn.trainable else None
+            logprobs += list(known) if known is not None else [float("nan")] * len(turn.token_ids)
+        if len(logprobs) != target.length or all(v != v for v in logprobs):
+            return None
+        return logprobs
 
     def optimization_step(self, n_rows: int, micro_loss):
         """GRPO's rows ``0..n_rows`` and then the turn targets, in one optimizer step (gradients summed); then the

@@ -19,6 +19,9 @@ whether or not a step had targets).
 Importance weights (an engine that is not the policy) are per target: a target whose turn has no engine logprobs
 gets weight 1 on its tokens, and the other targets of its micro-batch keep their correction.
 
+``scope: sequence`` takes the same divergence over every assistant token from turn t on (the whole-sequence
+baseline): the experiment ``benchmarks/exp_turn_kl_scope.py`` measures what the turn scope buys in drift.
+
 The class is a mixin for ``LoRAPolicyModule`` subclasses: it reads its settings from ``self.turn_kl`` (a
 ``TurnKLSpec``, the trainer's ``turn_kl`` argument) and its ``hints`` from the attribute the trainer sets.
 """
@@ -40,6 +43,7 @@ from propel.models.span_logits import span_logits
 from propel.rollouts.hints import HintSplicer, TurnTarget
 
 TEACHERS = ("live", "base", "ema", "external")
+SCOPES = ("turn", "sequence")
 EMA_KEY = "turn_kl_ema"
 """Checkpoint entry holding the EMA teacher's adapter weights (a resumed run continues the same average)."""
 
@@ -51,6 +55,10 @@ class TurnKLSpec:
 
     divergence: DivergenceSpec = field(default_factory=DivergenceSpec)
     """Which divergence over turn t's tokens (``propel.losses.distillation.DivergenceSpec``)."""
+    scope: str = "turn"
+    """``turn``: the divergence on turn t's tokens only (the turn-targeted term). ``sequence``: on every assistant
+    token from turn t to the episode's last turn, the teacher's context holding the same hint before turn t (the
+    whole-sequence baseline the targeted term is measured against; observations are not read)."""
     teacher: str = "live"
     """``live`` (the policy under no-grad), ``base`` (adapters disabled), ``ema`` (an average of the adapter's
     weights) or ``external`` (``teacher_model``, sharing the tokenizer)."""
@@ -75,6 +83,8 @@ class TurnKLSpec:
         if isinstance(self.divergence, dict):
             self.divergence = DivergenceSpec(**self.divergence)
         self.temperature_schedule = tuple(float(t) for t in self.temperature_schedule)
+        if self.scope not in SCOPES:
+            raise ConfigError(f"scope must be one of {SCOPES}, got {self.scope!r}")
         if self.teacher not in TEACHERS:
             raise ConfigError(f"teacher must be one of {TEACHERS}, got {self.teacher!r}")
         if (self.teacher == "external") != (self.teacher_model is not None):
@@ -133,7 +143,7 @@ class TurnKLTerm:
             if sample.infra_error is not None:
                 continue
             named = self.hints.hints(sample)[: self.turn_kl.max_target_turns_per_rollout]
-            out += [self.splicer.target(sample, i, hint) for hint in named if hint.text]
+            out += [self.splicer.target(sample, i, hint, self.turn_kl.scope) for hint in named if hint.text]
         return out
 
     # --------------------------------------------------------------------------------------------- logits
@@ -189,6 +199,14 @@ class TurnKLTerm:
         t = max(lengths)
         return (torch.arange(t)[None, :] < torch.tensor(lengths)[:, None]).float().to(self.device)
 
+    def _target_mask(self, group: list[TurnTarget]) -> torch.Tensor:
+        """``(B, T)``: 1 on the tokens the loss reads (a whole-sequence target's observations are 0)."""
+        mask = self._mask([t.length for t in group])
+        for b, t in enumerate(group):
+            if t.mask is not None:
+                mask[b, : t.length] = torch.tensor(t.mask, dtype=mask.dtype, device=mask.device)
+        return mask
+
     def _importance(self, group: list[TurnTarget], student: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
         """Per-token ``min(exp(policy_logp - engine_logp), cap)`` for tokens an engine other than the policy
         sampled (vLLM); None when no correction applies (the HF engine, or no target with engine logprobs). Per
@@ -215,7 +233,7 @@ class TurnKLTerm:
 
     def turn_tokens(self, targets: list[TurnTarget]) -> float:
         """Target tokens of the step on every rank (the term's normaliser); every rank must call it."""
-        return self.ranks.sum(float(sum(t.length for t in targets)))
+        return self.ranks.sum(float(sum(t.scored for t in targets)))
 
     def turn_kl_loss(
         self, group: list[TurnTarget], n_tok: float, share: float = 1.0
@@ -225,7 +243,7 @@ class TurnKLTerm:
         ``share`` (the world size under DDP, whose gradient and ``sync_dist`` means divide by it)."""
         spec, temp, control = self.turn_kl.divergence, self.temperature(), self.turn_kl.control_hint
         lengths = [t.length for t in group]
-        mask = self._mask(lengths)
+        mask = self._target_mask(group)
         with self.eval_mode():
             with torch.no_grad():
                 teacher = self._turn_logits([t.teacher_ids for t in group], lengths, "teacher")

@@ -131,9 +131,26 @@ class TurnTarget:
     length: int
     engine_logprobs: list[float] | None = None
     """The engine's logprobs of the turn's tokens when the student regenerated it (on-policy), else None."""
+    mask: list[int] | None = None
+    """Which of the trailing ``length`` tokens the loss reads (None: all of them). The whole-sequence scope spans
+    turn ``turn`` to turn ``through`` and masks the observations between them."""
+    through: int | None = None
+    """The last assistant turn the span covers (None: ``turn`` alone)."""
+
+    @property
+    def scored(self) -> int:
+        """Tokens the loss reads."""
+        return self.length if self.mask is None else sum(self.mask)
+
+    @property
+    def covered(self) -> range:
+        """The assistant turns the loss reads."""
+        return range(self.turn, (self.turn if self.through is None else self.through) + 1)
 
     def regenerated(self, token_ids: list[int], logprobs: list[float] | None) -> TurnTarget:
         """The same target with the turn's tokens replaced by a fresh sample from the same prefixes."""
+        if self.mask is not None:
+            raise ValueError("a whole-sequence target cannot be regenerated turn by turn")
         cut = len(self.student_ids) - self.length
         teacher_cut = len(self.teacher_ids) - self.length
         return TurnTarget(self.episode, self.turn, self.hint, self.student_ids[:cut] + list(token_ids),
@@ -187,11 +204,20 @@ class HintSplicer:
             return list(prefix)
         return prefix[:-h] + self.message_ids(hint) + self.header_ids
 
-    def target(self, sample: Sample, episode: int, hint: Hint) -> TurnTarget:
-        """The student's and teacher's ids for ``hint`` on ``sample`` (step-wise segments handled)."""
-        prefix, ids = turn_context(sample, hint.turn, episode)
+    def target(self, sample: Sample, episode: int, hint: Hint, scope: str = "turn") -> TurnTarget:
+        """The student's and teacher's ids for ``hint`` on ``sample`` (step-wise segments handled): ending with turn
+        ``hint.turn`` (``scope="turn"``), or with every token from that turn to the last assistant turn of its
+        segment, observations masked (``scope="sequence"``, the whole-sequence baseline)."""
+        if scope == "turn":
+            prefix, ids = turn_context(sample, hint.turn, episode)
+            teacher = self.splice(prefix, hint.text)
+            return TurnTarget(episode, hint.turn, hint.text, prefix + ids, teacher + ids, len(ids))
+        if scope != "sequence":
+            raise ValueError(f"scope must be 'turn' or 'sequence', got {scope!r}")
+        prefix, ids, mask, through = sequence_context(sample, hint.turn, episode)
         teacher = self.splice(prefix, hint.text)
-        return TurnTarget(episode, hint.turn, hint.text, prefix + ids, teacher + ids, len(ids))
+        return TurnTarget(episode, hint.turn, hint.text, prefix + ids, teacher + ids, len(ids), mask=mask,
+                          through=through)  # fmt: skip
 
 
 def turn_context(sample: Sample, turn: int, episode: int = 0) -> tuple[list[int], list[int]]:
@@ -206,4 +232,28 @@ def turn_context(sample: Sample, turn: int, episode: int = 0) -> tuple[list[int]
                 if k == turn:
                     return prefix, list(t.token_ids)
             prefix += t.token_ids
+    raise ValueError(f"episode {episode} has {k + 1} assistant turns; a hint names turn {turn}")
+
+
+def sequence_context(sample: Sample, turn: int, episode: int = 0) -> tuple[list[int], list[int], list[int], int]:
+    """The exact ids before assistant turn ``turn``; the ids from that turn to the end of the last assistant turn of
+    its segment (a step-wise episode's later segments re-render their prompt, so the span stops at the boundary);
+    which of those ids are the assistant's (1) or an observation's (0); and the last assistant turn covered."""
+    k = -1
+    for segment in [*sample.segments, sample]:
+        prefix, span, mask, through = list(segment.prompt_ids), [], [], None
+        for t in segment.turns:
+            if t.trainable:
+                k += 1
+            if through is None and not (t.trainable and k == turn):
+                prefix += t.token_ids
+                continue
+            if t.trainable:
+                through = k
+            span += t.token_ids
+            mask += [int(t.trainable)] * len(t.token_ids)
+        if through is not None:
+            while mask and not mask[-1]:  # end with the last assistant turn (a trailing observation is not read)
+                span.pop(), mask.pop()
+            return prefix, span, mask, through
     raise ValueError(f"episode {episode} has {k + 1} assistant turns; a hint names turn {turn}")
