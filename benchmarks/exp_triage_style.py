@@ -6,12 +6,16 @@ to open with ``submit_resolution {"resolution": "``, 1 ticket x 4 answers per st
 finished is skipped on a rerun; one that was interrupted resumes from its last checkpoint (``ModelCheckpoint`` every
 10 steps, ``last.ckpt``); ``settings.json`` refuses a folder made with other settings. The report (``report.md``)
 gives, per component, the mean of the first and of the last ``--window`` steps, averaged over seeds, and the change,
-each with a 95% t interval over seeds (each seed's window mean is one value), and says which components moved
-(interval of the change excludes 0): the seed's claim is that the style components (format, parsimony, repetition,
-calibration) move while resolution does not.
+each with a 95% t interval over seeds (each seed's window mean is one value), each seed's own change, and says which
+components moved (interval of the change excludes 0): the seed's claim is that the style components (format,
+parsimony, repetition, calibration) move while resolution does not. The report states how many steps each seed
+recorded: a run ended early by ``--trainer.max_time`` (a time-boxed GPU run) has fewer than ``--steps``, and its
+windows are its own first and last steps. ``curves.png`` plots every component per seed.
 
     python benchmarks/exp_triage_style.py                         # 3 seeds x 200 steps (a GPU-sized run)
     python benchmarks/exp_triage_style.py --steps 40 --window 10  # a shorter, documented budget
+    python benchmarks/exp_triage_style.py -- --trainer.accelerator=gpu --trainer.precision=bf16-mixed \
+        --model.init_args.dtype=bfloat16 --trainer.max_time=00:00:07:30     # on one GPU, time-boxed per seed
 """
 
 from __future__ import annotations
@@ -69,7 +73,8 @@ def analyse(runs: dict[int, dict[str, list[float]]], window: int) -> list[dict]:
     for name in names:
         firsts = [float(np.mean(r[name][:window])) for r in runs.values() if r.get(name)]
         lasts = [float(np.mean(r[name][-window:])) for r in runs.values() if r.get(name)]
-        change = t_interval([b - a for a, b in zip(firsts, lasts, strict=True)])
+        changes = [b - a for a, b in zip(firsts, lasts, strict=True)]
+        change = t_interval(changes)
         moved = change[1] > 0 or change[2] < 0
         rows.append(
             {
@@ -77,37 +82,89 @@ def analyse(runs: dict[int, dict[str, list[float]]], window: int) -> list[dict]:
                 "first": t_interval(firsts),
                 "last": t_interval(lasts),
                 "change": change,
+                "per_seed_change": changes,
                 "moved": moved,
             }
         )
     return rows
 
 
-def report(rows: list[dict], args: argparse.Namespace, seeds: list[int], command: str) -> str:
+def steps_recorded(runs: dict[int, dict[str, list[float]]]) -> dict[int, int]:
+    """Steps each seed recorded (its total reward's points): fewer than asked when ``max_time`` ended the run."""
+    return {seed: len(r.get("total", [])) for seed, r in runs.items()}
+
+
+def plot(runs: dict[int, dict[str, list[float]]], path: Path) -> Path:
+    """One panel per component: every seed's per-step mean, and its 10-step running mean."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = sorted({n for r in runs.values() for n in r}, key=lambda n: (n != "total", n))
+    cols = (len(names) + 1) // 2
+    fig, axes = plt.subplots(2, cols, figsize=(3.2 * cols, 5.6), squeeze=False)
+    for ax in axes.flat[len(names) :]:
+        ax.axis("off")
+    for ax, name in zip(axes.flat, names, strict=False):
+        for seed, r in runs.items():
+            values = np.asarray(r.get(name, []), dtype=float)
+            if not len(values):
+                continue
+            (line,) = ax.plot(values, alpha=0.25, lw=0.8)
+            k = min(10, len(values))
+            ax.plot(
+                np.arange(k - 1, len(values)),
+                np.convolve(values, np.ones(k) / k, "valid"),
+                color=line.get_color(),
+                lw=1.6,
+                label=f"seed {seed}",
+            )
+        ax.set_title(name)
+        ax.set_xlabel("step")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def report(rows: list[dict], args: argparse.Namespace, steps: dict[int, int], command: str) -> str:
     def fmt(t, sign=""):
         return f"{t[0]:{sign}.3f} [{t[1]:{sign}.3f}, {t[2]:{sign}.3f}]"
 
+    counts = sorted(set(steps.values()))
+    if counts == [args.steps]:
+        recorded = f"{args.steps} steps each"
+    else:
+        recorded = (
+            f"steps recorded per seed: {', '.join(f'{s}: {n}' for s, n in steps.items())} of the {args.steps} asked "
+            "(ended early: --trainer.max_time)"
+        )
     lines = [
         "# Triage: style against knowledge",
         "",
-        f"{len(seeds)} seeds ({seeds}), {args.steps} steps each; windows: the first and the last {args.window} steps; "
-        "95% t intervals over seeds.",
+        f"{len(steps)} seeds ({list(steps)}), {recorded}; windows: the first and the last {args.window} steps of each "
+        "seed; 95% t intervals over seeds (each seed's window mean is one value).",
         "",
-        "| component | first window | last window | change | moved |",
-        "|---|---|---|---|---|",
+        "| component | first window | last window | change | change per seed | moved |",
+        "|---|---|---|---|---|---|",
     ]
     for r in rows:
+        per_seed = ", ".join(f"{c:+.3f}" for c in r["per_seed_change"])
         lines.append(
-            f"| {r['component']} | {fmt(r['first'])} | {fmt(r['last'])} | {fmt(r['change'], '+')} | "
+            f"| {r['component']} | {fmt(r['first'])} | {fmt(r['last'])} | {fmt(r['change'], '+')} | {per_seed} | "
             f"{'yes' if r['moved'] else 'no'} |"
         )
+    if min(counts) < 2 * args.window:
+        lines += ["", f"(a seed recorded fewer than {2 * args.window} steps: its two windows overlap)"]
     by = {r["component"]: r for r in rows}
     style_moved = [n for n in STYLE if n in by and by[n]["moved"]]
     resolution = by.get("resolution")
     lines += ["", f"Style components that moved: {', '.join(style_moved) or 'none'}."]
     if resolution is not None:
         lines.append(f"Resolution {'moved' if resolution['moved'] else 'did not move distinguishably from 0'}.")
-    lines += ["", f"Command: `{command}`.", ""]
+    lines += ["", "![every component per seed](curves.png)", "", f"Command: `{command}`.", ""]
     return "\n".join(lines)
 
 
@@ -127,10 +184,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     check_manifest(out, settings(args), "experiment folder")  # refuses runs made with other settings
     runs = {seed: run_seed(args, seed, out / f"seed{seed}") for seed in args.seeds}
     rows = analyse(runs, args.window)
+    steps = steps_recorded(runs)
+    plot(runs, out / "curves.png")
     command = "python benchmarks/exp_triage_style.py " + " ".join(
         argv if argv is not None else __import__("sys").argv[1:]
     )
-    text = report(rows, args, args.seeds, command.strip())
+    text = report(rows, args, steps, command.strip())
     (out / "analysis.json").write_text(json.dumps(rows, indent=1))
     (out / "report.md").write_text(text)
     print(text)

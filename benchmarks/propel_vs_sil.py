@@ -7,13 +7,16 @@ Runs on a finished demo workdir (``make demo``): each arm copies the demo's comp
 (``<workdir>/grpo/config.yaml``: model, LoRA, steps, sampling, seed), replaces its rewards (SIL:
 ``SolverInLoopReward`` with the label stage's solver, ``n_trials``, band and sampling; gate: ``ValidityReward``),
 writes under ``<workdir>/<arm>/``, then evaluates its adapter with the demo's evaluation config. Both stages resume
-like the pipeline's (a finished stage is skipped). The table: validity and utility with 95% intervals, each change
-vs base with its interval, RL wall time, signal cost per task, solver trials online (during RL) and offline
-(labeling).
+like the pipeline's (a finished stage is skipped). The table: validity, utility, Distinct-3 and Self-BLEU-3 with 95%
+intervals, each change vs base with its interval, RL wall time, signal cost per task, solver trials online (during
+RL) and offline (labeling); ``<workdir>/ablations.md`` holds it with every change in words and the command.
+``--sil-equal-time`` gives SIL PROPEL's RL wall time (``trainer.max_time``) instead of its step count: a SIL step
+runs solver trials, so at equal time it takes fewer steps.
 
 python benchmarks/propel_vs_sil.py --workdir runs/demo                 # both arms with the demo's step budget
 python benchmarks/propel_vs_sil.py --workdir runs/demo --max-steps 10  # a smaller, documented budget
 python benchmarks/propel_vs_sil.py --workdir runs/demo --arms gate     # only the gate-alone arm
+python benchmarks/propel_vs_sil.py --workdir runs/experiments/propel_table --sil-equal-time
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
+import sys
 import time
 from pathlib import Path
 
@@ -59,9 +64,11 @@ def _moved(value, old: str, new: str):
     return value
 
 
-def arm_config(arm: str, grpo: dict, label: dict, out: Path, old: Path, max_steps: int | None) -> dict:
+def arm_config(
+    arm: str, grpo: dict, label: dict, out: Path, old: Path, max_steps: int | None, max_seconds: float | None = None
+) -> dict:
     """The demo's GRPO config with the arm's reward (``sil``: the label stage's solver; ``gate``: a constant per
-    valid task) and its outputs under ``out``."""
+    valid task) and its outputs under ``out``; ``max_seconds`` bounds its training time (``trainer.max_time``)."""
     config = _moved(copy.deepcopy(grpo), str(old), str(out))
     model = config["model"]["init_args"]
     if arm == "sil":
@@ -79,7 +86,17 @@ def arm_config(arm: str, grpo: dict, label: dict, out: Path, old: Path, max_step
             logger["init_args"]["name"] = logger["init_args"]["name"].replace("grpo", arm)
     if max_steps is not None:
         config["trainer"]["max_steps"] = max_steps
+    if max_seconds is not None:
+        config["trainer"]["max_time"] = max_time(max_seconds)
     return config
+
+
+def max_time(seconds: float) -> str:
+    """``trainer.max_time`` as Lightning's ``DD:HH:MM:SS`` (a dict would be read back as a string)."""
+    minutes, secs = divmod(math.ceil(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    return f"{days:02d}:{hours:02d}:{minutes:02d}:{secs:02d}"
 
 
 def _write(config: dict, path: Path) -> Path:
@@ -88,14 +105,14 @@ def _write(config: dict, path: Path) -> Path:
     return path
 
 
-def run_arm(arm: str, workdir: Path, max_steps: int | None) -> dict:
+def run_arm(arm: str, workdir: Path, max_steps: int | None, max_seconds: float | None = None) -> dict:
     """Train and evaluate one arm (skipping what is finished); its summary with the signal cost."""
     out = workdir / arm
     done = out / "grpo" / "summary.json"
     if not done.exists():
         label = _read(workdir / "label" / "config.yaml")
         grpo = _read(workdir / "grpo" / "config.yaml")
-        config = arm_config(arm, grpo, label, out / "grpo", workdir / "grpo", max_steps)
+        config = arm_config(arm, grpo, label, out / "grpo", workdir / "grpo", max_steps, max_seconds)
         start, last = time.monotonic(), out / "grpo" / "checkpoints" / "last.ckpt"
         path = _write(config, out / "grpo" / "config.yaml")
         run_lightning("fit", path, ["--ckpt_path", str(last)] if last.exists() else None)
@@ -123,14 +140,25 @@ def run_arm(arm: str, workdir: Path, max_steps: int | None) -> dict:
     return summary
 
 
+METRICS = {"valid_rate": "valid", "utility": "utility", "distinct_3": "Distinct-3", "self_bleu_3": "Self-BLEU-3"}
+"""The compared numbers (the PROPEL paper's Table 3 and its diversity columns) -> column name."""
+
+
 def _rate(summary: dict, key: str) -> str:
-    low, high = summary["intervals"][key]
-    return f"{summary[key]:.3f} [{low:.3f}, {high:.3f}]"
+    value, bounds = summary.get(key), (summary.get("intervals") or {}).get(key)
+    if value is None:
+        return "-"
+    return f"{value:.3f} [{bounds[0]:.3f}, {bounds[1]:.3f}]" if bounds else f"{value:.3f}"
 
 
-def _change(base: dict, arm: dict, base_scores: dict, arm_scores: dict, key: str) -> str:
-    c = lift(base, arm, base_scores, arm_scores).get(key, {})
+def _change(c: dict) -> str:
     return f"{c['estimate']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]" if "estimate" in c else "-"
+
+
+def _markdown(columns: list[str], rows: list[list[str]]) -> str:
+    """The table as Markdown (what ``ablations.md`` holds)."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -138,10 +166,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--workdir", type=Path, default=Path("runs/demo"), help="a finished demo workdir")
     parser.add_argument("--max-steps", type=int, default=None, help="each arm's step budget (default: the demo's)")
     parser.add_argument("--arms", nargs="+", choices=sorted(ARMS), default=sorted(ARMS, reverse=True))
+    parser.add_argument(
+        "--sil-equal-time", action="store_true", help="SIL trains for PROPEL's RL wall time (at most its steps)"
+    )
     args = parser.parse_args(argv)
     workdir = args.workdir
-    runs = {arm: run_arm(arm, workdir, args.max_steps) for arm in args.arms}
     grpo, label = _read(workdir / "grpo" / "summary.json"), _read(workdir / "label" / "summary.json")
+    seconds = {"sil": grpo["seconds"]} if args.sil_equal_time else {}
+    runs = {arm: run_arm(arm, workdir, args.max_steps, seconds.get(arm)) for arm in args.arms}
     n_trials = _read(workdir / "label" / "config.yaml")["model"]["init_args"]["solver"]["n_trials"]
     propel_cost = grpo.get("signal_cost") or signal_cost(
         csv_metrics(workdir / "grpo"), labeling_trials(label, n_trials)
@@ -154,27 +186,34 @@ def main(argv: list[str] | None = None) -> dict:
     arms.update({ARMS[arm]: (run, run["signal_cost"]) for arm, run in runs.items()})
 
     table = Table(title=f"PROPEL vs its ablations on {evals['base']['tasks']} fresh tasks per policy (95% intervals)")
-    columns = ("policy", "RL steps", "RL wall s", "valid", "change vs base", "utility", "change vs base")
-    columns += ("signal cost per task (s)", "solver trials online", "solver trials offline")
+    columns = ["policy", "RL steps", "RL wall s"]
+    for title in METRICS.values():
+        columns += [title, "change vs base"]
+    columns += ["signal cost per task (s)", "solver trials online", "solver trials offline"]
     for column in columns:
-        table.add_column(column)
+        table.add_column(column, no_wrap=column == "policy")
+    words, rows = [], []
     for name, (run, cost) in arms.items():
         e, s = evals[name], scores[name]
-        table.add_row(
-            name,
-            "-" if run is None else str(run["steps"]),
-            "-" if run is None else f"{run['seconds']:.0f}",
-            _rate(e, "valid_rate"),
-            "-" if run is None else _change(evals["base"], e, scores["base"], s, "valid_rate"),
-            _rate(e, "utility"),
-            "-" if run is None else _change(evals["base"], e, scores["base"], s, "utility"),
+        changes = {} if run is None else lift(evals["base"], e, scores["base"], s)
+        cells = [name, "-" if run is None else str(run["steps"]), "-" if run is None else f"{run['seconds']:.0f}"]
+        for key in METRICS:
+            cells += [_rate(e, key), "-" if run is None else _change(changes.get(key, {}))]
+        cells += [
             "-"
             if cost is None
             else ("n/a" if cost["signal_seconds_per_task"] is None else f"{cost['signal_seconds_per_task']:.3f}"),
             "-" if cost is None else str(cost["solver_trials_online"]),
             "-" if cost is None else str(cost["solver_trials_offline"]),
-        )
-    Console(width=200).print(table)
+        ]
+        table.add_row(*cells)
+        rows.append(cells)
+        words += [f"- {name}: {changes[key]['words']}." for key in METRICS if "words" in changes.get(key, {})]
+    Console(width=240).print(table)
+    command = "python benchmarks/propel_vs_sil.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = [f"# {table.title}", "", _markdown(columns, rows), "", "Each change against base:", "", *words, ""]
+    text += [f"Command: `{command.strip()}`.", ""]
+    (workdir / "ablations.md").write_text("\n".join(text))
     return {name: {"valid_rate": evals[name]["valid_rate"], "utility": evals[name]["utility"]} for name in arms}
 
 

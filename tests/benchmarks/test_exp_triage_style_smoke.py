@@ -43,6 +43,10 @@ def test_triage_style_experiment_trains_each_seed_and_reports_windows(
             assert low <= mean <= high
     report = (out / "report.md").read_text()
     assert "| resolution |" in report and "Style components that moved" in report
+    assert "2 steps each" in report and (out / "curves.png").stat().st_size > 0
+    for r in rows:  # the interval's centre is the mean of the seeds' own changes, which the report lists
+        assert len(r["per_seed_change"]) == 2
+        assert r["change"][0] == pytest.approx(sum(r["per_seed_change"]) / 2)
 
     capsys.readouterr()
     assert exp.main(args) == rows  # read back: no seed trains again

@@ -13,7 +13,7 @@ from propel.domains.trials import SolverSpec
 from propel.engines.base import Prompt
 from propel.lit_modules.evaluation import EvaluationModule
 from propel.metrics.diversity import distinct_n, nltk_self_bleu_scores
-from propel.metrics.intervals import bootstrap, wilson
+from propel.metrics.intervals import bootstrap, jackknife, wilson
 from propel.pools import evaluation_summary
 
 
@@ -72,7 +72,11 @@ def test_summary_numbers():
     scores = nltk_self_bleu_scores(texts, 3)
     expected = bootstrap(scores, n_resamples=2000, seed=0)
     assert intervals["self_bleu_3"] == pytest.approx([expected.low, expected.high])
-    assert "distinct_3" not in intervals  # a corpus ratio with no per-text decomposition: no interval
+    # Distinct-3: a jackknife interval over the texts, from each text left out in turn (recomputed here by brute force)
+    loo = [distinct_n(texts[:i] + texts[i + 1 :], 3) for i in range(len(texts))]
+    expected = jackknife(summary["distinct_3"], loo)
+    assert intervals["distinct_3"] == pytest.approx([expected.low, expected.high])
+    assert intervals["distinct_3"][0] < summary["distinct_3"] < intervals["distinct_3"][1]
 
 
 def test_per_task_metrics_are_means_with_bootstrap_intervals():
@@ -94,6 +98,7 @@ def test_degenerate_diversity_has_no_value_not_zero():
     assert summary["distinct_3"] == 1.0 and summary["self_bleu_3"] == 0.0  # 2 texts: defined
     empty = evaluation_summary([False, False], [None, None], ["", ""], [None, None], 2, (1, 1))
     assert empty["utility_valid"] is None and empty["utility"] == 0.0 and empty["distinct_3"] is None
+    assert empty["intervals"]["distinct_3"] is None
     assert empty["intervals"]["utility"] == pytest.approx([0.0, wilson(0, 2).high])
 
 

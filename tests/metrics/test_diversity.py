@@ -9,6 +9,7 @@ import pytest
 
 from propel.metrics.diversity import (
     distinct_n,
+    distinct_n_leave_one_out,
     nltk_self_bleu_scores,
     self_bleu,
     self_bleu_scores,
@@ -62,6 +63,19 @@ def test_distinct_n():
     assert distinct_n(["a b c", "a b d"], n=2) == pytest.approx(3 / 4)  # ab, bc, ab, bd
     assert distinct_n(["a b", "c"], n=3) is None  # no 3-gram at all: undefined, not "no diversity"
     assert distinct_n(["a a a a"], n=1) == pytest.approx(1 / 4)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_distinct_n_leave_one_out_is_distinct_n_without_each_text(seed):
+    """The one-pass leave-one-out values equal Distinct-n recomputed on the corpus less each text."""
+    rng = random.Random(seed)
+    words = ["a", "b", "c", "d", "e", "f", "g"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 9))) for _ in range(25)]
+    loo = distinct_n_leave_one_out(texts, 3)
+    for i in range(len(texts)):
+        expected = distinct_n(texts[:i] + texts[i + 1 :], 3)
+        assert (np.isnan(loo[i]) and expected is None) or loo[i] == pytest.approx(expected)
+    assert np.isnan(distinct_n_leave_one_out(["a b c", "x"], 3)[0])  # nothing left without the only 3-gram
 
 
 def test_top_topic_rate():

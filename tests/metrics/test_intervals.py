@@ -7,11 +7,14 @@ import pytest
 from scipy import stats
 
 from propel.metrics.intervals import (
+    Interval,
     bootstrap,
     bootstrap_difference,
     describe_change,
+    jackknife,
     n_per_arm,
     newcombe,
+    normal_difference,
     wilson,
 )
 
@@ -97,3 +100,23 @@ def test_change_in_words():
     assert describe_change("validity", newcombe(48, 80, 56, 70)).endswith(": distinguishable from zero")
     assert describe_change("utility", newcombe(9, 24, 13, 24)).endswith("not distinguishable from zero")
     assert "no interval" in describe_change("utility", None)
+
+
+def test_jackknife_standard_error_by_hand_and_the_mean_of_a_sample():
+    """For the mean, the jackknife standard error is exactly the sample standard error s / sqrt(n)."""
+    values = np.array([2.0, 4.0, 4.0, 5.0, 7.0, 9.0])
+    loo = [(values.sum() - v) / (len(values) - 1) for v in values]
+    ci = jackknife(float(values.mean()), loo)
+    se = values.std(ddof=1) / np.sqrt(len(values))
+    assert ci.high - ci.estimate == pytest.approx(1.959963985 * se)
+    assert ci.estimate - ci.low == pytest.approx(ci.high - ci.estimate) and ci.method == "jackknife"
+    assert jackknife(1.0, [0.5, float("nan")]) is None  # one usable value: no spread to estimate
+
+
+def test_normal_difference_adds_half_widths_in_quadrature():
+    new, old = Interval(0.6, 0.5, 0.7), Interval(0.4, 0.37, 0.43)
+    diff = normal_difference(new, old)
+    assert diff.estimate == pytest.approx(0.2) and diff.high - diff.estimate == pytest.approx((0.1**2 + 0.03**2) ** 0.5)
+    assert normal_difference(new, None) is None
+    with pytest.raises(ValueError, match="different confidence"):
+        normal_difference(new, Interval(0.4, 0.3, 0.5, confidence=0.9))

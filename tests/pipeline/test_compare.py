@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from propel.metrics.intervals import bootstrap_difference, newcombe
+from propel.metrics.intervals import Interval, bootstrap_difference, newcombe, normal_difference
 from propel.pipeline.compare import compare, compare_dirs, lift
 from propel.pools.summary import diversity_scores, evaluation_summary
 
@@ -61,3 +61,20 @@ def test_compare_dirs_bootstraps_self_bleu_from_the_scores_files(tmp_path):
     assert "Self-BLEU-3 rose by" in text
     with pytest.raises(FileNotFoundError, match="propel test"):
         compare_dirs(tmp_path / "nope", tmp_path / "trained", tmp_path)
+
+
+def test_lift_compares_distinct_3_by_the_two_jackknife_intervals():
+    """A collapsed policy (one task repeated) against a diverse base: Distinct-3 falls, distinguishably, and the
+    change's interval is the two evaluations' jackknife intervals in quadrature."""
+    base_texts = [f"add {i} apples to {2 * i} pears and {i + 7} plums" for i in range(30)]
+    trained_texts = ["add 3 apples to 6 pears and 10 plums"] * 27 + base_texts[:3]
+    base = _summary([True] * 30, [1] * 30, base_texts, [None] * 30)
+    trained = _summary([True] * 30, [1] * 30, trained_texts, [None] * 30)
+    change = lift(base, trained)["distinct_3"]
+    as_interval = [Interval(s["distinct_3"], *s["intervals"]["distinct_3"]) for s in (trained, base)]
+    expected = normal_difference(*as_interval)
+    assert change["estimate"] == pytest.approx(trained["distinct_3"] - base["distinct_3"])
+    assert change["low"] == pytest.approx(expected.low) and change["high"] == pytest.approx(expected.high)
+    assert change["distinguishable"] and change["words"].startswith("Distinct-3 fell by")
+    older = {k: v for k, v in base.items() if k != "intervals"} | {"intervals": {}}  # a summary from before
+    assert "distinct_3" not in lift(older, trained)

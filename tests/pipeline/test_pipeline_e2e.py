@@ -296,16 +296,24 @@ def test_propel_vs_its_ablations_trains_and_evaluates_each_arm_on_a_finished_run
     spec.loader.exec_module(bench)
     run_pipeline(toy_config)
     root = toy_config.root
-    rows = bench.main(["--workdir", str(root), "--max-steps", "1"])
+    assert bench.max_time(3725.2) == "00:01:02:06" and bench.max_time(90000) == "01:01:00:00"
+    rows = bench.main(["--workdir", str(root), "--max-steps", "1", "--sil-equal-time"])
     assert set(rows) == {"base", "PROPEL", "SIL", "validity gate alone"}
+    propel_seconds = json.loads((root / "grpo" / "summary.json").read_text())["seconds"]
     for arm, reward in (("sil", bench.SIL), ("gate", bench.GATE)):
         config = yaml.safe_load((root / arm / "grpo" / "config.yaml").read_text())
         assert [r["class_path"] for r in config["model"]["init_args"]["rewards"]] == [reward]
+        # SIL at PROPEL's RL wall time (whichever of time and steps ends first); the gate arm by steps only
+        expected = bench.max_time(propel_seconds) if arm == "sil" else None
+        assert config["trainer"].get("max_time") == expected
         callbacks = [c["class_path"].rsplit(".", 1)[-1] for c in config["trainer"]["callbacks"]]
         assert not set(callbacks) & set(bench.NEEDS_PROBE) and config["trainer"]["max_steps"] == 1
         assert json.loads((root / arm / "grpo" / "summary.json").read_text())["steps"] == 1
         assert (root / arm / "evaluate" / "summary.json").exists()
     assert "validity gate alone" in capsys.readouterr().out
+    page = (root / "ablations.md").read_text()
+    assert "| Distinct-3 | change vs base | Self-BLEU-3 |" in page and "- SIL: validity" in page
+    assert "Command: `python benchmarks/propel_vs_sil.py --workdir" in page
     stamp = (root / "gate" / "evaluate" / "summary.json").stat().st_mtime
     assert bench.main(["--workdir", str(root), "--arms", "gate"]) == {
         k: rows[k] for k in ("base", "PROPEL", "validity gate alone")

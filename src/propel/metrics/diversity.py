@@ -137,6 +137,30 @@ def distinct_n(
     return len(grams) / total if total else None
 
 
+def distinct_n_leave_one_out(
+    samples: Sequence[str] | Sequence[Tokens], n: int = 3, tokenizer: Callable[[str], list[str]] | None = None
+) -> np.ndarray:
+    """Distinct-n of the corpus without each sample in turn (NaN where nothing is left to count).
+
+    Distinct-n is a corpus ratio, not a mean of per-text scores, and resampling texts with replacement would
+    repeat them and lower it; the leave-one-out values give its jackknife standard error instead
+    (``propel.metrics.intervals.jackknife``). One pass: a sample's removal loses the n-grams it alone holds and
+    its own n-gram count.
+    """
+    docs = tokenize(samples, tokenizer)
+    per_doc = [Counter(tuple(d[i : i + n]) for i in range(len(d) - n + 1)) for d in docs]
+    grams: Counter = Counter()
+    for c in per_doc:
+        grams.update(c)
+    unique, total = len(grams), sum(grams.values())
+    out = np.full(len(docs), np.nan)
+    for i, c in enumerate(per_doc):
+        rest = total - sum(c.values())
+        if rest:
+            out[i] = (unique - sum(1 for g, k in c.items() if grams[g] == k)) / rest
+    return out
+
+
 def top_topic_count(topics: Sequence[str | None]) -> int:
     """How many samples carry the most common topic label (None labels are unknown, not a topic)."""
     known = Counter(t for t in topics if t is not None)

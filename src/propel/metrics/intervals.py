@@ -6,7 +6,9 @@ at 0 of 24 it is [0, 0]). The difference of two independent rates gets Newcombe'
 1998, method 10), built from the two Wilson intervals. Any other statistic (a mean of per-task scores) gets a
 seeded percentile bootstrap; a difference of two such statistics a two-sample bootstrap (each sample resampled on
 its own). The bootstrap draws its indices exactly as ``scipy.stats.bootstrap(..., method="percentile")`` does with
-the same seeded generator, so the two agree to the last digit.
+the same seeded generator, so the two agree to the last digit. A corpus statistic that resampling would bias
+(Distinct-n: a repeated text lowers it) gets a jackknife standard error and a normal interval; two independent ones
+differ by ``normal_difference``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ class Interval:
     high: float
     confidence: float = 0.95
     method: str = ""
-    """How it was computed: ``wilson``, ``newcombe``, ``bootstrap`` or ``bootstrap_difference``."""
+    """How it was computed: ``wilson``, ``newcombe``, ``bootstrap``, ``bootstrap_difference``, ``jackknife`` or
+    ``normal_difference``."""
 
     @property
     def excludes_zero(self) -> bool:
@@ -134,6 +137,31 @@ def bootstrap_difference(
     replicates = _resample(new, rng, n_resamples, statistic) - _resample(old, rng, n_resamples, statistic)
     low, high = percentile_interval(replicates, confidence)
     return Interval(float(statistic(new) - statistic(old)), low, high, confidence, "bootstrap_difference")
+
+
+def jackknife(estimate: float, leave_one_out: Sequence[float], confidence: float = 0.95) -> Interval | None:
+    """Normal interval of ``estimate`` from its leave-one-out values: the jackknife standard error
+    ``sqrt((n-1)/n * sum((v_i - mean v)^2))`` (Efron & Tibshirani 1993, eq. 11.5). NaN values (nothing left without
+    that sample) are dropped. None with fewer than 2 values."""
+    values = np.asarray(leave_one_out, dtype=float)
+    values = values[~np.isnan(values)]
+    if values.size < 2:
+        return None
+    se = math.sqrt((values.size - 1) / values.size * float(np.sum((values - values.mean()) ** 2)))
+    half = z_value(confidence) * se
+    return Interval(float(estimate), float(estimate) - half, float(estimate) + half, confidence, "jackknife")
+
+
+def normal_difference(new: Interval | None, old: Interval | None) -> Interval | None:
+    """``new - old`` of two independent normal intervals at the same confidence: the half-widths add in
+    quadrature. None when either is missing."""
+    if new is None or old is None:
+        return None
+    if new.confidence != old.confidence:
+        raise ValueError(f"intervals at different confidence: {new.confidence} vs {old.confidence}")
+    half = math.hypot(new.high - new.estimate, old.high - old.estimate)
+    estimate = new.estimate - old.estimate
+    return Interval(estimate, estimate - half, estimate + half, new.confidence, "normal_difference")
 
 
 def n_per_arm(difference: float = 0.10, rate: float = 0.5, confidence: float = 0.95, power: float = 0.5) -> int:

@@ -5,7 +5,7 @@ python -m propel.pipeline.compare runs/eval/math/base runs/eval/math/trained run
 
 Rates (validity, utility, top-topic share) change by Newcombe's interval from the two counts; the Self-BLEU means
 by a two-sample bootstrap of the per-generation scores each evaluation wrote to ``scores.json`` (without that file
-the change has no interval). Distinct-3 is compared without one (``propel.pools.evaluation_summary``).
+the change has no interval); Distinct-3 by the two jackknife intervals in quadrature (``normal_difference``).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from propel.lit_modules.evaluation import SCORES, SUMMARY
-from propel.metrics.intervals import Interval, bootstrap_difference, describe_change, newcombe
+from propel.metrics.intervals import Interval, bootstrap_difference, describe_change, newcombe, normal_difference
 from propel.pipeline.report import markdown_table, plot_histograms
 from propel.pipeline.signal_cost import COLUMNS as COST_COLUMNS
-from propel.pools.summary import MEANS, RATES
+from propel.pools.summary import CORPUS_RATIOS, MEANS, RATES
 
 COMPARED = (
     "tasks",
@@ -44,6 +44,8 @@ NAMES = {
     "top_topic_rate_valid": "top-topic rate among valid tasks",
     "self_bleu_3": "Self-BLEU-3",
     "self_bleu_3_valid": "Self-BLEU-3 among valid tasks",
+    "distinct_3": "Distinct-3",
+    "distinct_3_valid": "Distinct-3 among valid tasks",
 }
 
 
@@ -75,7 +77,19 @@ def lift(
         if new and old:
             ci = bootstrap_difference(new, old, n_resamples=n_resamples, confidence=confidence, seed=seed)
             out[name] = _entry(name, ci)
+    for name in CORPUS_RATIOS:
+        new, old = _symmetric(trained, name), _symmetric(base, name)
+        if new is not None and old is not None:
+            out[name] = _entry(name, normal_difference(new, old))
     return out
+
+
+def _symmetric(summary: Mapping, name: str) -> Interval | None:
+    """A summary's jackknife interval of ``name`` as an ``Interval`` (None when it has none: an older summary)."""
+    value, bounds = summary.get(name), (summary.get("intervals") or {}).get(name)
+    if not isinstance(value, float) or not bounds:
+        return None
+    return Interval(value, bounds[0], bounds[1], float(summary.get("confidence") or 0.95), "jackknife")
 
 
 def _entry(name: str, ci: Interval | None) -> dict:

@@ -33,6 +33,8 @@ RATES = {
 """Each rate of an evaluation summary as (count key, total key): Wilson intervals, Newcombe for differences."""
 MEANS = ("self_bleu_3", "self_bleu_3_valid")
 """Means of per-task scores (``diversity_scores``): bootstrap intervals, two-sample bootstrap for differences."""
+CORPUS_RATIOS = ("distinct_3", "distinct_3_valid")
+"""Corpus statistics: jackknife (normal) intervals, their differences by ``normal_difference``."""
 
 
 def diversity_scores(valid: Sequence[bool], task_texts: Sequence[str | None]) -> dict[str, list[float]]:
@@ -70,7 +72,7 @@ def evaluation_summary(
     no known topic) is None, never 0.0. ``intervals`` holds ``[low, high]`` at ``confidence`` for each rate
     (Wilson) and each Self-BLEU mean (seeded percentile bootstrap, ``n_resamples``, conditional on the corpus:
     the per-text scores are resampled, not the texts, since repeating a text would raise its own Self-BLEU).
-    Distinct-3 is a corpus ratio with no per-text decomposition and gets no interval.
+    Distinct-3, a corpus ratio that resampling texts would bias, gets a jackknife interval over the texts.
 
     One entry per generation in each sequence: the rendered task (or raw completion), its topic when known, its
     solve count when valid. ``scores``: ``diversity_scores`` of the same generations when computed already.
@@ -79,8 +81,8 @@ def evaluation_summary(
     """
     import numpy as np
 
-    from propel.metrics.diversity import distinct_n, top_topic_count, top_topic_rate
-    from propel.metrics.intervals import bootstrap, wilson
+    from propel.metrics.diversity import distinct_n, distinct_n_leave_one_out, top_topic_count, top_topic_rate
+    from propel.metrics.intervals import bootstrap, jackknife, wilson
 
     rows = [i for i, ok in enumerate(valid) if ok]
     counts = [int(solve_counts[i]) for i in rows]
@@ -117,6 +119,10 @@ def evaluation_summary(
         intervals[name] = [ci.low, ci.high] if ci is not None else None
     for name, values in [*((n, scores[n]) for n in MEANS), *per_task.items()]:
         ci = bootstrap(values, n_resamples=n_resamples, confidence=confidence, seed=seed)
+        intervals[name] = [ci.low, ci.high] if ci is not None else None
+    for name, corpus in (("distinct_3", texts), ("distinct_3_valid", valid_texts)):
+        value = summary[name]
+        ci = None if value is None else jackknife(value, distinct_n_leave_one_out(corpus, 3), confidence)
         intervals[name] = [ci.low, ci.high] if ci is not None else None
     summary["intervals"] = intervals
     return summary
