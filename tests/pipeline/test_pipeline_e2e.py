@@ -62,6 +62,10 @@ def _seed_pool(pool_dir, domain: MathExpressionDomain, n_tasks: int, seed: int) 
 
 @pytest.fixture()
 def toy_config(tmp_path, tiny_model_dir, monkeypatch):
+    return _toy_config(tmp_path, tiny_model_dir, monkeypatch)
+
+
+def _toy_config(tmp_path, tiny_model_dir, monkeypatch, *extra: str):
     monkeypatch.setenv("WANDB_MODE", "offline")
     workdir = tmp_path / "run"
     overrides = [
@@ -88,6 +92,7 @@ def toy_config(tmp_path, tiny_model_dir, monkeypatch):
         "evaluate.data.init_args.n_tasks=4",
         "evaluate.data.init_args.batch_size=4",
         "evaluate.model.init_args.solver.n_trials=2",
+        *extra,
     ]
     cfg = load_pipeline_config(None, overrides)
     domain = MathExpressionDomain(**cfg.domain.get("init_args", {}))
@@ -319,3 +324,47 @@ def test_propel_vs_its_ablations_trains_and_evaluates_each_arm_on_a_finished_run
         k: rows[k] for k in ("base", "PROPEL", "validity gate alone")
     }
     assert (root / "gate" / "evaluate" / "summary.json").stat().st_mtime == stamp  # finished arms are not rerun
+
+
+def test_probe_outer_folds_pool_every_labeled_row_once(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    """``benchmarks/probe_outer_folds.py`` on a 3-fold toy probe stage: each outer fold reruns the probe job with its
+    own test fold (sharing the activation cache), every labeled valid row is predicted exactly once, the pooled
+    comparison equals ``compare_on_held_out`` on the folds' rows, and a rerun reuses the folds."""
+    import importlib.util
+    from pathlib import Path
+
+    import yaml
+
+    from propel.metrics.held_out import compare_on_held_out
+
+    cfg = _toy_config(
+        tmp_path, tiny_model_dir, monkeypatch, "probe.sweep.split=stratified_kfold", "probe.sweep.n_folds=3",
+        "stages=[label,probe]",
+    )  # fmt: skip
+    run_pipeline(cfg)
+    spec = importlib.util.spec_from_file_location(
+        "probe_outer_folds", Path(__file__).resolve().parents[2] / "benchmarks" / "probe_outer_folds.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    held = bench.main(["--workdir", str(cfg.root)])
+
+    folds = [cfg.root / "probe_folds" / f"fold{k}" for k in range(3)]
+    assert all((f / "cache").is_symlink() for f in folds)
+    for k, folder in enumerate(folds):
+        assert yaml.safe_load((folder / "config.yaml").read_text())["sweep"]["test_fold"] == k
+    parts = [json.loads((f / "held_out_rows.json").read_text()) for f in folds]
+    ids = [i for p in parts for i in p["ids"]]
+    probe_summary = json.loads((cfg.root / "probe" / "summary.json").read_text())
+    assert len(ids) == len(set(ids)) == probe_summary["rows"]  # every valid labeled row, once
+    assert held["rows"]["positives"] == probe_summary["positives"]
+    labels = [y for p in parts for y in p["labels"]]
+    predictions = {n: [v for p in parts for v in p[n]] for n in ("probe", "logistic", "length_only")}
+    expected = compare_on_held_out(labels, predictions, subject="probe", seed=0)
+    assert held["probe"]["vs_logistic"] == pytest.approx(expected["probe"]["vs_logistic"])
+    report = (cfg.root / "probe_folds" / "report.md").read_text()
+    assert "**Verdict:** the probe" in report and "| outer fold | selected |" in report
+    stamp = (folds[1] / "summary.json").stat().st_mtime
+    capsys.readouterr()
+    assert bench.main(["--workdir", str(cfg.root)]) == held  # folds reused, the same bootstrap
+    assert "[folds] outer fold" not in capsys.readouterr().out and (folds[1] / "summary.json").stat().st_mtime == stamp

@@ -19,6 +19,8 @@ from propel.probes.gate import GateSpec
 from propel.probes.sweep import SweepConfig
 
 SUMMARY = "summary.json"
+HELD_OUT_ROWS = "held_out_rows.json"
+"""Per held-out row: id, label and each classifier's prediction (the rows behind ``summary.json``'s ``held_out``)."""
 
 
 @dataclass
@@ -244,7 +246,8 @@ class ProbeJob:
     def _held_out(self, artifact, features, rows, result, metrics, frame, item_of: dict) -> dict | None:
         """The exported probe against chance, logistic regression on the same features, and the input's length
         and topic alone, on the test rows of its refit split: balanced accuracies with paired bootstrap intervals
-        (``propel.metrics.held_out``); None when those rows lack a class."""
+        (``propel.metrics.held_out``); None when those rows lack a class. Each row's label and predictions go to
+        ``held_out_rows.json``, so the outer folds of a k-fold sweep can be pooled (``probe_outer_folds.py``)."""
         import numpy as np
         import torch
 
@@ -270,6 +273,9 @@ class ProbeJob:
             predictions["topic_only"] = topic_only_predictions(
                 [topics.get(i, "") for i in ids[train]], y[train], [topics.get(i, "") for i in ids[test]]
             )
+        per_row = {"ids": ids[test].tolist(), "labels": y[test].tolist()}  # pooled over outer folds by callers
+        per_row.update({name: np.asarray(p, dtype=bool).tolist() for name, p in predictions.items()})
+        write_json(self.output_dir / HELD_OUT_ROWS, per_row)
         return compare_on_held_out(y[test], predictions, subject="probe", seed=int(metrics["seed"]))
 
     def _summary(self, rows, result, metrics, start: float, held_out: dict | None = None) -> dict:

@@ -51,7 +51,7 @@ def _probe_section(s: dict, out: Path, cfg: PipelineConfig) -> str:
     else:
         body += "Held-out numbers are on the test split, which selection never saw; "
     body += "each is the mean over the cell's runs (seeds x validation folds).\n\n"
-    body += markdown_table(rows) + _held_out_table(s.get("held_out"))
+    body += markdown_table(rows) + held_out_table(s.get("held_out"))
     body += "\nBest sweep cells (by validation balanced accuracy):\n\n"
     body += markdown_table(s.get("top_cells", []), [c for c in cols if s.get("top_cells") and c in s["top_cells"][0]])
     for name, alt in (("reliability.png", "reliability diagram"), ("sweep/sweep_heatmap.png", "sweep heatmap")):
@@ -62,8 +62,9 @@ def _probe_section(s: dict, out: Path, cfg: PipelineConfig) -> str:
     return body
 
 
-def _held_out_table(held: dict | None) -> str:
-    """The exported probe and its baselines on the refit split's test rows, with paired bootstrap intervals."""
+def held_out_table(held: dict | None, rows_are: str = "its refit split's test rows") -> str:
+    """The exported probe and its baselines on held-out rows (``rows_are`` says which), with paired bootstrap
+    intervals."""
     if not held:
         return ""
 
@@ -81,9 +82,7 @@ def _held_out_table(held: dict | None) -> str:
         if name != "rows"
     ]
     n = held["rows"]
-    head = (
-        f"\nThe exported probe on its refit split's test rows ({n['positives']} positive, {n['negatives']} negative), "
-    )
+    head = f"\nThe exported probe on {rows_are} ({n['positives']} positive, {n['negatives']} negative), "
     head += "against baselines that read the same features (logistic) or no activations (length, topic); intervals "
     head += "from a paired, class-stratified bootstrap of the rows:\n\n"
     return head + markdown_table(rows)
