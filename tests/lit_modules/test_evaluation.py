@@ -133,6 +133,23 @@ def test_evaluation_run_resumes_and_summarizes(tiny_model_dir, tmp_path):
     assert len(scores["self_bleu_3"]) == 6  # one per generation, valid or not
 
 
+def test_a_run_stopped_after_its_last_rows_finishes_on_rerun(tiny_model_dir, tmp_path):
+    """Killed after the last part was written but before the summary: the rerun has no batch left (Lightning skips
+    the test loop and its hooks), yet it writes the same summary from the rows on disk, generating nothing."""
+    first = _evaluate(tiny_model_dir, tmp_path, n_tasks=3)
+    (tmp_path / "summary.json").unlink()
+    (tmp_path / "scores.json").unlink()
+    parts = sorted(tmp_path.glob("part-*.parquet"))
+    rerun = _evaluate(tiny_model_dir, tmp_path, n_tasks=3)
+    assert sorted(tmp_path.glob("part-*.parquet")) == parts  # nothing generated
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    keep = ("seconds", "tasks_per_s", "solver_tokens", "solver_tokens_per_s")  # this run's throughput: none
+    assert {k: v for k, v in summary.items() if k not in keep} == json.loads(
+        json.dumps({k: v for k, v in first.summary.items() if k not in keep})
+    )
+    assert rerun.summary["tasks"] == 3 and (tmp_path / "scores.json").exists()
+
+
 def test_a_rerun_with_other_settings_is_refused_but_batch_size_may_change(tiny_model_dir, tmp_path):
     """The folder's settings.json records what its rows were made with: a rerun with another solver (or seed,
     adapter, domain) stops with one line; a throughput setting such as the batch size does not count."""

@@ -77,6 +77,8 @@ class TaskPoolDataModule(LightningDataModule):
         self.domain, self.pool_dir = domain, pool_dir
         self.n_tasks, self.seed, self.batch_size = n_tasks, seed, batch_size
         self.skipped = 0
+        self.complete = False
+        """Every context is in the pool already (a rerun of a run that wrote its last rows, then stopped)."""
 
     def setup(self, stage: str) -> None:
         """Write or check the pool folder's settings manifest (the running module's settings + the context seed)."""
@@ -120,6 +122,7 @@ class TaskPoolDataModule(LightningDataModule):
         size = self.batch_size
         batches = [contexts[i : i + size] for i in range(rank * size, len(contexts), world * size)]
         self.skipped = sum(c.id in done for c in contexts)
+        self.complete = self.skipped == len(contexts)
         if self.skipped:
             rank_zero_info(
                 f"resuming: {self.skipped} of {len(contexts)} tasks already in {self.pool_dir}, "

@@ -77,6 +77,18 @@ class EvaluationModule(LabelingModule):
         """Every rank's rows are written; rank 0 summarizes them, writes the summary and scores, logs them."""
         self.stop()
         self.trainer.strategy.barrier("EvaluationModule.on_test_end")  # every rank's parts are written before the read
+        self._write_summary()
+
+    def teardown(self, stage: str) -> None:
+        """A rerun of a run that wrote its last rows but was stopped before its summary has no batch left, so
+        Lightning skips the test loop and ``on_test_end``: summarize the rows on disk here, or it could never finish.
+        Only when the datamodule found every context in the folder (never after a failed run)."""
+        super().teardown(stage)
+        datamodule = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        if stage == "test" and not self.summary and getattr(datamodule, "complete", False):
+            self._write_summary()
+
+    def _write_summary(self) -> None:
         throughput = self.throughput()  # all ranks' counts: every rank takes part
         if self.trainer.global_rank != 0:
             return
