@@ -46,6 +46,10 @@ SCRUBBED_ENV = {
     "LANG": "C.UTF-8",
     "LC_ALL": "C.UTF-8",
     "PYTHONDONTWRITEBYTECODE": "1",
+    # The job's memory limit is an address-space limit (RLIMIT_AS), and glibc reserves a 64 MiB malloc arena for each
+    # new thread: at 512 MiB a job could start only 14 threads (a repository suite's threading tests failed with
+    # "can't start new thread"). Two arenas keep the limit about memory used, not address space reserved (54 threads).
+    "MALLOC_ARENA_MAX": "2",
 }
 
 

@@ -82,7 +82,7 @@ def _confine(dirs, limits, key):
     runtime = confine.runtime_paths() + [dirs["zip"]]
     read = runtime + [dirs["ws"], dirs["tests"]]
     abi = confine.restrict(read=read, write=[dirs["tmp"], dirs["reports"]], read_write_files=[os.devnull])
-    confine.apply_limits(limits)
+    confine.apply_limits(limits, int(limits.get("max_processes") or 0))  # threads: a repo suite's own
     send("start", str(abi))
     return send, runtime
 
