@@ -67,9 +67,14 @@ def t_interval(values: list[float]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
+def components(runs: dict[int, dict[str, list[float]]]) -> list[str]:
+    """Every recorded component, the total first."""
+    return sorted({n for r in runs.values() for n in r}, key=lambda n: (n != "total", n))
+
+
 def analyse(runs: dict[int, dict[str, list[float]]], window: int) -> list[dict]:
     rows = []
-    names = sorted({n for r in runs.values() for n in r}, key=lambda n: (n != "total", n))
+    names = components(runs)
     for name in names:
         firsts = [float(np.mean(r[name][:window])) for r in runs.values() if r.get(name)]
         lasts = [float(np.mean(r[name][-window:])) for r in runs.values() if r.get(name)]
@@ -101,7 +106,7 @@ def plot(runs: dict[int, dict[str, list[float]]], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = sorted({n for r in runs.values() for n in r}, key=lambda n: (n != "total", n))
+    names = components(runs)
     cols = (len(names) + 1) // 2
     fig, axes = plt.subplots(2, cols, figsize=(3.2 * cols, 5.6), squeeze=False)
     for ax in axes.flat[len(names) :]:

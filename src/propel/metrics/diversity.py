@@ -132,9 +132,16 @@ def distinct_n(
     samples: Sequence[str] | Sequence[Tokens], n: int = 3, tokenizer: Callable[[str], list[str]] | None = None
 ) -> float | None:
     """Corpus-level Distinct-n: unique n-grams / all n-grams over all samples (None when there are none)."""
-    grams = Counter(tuple(d[i : i + n]) for d in tokenize(samples, tokenizer) for i in range(len(d) - n + 1))
+    grams: Counter = Counter()
+    for d in tokenize(samples, tokenizer):
+        grams.update(_ngram_counts(d, n))
     total = sum(grams.values())
     return len(grams) / total if total else None
+
+
+def _ngram_counts(doc: Tokens, n: int) -> Counter:
+    """Each n-gram of one token list with its count."""
+    return Counter(tuple(doc[i : i + n]) for i in range(len(doc) - n + 1))
 
 
 def distinct_n_leave_one_out(
@@ -148,7 +155,7 @@ def distinct_n_leave_one_out(
     its own n-gram count.
     """
     docs = tokenize(samples, tokenizer)
-    per_doc = [Counter(tuple(d[i : i + n]) for i in range(len(d) - n + 1)) for d in docs]
+    per_doc = [_ngram_counts(d, n) for d in docs]
     grams: Counter = Counter()
     for c in per_doc:
         grams.update(c)

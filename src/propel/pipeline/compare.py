@@ -78,18 +78,18 @@ def lift(
             ci = bootstrap_difference(new, old, n_resamples=n_resamples, confidence=confidence, seed=seed)
             out[name] = _entry(name, ci)
     for name in CORPUS_RATIOS:
-        new, old = _symmetric(trained, name), _symmetric(base, name)
+        new, old = _interval(trained, name), _interval(base, name)  # jackknife: symmetric
         if new is not None and old is not None:
             out[name] = _entry(name, normal_difference(new, old))
     return out
 
 
-def _symmetric(summary: Mapping, name: str) -> Interval | None:
-    """A summary's jackknife interval of ``name`` as an ``Interval`` (None when it has none: an older summary)."""
+def _interval(summary: Mapping, name: str) -> Interval | None:
+    """A summary's number ``name`` with its interval (None when it has none: an undefined value, an older summary)."""
     value, bounds = summary.get(name), (summary.get("intervals") or {}).get(name)
     if not isinstance(value, float) or not bounds:
         return None
-    return Interval(value, bounds[0], bounds[1], float(summary.get("confidence") or 0.95), "jackknife")
+    return Interval(value, bounds[0], bounds[1], float(summary.get("confidence") or 0.95))
 
 
 def _entry(name: str, ci: Interval | None) -> dict:
@@ -99,10 +99,8 @@ def _entry(name: str, ci: Interval | None) -> dict:
 
 
 def _with_interval(summary: Mapping, key: str):
-    value, bounds = summary.get(key), (summary.get("intervals") or {}).get(key)
-    if not isinstance(value, float) or not bounds:
-        return value
-    return f"{value:.3g} [{bounds[0]:.3g}, {bounds[1]:.3g}]"
+    ci = _interval(summary, key)
+    return summary.get(key) if ci is None else f"{ci.estimate:.3g} [{ci.low:.3g}, {ci.high:.3g}]"
 
 
 def compare(

@@ -94,8 +94,12 @@ class RepoSuite:
         ]
         # a repository's own tests may start threads (cachetools' threading tests start 10), and Linux counts
         # threads against the graded child's process limit: 0 there would fail them as "can't start new thread"
-        limits = {"timeout_s": self.timeout_s, "memory_mb": self.memory_mb, "max_file_bytes": 64 << 20}
-        limits["max_processes"] = SUITE_THREADS
+        limits = {
+            "timeout_s": self.timeout_s,
+            "memory_mb": self.memory_mb,
+            "max_file_bytes": 64 << 20,
+            "max_processes": SUITE_THREADS,
+        }
         job_limits = Limits(
             timeout_s=15.0 + len(batch) * (self.timeout_s + 2.0),
             memory_mb=self.memory_mb + 512,
