@@ -8,15 +8,17 @@ Runs on a finished demo workdir (``make demo``): each arm copies the demo's comp
 ``SolverInLoopReward`` with the label stage's solver, ``n_trials``, band and sampling; gate: ``ValidityReward``),
 writes under ``<workdir>/<arm>/``, then evaluates its adapter with the demo's evaluation config. Both stages resume
 like the pipeline's (a finished stage is skipped). The table: validity, utility, Distinct-3 and Self-BLEU-3 with 95%
-intervals, each change vs base with its interval, RL wall time, signal cost per task, solver trials online (during
+intervals, each change vs base with its interval, RL step time, signal cost per task, solver trials online (during
 RL) and offline (labeling); ``<workdir>/ablations.md`` holds it with every change in words and the command.
-``--sil-equal-time`` gives SIL PROPEL's RL wall time (``trainer.max_time``) instead of its step count: a SIL step
-runs solver trials, so at equal time it takes fewer steps.
+``--sil-equal-time`` gives SIL PROPEL's summed step time (``trainer.max_time``) instead of its step count: a SIL step
+runs solver trials, so at equal time it takes fewer steps; ``--sil-seconds`` sets that budget (PROPEL's step time
+remeasured alone, when PROPEL's run shared the machine).
 
 python benchmarks/propel_vs_sil.py --workdir runs/demo                 # both arms with the demo's step budget
 python benchmarks/propel_vs_sil.py --workdir runs/demo --max-steps 10  # a smaller, documented budget
 python benchmarks/propel_vs_sil.py --workdir runs/demo --arms gate     # only the gate-alone arm
 python benchmarks/propel_vs_sil.py --workdir runs/experiments/propel_table --sil-equal-time
+python benchmarks/propel_vs_sil.py --workdir runs/experiments/propel_table --sil-seconds 1500
 """
 
 from __future__ import annotations
@@ -99,6 +101,16 @@ def max_time(seconds: float) -> str:
     return f"{days:02d}:{hours:02d}:{minutes:02d}:{secs:02d}"
 
 
+STEP_TIMES = ("train/time/generation_s", "train/time/environment_s", "train/time/training_s")
+"""A GRPO step's timed parts, as the trainer logs them."""
+
+
+def step_seconds(metrics: dict) -> float:
+    """The RL run's summed step times (rollout generation, environment, training): the time its steps took,
+    whatever the process's wall clock did across resumes."""
+    return float(sum(sum(v for v in metrics.get(key, []) if v == v) for key in STEP_TIMES))
+
+
 def _write(config: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -123,6 +135,7 @@ def run_arm(arm: str, workdir: Path, max_steps: int | None, max_seconds: float |
         summary = {
             "steps": len(metrics.get("train/reward/mean", [])),
             "seconds": time.monotonic() - start,
+            "step_seconds": step_seconds(metrics),
             "adapter": adapter,
             "signal_cost": signal_cost(metrics, 0),
         }
@@ -166,13 +179,26 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--workdir", type=Path, default=Path("runs/demo"), help="a finished demo workdir")
     parser.add_argument("--max-steps", type=int, default=None, help="each arm's step budget (default: the demo's)")
     parser.add_argument("--arms", nargs="+", choices=sorted(ARMS), default=sorted(ARMS, reverse=True))
-    parser.add_argument(
-        "--sil-equal-time", action="store_true", help="SIL trains for PROPEL's RL wall time (at most its steps)"
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument(
+        "--sil-equal-time", action="store_true", help="SIL trains for PROPEL's summed step time (at most its steps)"
+    )
+    budget.add_argument(
+        "--sil-seconds",
+        type=float,
+        default=None,
+        help="SIL's training time budget in seconds (at most PROPEL's steps), e.g. PROPEL's step time remeasured "
+        "alone when its own run shared the machine",
     )
     args = parser.parse_args(argv)
     workdir = args.workdir
     grpo, label = _read(workdir / "grpo" / "summary.json"), _read(workdir / "label" / "summary.json")
-    seconds = {"sil": grpo["seconds"]} if args.sil_equal_time else {}
+    propel_seconds = step_seconds(csv_metrics(workdir / "grpo"))
+    seconds = {"sil": propel_seconds} if args.sil_equal_time else {}
+    if args.sil_seconds is not None:
+        if args.sil_seconds <= 0:
+            parser.error(f"--sil-seconds must be > 0, got {args.sil_seconds}")
+        seconds = {"sil": args.sil_seconds}
     runs = {arm: run_arm(arm, workdir, args.max_steps, seconds.get(arm)) for arm in args.arms}
     n_trials = _read(workdir / "label" / "config.yaml")["model"]["init_args"]["solver"]["n_trials"]
     propel_cost = grpo.get("signal_cost") or signal_cost(
@@ -182,11 +208,11 @@ def main(argv: list[str] | None = None) -> dict:
     folders.update({ARMS[arm]: workdir / arm / "evaluate" for arm in runs})
     evals = {name: _read(folder / SUMMARY) for name, folder in folders.items()}
     scores = {name: _read(folder / SCORES) if (folder / SCORES).exists() else {} for name, folder in folders.items()}
-    arms = {"base": (None, None), "PROPEL": (grpo, propel_cost)}
+    arms = {"base": (None, None), "PROPEL": ({**grpo, "step_seconds": propel_seconds}, propel_cost)}
     arms.update({ARMS[arm]: (run, run["signal_cost"]) for arm, run in runs.items()})
 
     table = Table(title=f"PROPEL vs its ablations on {evals['base']['tasks']} fresh tasks per policy (95% intervals)")
-    columns = ["policy", "RL steps", "RL wall s"]
+    columns = ["policy", "RL steps", "RL step time s"]
     for title in METRICS.values():
         columns += [title, "change vs base"]
     columns += ["signal cost per task (s)", "solver trials online", "solver trials offline"]
@@ -196,7 +222,7 @@ def main(argv: list[str] | None = None) -> dict:
     for name, (run, cost) in arms.items():
         e, s = evals[name], scores[name]
         changes = {} if run is None else lift(evals["base"], e, scores["base"], s)
-        cells = [name, "-" if run is None else str(run["steps"]), "-" if run is None else f"{run['seconds']:.0f}"]
+        cells = [name, "-" if run is None else str(run["steps"]), "-" if run is None else f"{run['step_seconds']:.0f}"]
         for key in METRICS:
             cells += [_rate(e, key), "-" if run is None else _change(changes.get(key, {}))]
         cells += [
@@ -212,6 +238,12 @@ def main(argv: list[str] | None = None) -> dict:
     Console(width=240).print(table)
     command = "python benchmarks/propel_vs_sil.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = [f"# {table.title}", "", _markdown(columns, rows), "", "Each change against base:", "", *words, ""]
+    if "sil" in seconds:
+        text += [
+            f"SIL's training time budget: {seconds['sil']:.0f} s (PROPEL's summed step time: {propel_seconds:.0f} s).",
+            "",
+        ]
+    text += ["RL step time: the summed generation, environment and training time of the run's steps.", ""]
     text += [f"Command: `{command.strip()}`.", ""]
     (workdir / "ablations.md").write_text("\n".join(text))
     return {name: {"valid_rate": evals[name]["valid_rate"], "utility": evals[name]["utility"]} for name in arms}

@@ -304,11 +304,15 @@ def test_propel_vs_its_ablations_trains_and_evaluates_each_arm_on_a_finished_run
     assert bench.max_time(3725.2) == "00:01:02:06" and bench.max_time(90000) == "01:01:00:00"
     rows = bench.main(["--workdir", str(root), "--max-steps", "1", "--sil-equal-time"])
     assert set(rows) == {"base", "PROPEL", "SIL", "validity gate alone"}
-    propel_seconds = json.loads((root / "grpo" / "summary.json").read_text())["seconds"]
+    from propel.pipeline.stages import csv_metrics
+
+    propel_seconds = bench.step_seconds(csv_metrics(root / "grpo"))  # summed step times: the same across resumes
+    assert propel_seconds > 0
+    assert bench.step_seconds({"train/time/generation_s": [1.0, float("nan")], "train/time/training_s": [2.5]}) == 3.5
     for arm, reward in (("sil", bench.SIL), ("gate", bench.GATE)):
         config = yaml.safe_load((root / arm / "grpo" / "config.yaml").read_text())
         assert [r["class_path"] for r in config["model"]["init_args"]["rewards"]] == [reward]
-        # SIL at PROPEL's RL wall time (whichever of time and steps ends first); the gate arm by steps only
+        # SIL at PROPEL's step time (whichever of time and steps ends first); the gate arm by steps only
         expected = bench.max_time(propel_seconds) if arm == "sil" else None
         assert config["trainer"].get("max_time") == expected
         callbacks = [c["class_path"].rsplit(".", 1)[-1] for c in config["trainer"]["callbacks"]]
@@ -319,6 +323,7 @@ def test_propel_vs_its_ablations_trains_and_evaluates_each_arm_on_a_finished_run
     page = (root / "ablations.md").read_text()
     assert "| Distinct-3 | change vs base | Self-BLEU-3 |" in page and "- SIL: validity" in page
     assert "Command: `python benchmarks/propel_vs_sil.py --workdir" in page
+    assert f"SIL's training time budget: {propel_seconds:.0f} s" in page and "| RL step time s |" in page
     stamp = (root / "gate" / "evaluate" / "summary.json").stat().st_mtime
     assert bench.main(["--workdir", str(root), "--arms", "gate"]) == {
         k: rows[k] for k in ("base", "PROPEL", "validity gate alone")

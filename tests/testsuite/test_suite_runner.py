@@ -7,7 +7,11 @@ from __future__ import annotations
 import pytest
 
 from propel.sandbox import LocalSandbox
+from propel.sandbox.base import Limits
 from propel.testsuite import ReportError, Submission, SuiteRunner, parse_junit, pristine_ini
+from propel.testsuite.propel_box.confine import SCOPED_ABI
+from propel.testsuite.runner import encode_files, read_suite_record
+from propel.testsuite.shipping import framed_records, job
 
 TESTS = {
     "pytest.ini": pristine_ini(),
@@ -76,7 +80,11 @@ def test_runs_report_outcomes_coverage_and_failures(runner):
     assert runs["floods"].status == "killed" and "SIGXFSZ" in runs["floods"].reason
     assert runs["eats_memory"].status in ("pytest_exit", "killed") and not runs["eats_memory"].ok
     assert runs["os_exit"].status == "no_report"
-    assert runs["kills_runner"].status == "runner" and "killed its test runner" in runs["kills_runner"].reason
+    if runs["correct"].landlock >= SCOPED_ABI:  # the runner is outside the child's Landlock domain: EPERM
+        assert runs["kills_runner"].status == "pytest_exit" and "PermissionError" in runs["kills_runner"].output_tail
+        assert ("early_exit", "os.kill") in {a[:2] for a in runs["kills_runner"].audit}
+    else:
+        assert runs["kills_runner"].status == "runner" and "killed its test runner" in runs["kills_runner"].reason
     assert runs["forks"].status == "pytest_exit"  # RLIMIT_NPROC 0: a submission cannot start processes
     # a submission after the one that killed the runner (same batch at first) is still graded on its own
     assert runs["correct_after"].ok and runs["correct_after"].by_name()["test_two"] == "passed"
@@ -101,3 +109,47 @@ def test_the_tests_are_out_of_reach_once_collected(runner):
     assert run.ok and run.by_name()["test_one"] == "passed", run.output_tail
     flags = {finding[0] for finding in run.audit}
     assert {"reads_tests", "writes_outside"} <= flags, run.audit
+
+
+LINGERS = """import os, signal, time
+if os.fork() == 0:  # a process in a session of its own outlives the session kill; it signals every later pid
+    os.setsid()
+    me, end = os.getpid(), time.time() + 6
+    while time.time() < end:
+        for pid in range(me + 1, me + 300):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.005)
+    os._exit(0)
+def add(a, b):
+    return a + b
+"""
+
+
+def test_nothing_a_graded_child_starts_reaches_the_next_suite():
+    """A suite whose tests may start threads (a repository's: ``max_processes`` > 0) lets graded code fork: what it
+    leaves behind is killed before the next suite starts and reported, and its signals never leave its own
+    Landlock domain, so the next submission in the same job is graded on its own."""
+    slow = {
+        **TESTS,
+        "test_slow.py": "import time\nfrom solution import add\n\ndef test_slow():\n    "
+        "time.sleep(1.0)\n    assert add(1, 1) == 2\n",
+    }
+    args = ["-c", "{tests}/pytest.ini", "--rootdir", "{tests}", "--confcutdir", "{tests}", "{tests}"]
+    suites = [
+        {"files": encode_files({"solution.py": code}), "tests": encode_files(slow), "args": args}
+        for code in (LINGERS, "def add(a, b):\n    return a + b\n")
+    ]
+    limits = {"timeout_s": 8.0, "memory_mb": 512, "max_file_bytes": 4 << 20, "max_processes": 8}
+    grading, token = job("pytest_runner", {"limits": limits, "suites": suites}, Limits(timeout_s=40.0), pytest=True)
+    with LocalSandbox(max_workers=1) as sandbox:
+        result = sandbox.run_many([grading])[0]
+    records = framed_records(result.stdout, token, 2)
+    assert records is not None, (result.outcome, result.stderr[-2000:])
+    lingers, honest = (read_suite_record(r) for r in records)
+    assert honest.ok and honest.by_name()["test_slow"] == "passed", honest
+    assert not honest.audit
+    assert ("spawns_processes", "os.fork") in {a[:2] for a in lingers.audit}
+    assert ("spawns_processes", "outlived") in {a[:2] for a in lingers.audit}, lingers.audit

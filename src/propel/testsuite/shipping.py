@@ -20,13 +20,17 @@ BOX = "propel_box"
 
 @functools.lru_cache(maxsize=1)
 def box_files() -> dict[str, str]:
-    """``{"propel_box/<module>.py": source}`` for every module of the in-sandbox package."""
+    """``{"propel_box/<module>.py": source}`` for every module of the in-sandbox package, and the sandbox's own
+    ``processes`` (finding and killing a process tree: one definition, which the runners use for what a graded
+    child left behind)."""
     folder = resources.files("propel.testsuite").joinpath(BOX)
-    return {
+    files = {
         f"{BOX}/{p.name}": p.read_text()
         for p in sorted(folder.iterdir(), key=lambda p: p.name)
         if p.name.endswith(".py")
     }
+    files[f"{BOX}/processes.py"] = resources.files("propel.sandbox").joinpath("processes.py").read_text()
+    return files
 
 
 def job(runner: str, payload: dict, limits: Limits, extra: dict[str, str | bytes] | None = None, pytest: bool = False):

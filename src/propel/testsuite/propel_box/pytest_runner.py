@@ -1,13 +1,13 @@
 """The in-sandbox runner of real pytest suites (HumanEval-style files or a repository's own suite), hardened.
 
-For each suite in ``payload.json``, one after another: write the code under test into a fresh workspace (a
-repository's clean checkout with the variant laid over it, or the model's files) and the pristine tests into a
-folder of their own, draw a channel key, fork a child. The child, before anything of the model's runs: moves its
-output to a capped file, keeps only the channel's write end (fd 3), confines itself with Landlock (the workspace and
-the tests readable, only a scratch folder and the report folder writable, nothing else reachable), snapshots the
-runner's code (``integrity``), installs the audit hook and registers the guard plugin; then runs pytest (under
-coverage.py when asked), with no cache provider and no bytecode written. The runner drains the channel while it
-waits, kills what is left of the child's session, verifies the channel's records and sends back the child's
+For each suite in ``payload.json``, one after another: write the code under test into a fresh workspace (a repository's
+clean checkout with the variant laid over it, or the model's files) and the pristine tests into a folder of their own,
+draw a channel key, fork a child. The child, before anything of the model's runs: moves its output to a capped file,
+keeps only the channel's write end (fd 3), confines itself with Landlock (the workspace and the tests readable, only a
+scratch folder and the report folder writable, nothing else reachable), snapshots the runner's code (``integrity``),
+installs the audit hook and registers the guard plugin; then runs pytest (under coverage.py when asked), with no cache
+provider and no bytecode written. The runner drains the channel while it waits, kills what is left of the child's
+session and anything the child started that outlived it, verifies the channel's records and sends back the child's
 account (outcomes, audit findings, rebindings, forged lines), the JUnit XML (to cross-check) and the exit code.
 
 pytest and coverage are imported once here, before the first fork; this process is non-dumpable and reads the frame
@@ -26,7 +26,7 @@ import shutil
 import sys
 import time
 
-from propel_box import audit, channel, confine, integrity, wait
+from propel_box import audit, channel, confine, integrity, processes, wait
 
 ZIP = "propel_testlib.zip"
 TRACER = "propel_ctracer.so"
@@ -212,6 +212,7 @@ def _run_suite(base, clean, suite, limits):
     os.close(write_fd)
     status, timed_out, drained = wait.wait_child(pid, limits["timeout_s"], drain=[read_fd])
     os.close(read_fd)
+    left = _end_leftovers()
     records, forged = channel.read_records(drained.get(read_fd, b""), key)
     from propel_box import guard
 
@@ -228,7 +229,7 @@ def _run_suite(base, clean, suite, limits):
         "channel": {
             "tests": guard.outcomes(records),
             "collected": next((fields for kind, fields in records if kind == "collected"), None),
-            "audit": [fields for kind, fields in records if kind == "audit"],
+            "audit": [fields for kind, fields in records if kind == "audit"] + left,
             "tampered": [fields for kind, fields in records if kind == "tampered"],
             "end": next((fields for kind, fields in records if kind == "end"), None),
             "landlock": next((int(fields[0]) for kind, fields in records if kind == "start" and fields), 0),
@@ -237,6 +238,18 @@ def _run_suite(base, clean, suite, limits):
     }
     shutil.rmtree(root, ignore_errors=True)
     return result
+
+
+def _end_leftovers():
+    """Kill whatever the graded child started that outlived it (a process in a session of its own escapes the
+    session kill; as subreaper this runner inherits it), before the next suite starts: nothing of one submission
+    runs beside the next. Returns the finding when there was any (graded code that leaves processes behind)."""
+    left = processes.live_descendants(os.getpid())
+    processes.kill_tree(os.getpid(), reap=True)
+    processes.reap_orphans()
+    if not left:
+        return []
+    return [["spawns_processes", "outlived", "", f"{len(left)} process(es) outlived the graded child; killed"]]
 
 
 def _load(folder):
@@ -297,6 +310,8 @@ def main():
                     __import__(mod.name)
     with contextlib.suppress(Exception):
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: /proc/<this pid> is closed to the children
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: a child's orphans come back here
     clean = _load("repo")
     base = os.path.abspath("runs")
     os.makedirs(base)
