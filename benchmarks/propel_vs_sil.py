@@ -135,12 +135,11 @@ def run_arm(arm: str, workdir: Path, max_steps: int | None, max_seconds: float |
         summary = {
             "steps": len(metrics.get("train/reward/mean", [])),
             "seconds": time.monotonic() - start,
-            "step_seconds": step_seconds(metrics),
             "adapter": adapter,
             "signal_cost": signal_cost(metrics, 0),
         }
         done.write_text(json.dumps(summary, indent=1))
-    summary = _read(done)
+    summary = {**_read(done), "step_seconds": step_seconds(csv_metrics(out / "grpo"))}
     evaluation = out / "evaluate"
     if not (evaluation / SUMMARY).exists():
         config = _moved(
@@ -166,6 +165,24 @@ def _rate(summary: dict, key: str) -> str:
 
 def _change(c: dict) -> str:
     return f"{c['estimate']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]" if "estimate" in c else "-"
+
+
+AGAINST = {**METRICS, "utility_valid": "utility among valid"}
+"""What PROPEL is compared on against each ablation: the table's numbers and the in-band share of valid tasks (does
+the probe pick better tasks among the valid ones, beyond making more of them valid?)."""
+
+
+def _against_propel(evals: dict, scores: dict, arms: list[str]) -> list[str]:
+    """PROPEL minus each ablation on the same fresh tasks (the question each arm answers), as Markdown lines."""
+    if not arms:
+        return []
+    columns = ["PROPEL minus", *AGAINST.values()]
+    rows, words = [], []
+    for name in arms:
+        changes = lift(evals[name], evals["PROPEL"], scores[name], scores["PROPEL"])
+        rows.append([name, *(_change(changes.get(key, {})) for key in AGAINST)])
+        words += [f"- PROPEL vs {name}: {changes[key]['words']}." for key in AGAINST if "words" in changes.get(key, {})]
+    return ["PROPEL against each ablation (95% intervals):", "", _markdown(columns, rows), "", *words, ""]
 
 
 def _markdown(columns: list[str], rows: list[list[str]]) -> str:
@@ -236,6 +253,7 @@ def main(argv: list[str] | None = None) -> dict:
         rows.append(cells)
         words += [f"- {name}: {changes[key]['words']}." for key in METRICS if "words" in changes.get(key, {})]
     Console(width=240).print(table)
+    against = _against_propel(evals, scores, [ARMS[arm] for arm in runs])
     command = "python benchmarks/propel_vs_sil.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = [f"# {table.title}", "", _markdown(columns, rows), "", "Each change against base:", "", *words, ""]
     if "sil" in seconds:
@@ -244,6 +262,7 @@ def main(argv: list[str] | None = None) -> dict:
             "",
         ]
     text += ["RL step time: the summed generation, environment and training time of the run's steps.", ""]
+    text += against
     text += [f"Command: `{command.strip()}`.", ""]
     (workdir / "ablations.md").write_text("\n".join(text))
     return {name: {"valid_rate": evals[name]["valid_rate"], "utility": evals[name]["utility"]} for name in arms}

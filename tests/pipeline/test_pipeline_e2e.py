@@ -324,6 +324,8 @@ def test_propel_vs_its_ablations_trains_and_evaluates_each_arm_on_a_finished_run
     assert "| Distinct-3 | change vs base | Self-BLEU-3 |" in page and "- SIL: validity" in page
     assert "Command: `python benchmarks/propel_vs_sil.py --workdir" in page
     assert f"SIL's training time budget: {propel_seconds:.0f} s" in page and "| RL step time s |" in page
+    assert "| PROPEL minus | valid | utility | Distinct-3 | Self-BLEU-3 | utility among valid |" in page
+    assert "- PROPEL vs validity gate alone: validity" in page
     stamp = (root / "gate" / "evaluate" / "summary.json").stat().st_mtime
     assert bench.main(["--workdir", str(root), "--arms", "gate"]) == {
         k: rows[k] for k in ("base", "PROPEL", "validity gate alone")
