@@ -48,17 +48,21 @@ def reap_orphans():
 
 def kill_tree(root, rounds=20, reap=False):
     """SIGKILL every live descendant of ``root``, again until none is left (a fork may race a round); ``root`` itself
-    is left to the caller. ``reap``: collect the orphans after each round (PID 1 or a subreaper)."""
+    is left to the caller. ``reap``: collect the orphans after each round (PID 1 or a subreaper). Returns the pids it
+    signalled."""
+    killed = set()
     for _ in range(rounds):
         found = live_descendants(root)
         if not found:
-            return
+            return killed
+        killed.update(found)
         for pid in found:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.002)
         if reap:
             reap_orphans()
+    return killed
 
 
 def kill_uid(uid, rounds=50):

@@ -123,8 +123,8 @@ def runtime_paths():
 def apply_limits(limits, max_processes=0):
     """rlimits of a graded child: address space, CPU seconds, largest file, and no new processes (``RLIMIT_NPROC``
     0: nothing it starts can outlive it and touch the next submission). Linux counts threads against the same
-    limit, so a suite whose own tests start threads (a repository's) passes ``max_processes`` > 0; the job's worker
-    still kills everything the job left when it ends."""
+    limit, so a suite whose own tests start threads (a repository's) passes ``max_processes`` > 0; the pytest
+    runner then kills whatever a child left running before the next suite starts."""
     resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
     if limits.get("max_file_bytes"):
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits["max_file_bytes"],) * 2)

@@ -244,9 +244,8 @@ def _end_leftovers():
     """Kill whatever the graded child started that outlived it (a process in a session of its own escapes the
     session kill; as subreaper this runner inherits it), before the next suite starts: nothing of one submission
     runs beside the next. Returns the finding when there was any (graded code that leaves processes behind)."""
-    left = processes.live_descendants(os.getpid())
-    processes.kill_tree(os.getpid(), reap=True)
-    processes.reap_orphans()
+    left = processes.kill_tree(os.getpid(), reap=True)
+    processes.reap_orphans()  # the last round's victims may have died after its reap
     if not left:
         return []
     return [["spawns_processes", "outlived", "", f"{len(left)} process(es) outlived the graded child; killed"]]
