@@ -12,13 +12,18 @@ intervals, each change vs base with its interval, RL step time, signal cost per 
 RL) and offline (labeling); ``<workdir>/ablations.md`` holds it with every change in words and the command.
 ``--sil-equal-time`` gives SIL PROPEL's summed step time (``trainer.max_time``) instead of its step count: a SIL step
 runs solver trials, so at equal time it takes fewer steps; ``--sil-seconds`` sets that budget (PROPEL's step time
-remeasured alone, when PROPEL's run shared the machine).
+remeasured alone, when PROPEL's run shared the machine); ``--sil-alone`` measures it: PROPEL's GRPO stage reruns
+unchanged and alone into ``<workdir>/propel_alone/`` (resumable, skipped once done), and SIL gets that run's training
+time as Lightning's ``Timer`` counts it (the clock ``max_time`` stops SIL by; kept in the checkpoint, so a resume does
+not cut it short), with a check that the rerun's rewards match PROPEL's step by step. A finished arm trained under
+another budget is refused: delete its folder to retrain it.
 
 python benchmarks/propel_vs_sil.py --workdir runs/demo                 # both arms with the demo's step budget
 python benchmarks/propel_vs_sil.py --workdir runs/demo --max-steps 10  # a smaller, documented budget
 python benchmarks/propel_vs_sil.py --workdir runs/demo --arms gate     # only the gate-alone arm
 python benchmarks/propel_vs_sil.py --workdir runs/experiments/propel_table --sil-equal-time
 python benchmarks/propel_vs_sil.py --workdir runs/experiments/propel_table --sil-seconds 1500
+python benchmarks/propel_vs_sil.py --workdir runs/experiments/propel_table --sil-alone
 """
 
 from __future__ import annotations
@@ -111,6 +116,51 @@ def step_seconds(metrics: dict) -> float:
     return float(sum(sum(v for v in metrics.get(key, []) if v == v) for key in STEP_TIMES))
 
 
+ALONE = "propel_alone"
+"""Folder (under the workdir) of PROPEL's GRPO stage rerun alone, for SIL's time budget."""
+NEVER = "99:00:00:00"
+"""A ``max_time`` no run reaches: it makes Lightning keep a ``Timer``, whose elapsed training time the checkpoint
+holds."""
+
+
+def timer_seconds(checkpoint: Path) -> tuple[float, int]:
+    """The training time Lightning's ``Timer`` had counted at ``checkpoint`` (its own time plus any resumed run's) and
+    the checkpoint's step."""
+    import torch
+
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    timers = [v for k, v in state.get("callbacks", {}).items() if k.split("{")[0] == "Timer"]
+    if not timers:
+        raise SystemExit(f"{checkpoint} holds no Timer state: the run was not trained with a max_time")
+    return float(timers[0]["time_elapsed"]["train"]), int(state["global_step"])
+
+
+def run_alone(workdir: Path) -> dict:
+    """PROPEL's GRPO stage rerun unchanged and alone (resumed, or skipped once done): its training time by the Timer
+    (at the last checkpoint, plus the step times of the steps after it, which no checkpoint holds) and how many steps'
+    rewards match PROPEL's."""
+    out = workdir / ALONE / "grpo"
+    done = out / "summary.json"
+    if not done.exists():
+        config = _moved(_read(workdir / "grpo" / "config.yaml"), str(workdir / "grpo"), str(out))
+        config["trainer"]["max_time"] = NEVER
+        last = out / "checkpoints" / "last.ckpt"
+        path = _write(config, out / "config.yaml")
+        run_lightning("fit", path, ["--ckpt_path", str(last)] if last.exists() else None)
+        metrics = csv_metrics(out)
+        seconds, at = timer_seconds(last) if last.exists() else (0.0, 0)  # no checkpoint yet: the step times alone
+        tail = {key: values[at:] for key, values in metrics.items()}  # one row per step: the steps after the checkpoint
+        ours, theirs = metrics.get("train/reward/mean", []), csv_metrics(workdir / "grpo").get("train/reward/mean", [])
+        summary = {
+            "train_seconds": seconds + step_seconds(tail),
+            "step_seconds": step_seconds(metrics),
+            "steps": len(ours),
+            "same_rewards": sum(a == b for a, b in zip(ours, theirs, strict=False)),
+        }
+        done.write_text(json.dumps(summary, indent=1))
+    return _read(done)
+
+
 def _write(config: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -121,10 +171,16 @@ def run_arm(arm: str, workdir: Path, max_steps: int | None, max_seconds: float |
     """Train and evaluate one arm (skipping what is finished); its summary with the signal cost."""
     out = workdir / arm
     done = out / "grpo" / "summary.json"
+    label = _read(workdir / "label" / "config.yaml")
+    grpo = _read(workdir / "grpo" / "config.yaml")
+    config = arm_config(arm, grpo, label, out / "grpo", workdir / "grpo", max_steps, max_seconds)
+    written = out / "grpo" / "config.yaml"
+    if written.exists():  # a finished or interrupted arm: only with the budget it was started with
+        budget = {k: config["trainer"].get(k) for k in ("max_steps", "max_time")}
+        trained = {k: _read(written)["trainer"].get(k) for k in budget}
+        if trained != budget:
+            raise SystemExit(f"{out} was trained with {trained}, not {budget}: delete it to train the {arm} arm again")
     if not done.exists():
-        label = _read(workdir / "label" / "config.yaml")
-        grpo = _read(workdir / "grpo" / "config.yaml")
-        config = arm_config(arm, grpo, label, out / "grpo", workdir / "grpo", max_steps, max_seconds)
         start, last = time.monotonic(), out / "grpo" / "checkpoints" / "last.ckpt"
         path = _write(config, out / "grpo" / "config.yaml")
         run_lightning("fit", path, ["--ckpt_path", str(last)] if last.exists() else None)
@@ -201,6 +257,11 @@ def main(argv: list[str] | None = None) -> dict:
         "--sil-equal-time", action="store_true", help="SIL trains for PROPEL's summed step time (at most its steps)"
     )
     budget.add_argument(
+        "--sil-alone",
+        action="store_true",
+        help=f"rerun PROPEL's GRPO stage alone (<workdir>/{ALONE}) and give SIL its training time",
+    )
+    budget.add_argument(
         "--sil-seconds",
         type=float,
         default=None,
@@ -216,6 +277,9 @@ def main(argv: list[str] | None = None) -> dict:
         if args.sil_seconds <= 0:
             parser.error(f"--sil-seconds must be > 0, got {args.sil_seconds}")
         seconds = {"sil": args.sil_seconds}
+    alone = run_alone(workdir) if args.sil_alone and "sil" in args.arms else None
+    if alone is not None:
+        seconds = {"sil": alone["train_seconds"]}
     runs = {arm: run_arm(arm, workdir, args.max_steps, seconds.get(arm)) for arm in args.arms}
     n_trials = _read(workdir / "label" / "config.yaml")["model"]["init_args"]["solver"]["n_trials"]
     propel_cost = grpo.get("signal_cost") or signal_cost(
@@ -259,6 +323,13 @@ def main(argv: list[str] | None = None) -> dict:
     if "sil" in seconds:
         text += [
             f"SIL's training time budget: {seconds['sil']:.0f} s (PROPEL's summed step time: {propel_seconds:.0f} s).",
+            "",
+        ]
+    if alone is not None:
+        text += [
+            f"That budget is PROPEL's GRPO stage rerun alone (`{ALONE}/`): {alone['train_seconds']:.0f} s of training "
+            f"by Lightning's Timer ({alone['step_seconds']:.0f} s of it in steps); its rewards matched PROPEL's at "
+            f"{alone['same_rewards']} of {alone['steps']} steps.",
             "",
         ]
     text += ["RL step time: the summed generation, environment and training time of the run's steps.", ""]

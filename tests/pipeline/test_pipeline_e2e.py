@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -327,10 +328,23 @@ def test_propel_vs_its_ablations_trains_and_evaluates_each_arm_on_a_finished_run
     assert "| PROPEL minus | valid | utility | Distinct-3 | Self-BLEU-3 | utility among valid |" in page
     assert "- PROPEL vs validity gate alone: validity" in page
     stamp = (root / "gate" / "evaluate" / "summary.json").stat().st_mtime
-    assert bench.main(["--workdir", str(root), "--arms", "gate"]) == {
+    assert bench.main(["--workdir", str(root), "--arms", "gate", "--max-steps", "1"]) == {
         k: rows[k] for k in ("base", "PROPEL", "validity gate alone")
     }
     assert (root / "gate" / "evaluate" / "summary.json").stat().st_mtime == stamp  # finished arms are not rerun
+    with pytest.raises(SystemExit, match="delete it to train the sil arm again"):  # another budget: refused
+        bench.main(["--workdir", str(root), "--arms", "sil", "--max-steps", "1", "--sil-seconds", "5"])
+
+    # --sil-alone: PROPEL's GRPO stage reruns unchanged and alone, and SIL gets its training time
+    shutil.rmtree(root / "sil")
+    bench.main(["--workdir", str(root), "--arms", "sil", "--max-steps", "1", "--sil-alone"])
+    alone = json.loads((root / bench.ALONE / "grpo" / "summary.json").read_text())
+    propel_rewards = csv_metrics(root / "grpo")["train/reward/mean"]
+    assert alone["steps"] == len(propel_rewards) and alone["train_seconds"] >= alone["step_seconds"] > 0
+    assert alone["same_rewards"] == alone["steps"]  # the same run: seeded, nothing else on its rewards' path
+    config = yaml.safe_load((root / "sil" / "grpo" / "config.yaml").read_text())
+    assert config["trainer"]["max_time"] == bench.max_time(alone["train_seconds"])
+    assert f"matched PROPEL's at {alone['steps']} of {alone['steps']} steps" in (root / "ablations.md").read_text()
 
 
 def test_probe_outer_folds_pool_every_labeled_row_once(tmp_path, tiny_model_dir, monkeypatch, capsys):
