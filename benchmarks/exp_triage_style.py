@@ -67,6 +67,22 @@ def t_interval(values: list[float]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
+def within_seed(values: list[float], window: int) -> list[float | None]:
+    """One seed's change, last window minus first, with a 95% Welch interval that treats each step's mean as one draw
+    around its window's level: whether this run changed, not whether another seed would. ``None`` bounds when a
+    window has fewer than two steps or neither varies."""
+    first, last = np.asarray(values[:window], dtype=float), np.asarray(values[-window:], dtype=float)
+    change = float(last.mean() - first.mean())
+    if min(len(first), len(last)) < 2 or (first.var() == 0 and last.var() == 0):
+        return [change, None, None]
+    low, high = stats.ttest_ind(last, first, equal_var=False).confidence_interval(0.95)
+    return [change, float(low), float(high)]
+
+
+def excludes_zero(interval) -> bool:
+    return interval[1] is not None and (interval[1] > 0 or interval[2] < 0)
+
+
 def components(runs: dict[int, dict[str, list[float]]]) -> list[str]:
     """Every recorded component, the total first."""
     return sorted({n for r in runs.values() for n in r}, key=lambda n: (n != "total", n))
@@ -81,6 +97,7 @@ def analyse(runs: dict[int, dict[str, list[float]]], window: int) -> list[dict]:
         changes = [b - a for a, b in zip(firsts, lasts, strict=True)]
         change = t_interval(changes)
         moved = change[1] > 0 or change[2] < 0
+        own = [within_seed(r[name], window) for r in runs.values() if r.get(name)]
         rows.append(
             {
                 "component": name,
@@ -89,6 +106,8 @@ def analyse(runs: dict[int, dict[str, list[float]]], window: int) -> list[dict]:
                 "change": change,
                 "per_seed_change": changes,
                 "moved": moved,
+                "within_seed_change": own,
+                "moved_within": sum(excludes_zero(c) for c in own),
             }
         )
     return rows
@@ -161,14 +180,32 @@ def report(rows: list[dict], args: argparse.Namespace, steps: dict[int, int], co
             f"| {r['component']} | {fmt(r['first'])} | {fmt(r['last'])} | {fmt(r['change'], '+')} | {per_seed} | "
             f"{'yes' if r['moved'] else 'no'} |"
         )
+    lines += [
+        "",
+        "Within each seed: the change with a 95% Welch interval over its steps (each step's mean over its answers is "
+        "one draw around its window's level: whether that run changed, not whether another seed would).",
+        "",
+        "| component | " + " | ".join(f"seed {s}" for s in steps) + " | seeds whose interval excludes 0 |",
+        "|---|" + "---|" * len(steps) + "---|",
+    ]
+    for r in rows:
+        cells = [fmt(c, "+") if c[1] is not None else f"{c[0]:+.3f} (no interval)" for c in r["within_seed_change"]]
+        lines.append(f"| {r['component']} | {' | '.join(cells)} | {r['moved_within']} of {len(cells)} |")
     if min(counts) < 2 * args.window:
         lines += ["", f"(a seed recorded fewer than {2 * args.window} steps: its two windows overlap)"]
     by = {r["component"]: r for r in rows}
     style_moved = [n for n in STYLE if n in by and by[n]["moved"]]
     resolution = by.get("resolution")
-    lines += ["", f"Style components that moved: {', '.join(style_moved) or 'none'}."]
+    if len(steps) > 1:
+        lines += ["", f"Style components that moved (over seeds): {', '.join(style_moved) or 'none'}."]
+        if resolution is not None:
+            lines.append(f"Resolution {'moved' if resolution['moved'] else 'did not move distinguishably from 0'}.")
+    else:
+        lines += ["", "One seed: no interval over seeds; the within-seed intervals say whether this run changed."]
+    within = [n for n in STYLE if n in by and by[n]["moved_within"] == len(steps)]
+    lines.append(f"Style components that moved within every seed: {', '.join(within) or 'none'}.")
     if resolution is not None:
-        lines.append(f"Resolution {'moved' if resolution['moved'] else 'did not move distinguishably from 0'}.")
+        lines.append(f"Resolution moved within {resolution['moved_within']} of {len(steps)} seeds.")
     lines += ["", "![every component per seed](curves.png)", "", f"Command: `{command}`.", ""]
     return "\n".join(lines)
 

@@ -44,6 +44,9 @@ def test_triage_style_experiment_trains_each_seed_and_reports_windows(
     report = (out / "report.md").read_text()
     assert "| resolution |" in report and "Style components that moved" in report
     assert "2 steps each" in report and (out / "curves.png").stat().st_size > 0
+    assert "Within each seed" in report
+    for r in rows:  # one window step each: a change per seed, no within-seed interval
+        assert [c[1:] for c in r["within_seed_change"]] == [[None, None], [None, None]]
     for r in rows:  # the interval's centre is the mean of the seeds' own changes, which the report lists
         assert len(r["per_seed_change"]) == 2
         assert r["change"][0] == pytest.approx(sum(r["per_seed_change"]) / 2)
@@ -53,3 +56,25 @@ def test_triage_style_experiment_trains_each_seed_and_reports_windows(
     assert "[exp] seed" not in capsys.readouterr().out
     with pytest.raises(ConfigError, match="other settings"):
         exp.main([*args[:3], "3", *args[4:]])
+
+
+def test_within_seed_interval_is_welchs_over_the_window_steps(benchmark_module):
+    """A run whose steps shift by far more than their noise changed; one whose steps are the same noise throughout
+    did not; the interval is scipy's Welch interval over the two windows' steps."""
+    import numpy as np
+    from scipy import stats
+
+    exp = benchmark_module("exp_triage_style")
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0.0, 0.05, size=60)
+    shifted = np.concatenate([noise[:30], noise[30:] + 0.3]).tolist()
+    change, low, high = exp.within_seed(shifted, 20)
+    assert change == pytest.approx(np.mean(shifted[-20:]) - np.mean(shifted[:20]))
+    assert 0 < low < change < high
+    ref = stats.ttest_ind(shifted[-20:], shifted[:20], equal_var=False).confidence_interval(0.95)
+    assert (low, high) == pytest.approx((ref.low, ref.high))
+    assert exp.excludes_zero([change, low, high])
+    flat = exp.within_seed(noise.tolist(), 20)
+    assert flat[1] < 0 < flat[2] and not exp.excludes_zero(flat)
+    assert exp.within_seed([0.0] * 40, 20) == [0.0, None, None]  # nothing varies: no interval, not moved
+    assert not exp.excludes_zero([0.0, None, None])
