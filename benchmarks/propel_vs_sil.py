@@ -88,14 +88,19 @@ def arm_config(
         raise SystemExit(f"unknown arm {arm!r}; choose from {sorted(ARMS)}")
     callbacks = config["trainer"].get("callbacks") or []
     config["trainer"]["callbacks"] = [c for c in callbacks if c["class_path"].rsplit(".", 1)[-1] not in NEEDS_PROBE]
-    for logger in config["trainer"].get("logger") or []:
-        if isinstance(logger, dict) and "name" in logger.get("init_args", {}):
-            logger["init_args"]["name"] = logger["init_args"]["name"].replace("grpo", arm)
+    _rename_runs(config, arm)
     if max_steps is not None:
         config["trainer"]["max_steps"] = max_steps
     if max_seconds is not None:
         config["trainer"]["max_time"] = max_time(max_seconds)
     return config
+
+
+def _rename_runs(config: dict, name: str) -> None:
+    """The loggers' run names with ``grpo`` replaced by ``name``: an arm's W&B run is not taken for PROPEL's."""
+    for logger in config["trainer"].get("logger") or []:
+        if isinstance(logger, dict) and "name" in logger.get("init_args", {}):
+            logger["init_args"]["name"] = logger["init_args"]["name"].replace("grpo", name)
 
 
 def max_time(seconds: float) -> str:
@@ -144,6 +149,7 @@ def run_alone(workdir: Path) -> dict:
     if not done.exists():
         config = _moved(_read(workdir / "grpo" / "config.yaml"), str(workdir / "grpo"), str(out))
         config["trainer"]["max_time"] = NEVER
+        _rename_runs(config, ALONE)
         last = out / "checkpoints" / "last.ckpt"
         path = _write(config, out / "config.yaml")
         run_lightning("fit", path, ["--ckpt_path", str(last)] if last.exists() else None)
