@@ -7,10 +7,11 @@ finished is skipped on a rerun; one that was interrupted resumes from its last c
 10 steps, ``last.ckpt``); ``settings.json`` refuses a folder made with other settings. The report (``report.md``)
 gives, per component, the mean of the first and of the last ``--window`` steps, averaged over seeds, and the change,
 each with a 95% t interval over seeds (each seed's window mean is one value), each seed's own change, and says which
-components moved (interval of the change excludes 0): the seed's claim is that the style components (format,
-parsimony, repetition, calibration) move while resolution does not. The report states how many steps each seed
-recorded: a run ended early by ``--trainer.max_time`` (a time-boxed GPU run) has fewer than ``--steps``, and its
-windows are its own first and last steps. ``curves.png`` plots every component per seed.
+components moved (interval of the change excludes 0), and per seed the change with a 95% Welch interval over the
+two windows' steps (whether that run changed; the only interval one seed has): the seed's claim is that the style
+components (format, parsimony, repetition, calibration) move while resolution does not. The report states how many
+steps each seed recorded: a run ended early by ``--trainer.max_time`` (a time-boxed GPU run) has fewer than
+``--steps``, and its windows are its own first and last steps. ``curves.png`` plots every component per seed.
 
     python benchmarks/exp_triage_style.py                         # 3 seeds x 200 steps (a GPU-sized run)
     python benchmarks/exp_triage_style.py --steps 40 --window 10  # a shorter, documented budget
@@ -204,6 +205,10 @@ def report(rows: list[dict], args: argparse.Namespace, steps: dict[int, int], co
         lines += ["", "One seed: no interval over seeds; the within-seed intervals say whether this run changed."]
     within = [n for n in STYLE if n in by and by[n]["moved_within"] == len(steps)]
     lines.append(f"Style components that moved within every seed: {', '.join(within) or 'none'}.")
+    others = [r["component"] for r in rows if r["component"] not in (*STYLE, "total", "resolution")]
+    others = [n for n in others if by[n]["moved_within"] == len(steps)]
+    if others:
+        lines.append(f"Other components that moved within every seed: {', '.join(others)}.")
     if resolution is not None:
         lines.append(f"Resolution moved within {resolution['moved_within']} of {len(steps)} seeds.")
     lines += ["", "![every component per seed](curves.png)", "", f"Command: `{command}`.", ""]
