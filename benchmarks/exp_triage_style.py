@@ -81,6 +81,7 @@ def within_seed(values: list[float], window: int) -> list[float | None]:
 
 
 def excludes_zero(interval) -> bool:
+    """Whether ``(centre, low, high)`` lies wholly on one side of 0 (``None`` or NaN bounds: no)."""
     return interval[1] is not None and (interval[1] > 0 or interval[2] < 0)
 
 
@@ -97,7 +98,7 @@ def analyse(runs: dict[int, dict[str, list[float]]], window: int) -> list[dict]:
         lasts = [float(np.mean(r[name][-window:])) for r in runs.values() if r.get(name)]
         changes = [b - a for a, b in zip(firsts, lasts, strict=True)]
         change = t_interval(changes)
-        moved = change[1] > 0 or change[2] < 0
+        moved = excludes_zero(change)
         own = [within_seed(r[name], window) for r in runs.values() if r.get(name)]
         rows.append(
             {

@@ -183,13 +183,13 @@ def run_arm(arm: str, workdir: Path, max_steps: int | None, max_seconds: float |
     written = out / "grpo" / "config.yaml"
     if written.exists():  # a finished or interrupted arm: only with the budget it was started with
         budget = {k: config["trainer"].get(k) for k in ("max_steps", "max_time")}
-        trained = {k: _read(written)["trainer"].get(k) for k in budget}
+        started = _read(written)["trainer"]
+        trained = {k: started.get(k) for k in budget}
         if trained != budget:
             raise SystemExit(f"{out} was trained with {trained}, not {budget}: delete it to train the {arm} arm again")
     if not done.exists():
         start, last = time.monotonic(), out / "grpo" / "checkpoints" / "last.ckpt"
-        path = _write(config, out / "grpo" / "config.yaml")
-        run_lightning("fit", path, ["--ckpt_path", str(last)] if last.exists() else None)
+        run_lightning("fit", _write(config, written), ["--ckpt_path", str(last)] if last.exists() else None)
         adapter = latest_adapter(out / "grpo" / "adapters")
         if adapter is None:
             raise SystemExit(f"the {arm} run saved no adapter under {out / 'grpo' / 'adapters'}")
