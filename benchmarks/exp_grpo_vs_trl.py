@@ -1,6 +1,7 @@
 """Experiment: does propel's GRPO learn like TRL's ``GRPOTrainer``? Same model, prompts, reward, seeds and settings.
 
-Both trainers fine-tune the same base (bundled SmolLM2-135M-Instruct, fp32) with LoRA r=16 alpha=32 on all 7
+Both trainers fine-tune the same base (bundled SmolLM2-135M-Instruct, fp32 on CPU; ``--device gpu``: bf16 weights and
+bf16 autocast in both, on one CUDA GPU) with LoRA r=16 alpha=32 on all 7
 projections on reasoning-gym's ``letter_counting`` (1-3 words, two worked examples before each question, the answer in
 ``<answer>`` tags; the 135M model starts near 0.4 exact and can move in tens of steps), scored by
 ``propel.rewards.ReasoningGymReward`` (reasoning-gym's own ``score_answer``; TRL calls it through ``as_trl_reward``).
@@ -20,6 +21,7 @@ step time ratio.
 
     python benchmarks/exp_grpo_vs_trl.py                       # 40 steps x 3 seeds x 2 trainers
     python benchmarks/exp_grpo_vs_trl.py --steps 4 --seeds 0 --out /tmp/smoke   # a quick look
+    python benchmarks/exp_grpo_vs_trl.py --device gpu --out runs/experiments/grpo_vs_trl_gpu   # on one GPU
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ TRAINERS = ("propel", "trl")
 LORA = LoRASpec(r=16, alpha=32)
 SHARED = {"loss_type": "grpo", "beta": 0.0, "scale_rewards": "group", "temperature": 1.0}
 """The settings both trainers get by the same name (each run passes them; ``settings`` records them)."""
+DEVICES = {"cpu": {"dtype": "float32", "precision": "32-true"}, "gpu": {"dtype": "bfloat16", "precision": "bf16-mixed"}}
+"""Per ``--device``: the weights' dtype and Lightning's precision (TRL: ``bf16`` on when the precision is bf16)."""
 STREAM_STRIDE = 1_000_003  # ContextStreamDataModule: batch i of seed s draws with seed s * 1_000_003 + i
 
 
@@ -72,6 +76,7 @@ def settings(args: argparse.Namespace) -> dict:
         "loss": SHARED["loss_type"],
         "beta": SHARED["beta"],
         "temperature": SHARED["temperature"],
+        "device": args.device,
     }
 
 
@@ -103,10 +108,13 @@ def run_propel(args: argparse.Namespace, seed: int) -> RecordingReward:
         lr=args.lr,
         weight_decay=0.0,
         gradient_clip_val=1.0,
+        dtype=DEVICES[args.device]["dtype"],
     )
     trainer = pl.Trainer(
         max_steps=args.steps,
-        accelerator="cpu",
+        accelerator=args.device,
+        devices=1,
+        precision=DEVICES[args.device]["precision"],
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
@@ -126,14 +134,14 @@ def run_trl(args: argparse.Namespace, seed: int) -> RecordingReward:
     from propel.rewards import as_trl_reward
     from propel.rewards.trl_io import trl_row
 
-    policy, tokenizer = load_model(args.model)
+    policy, tokenizer = load_model(args.model, dtype=DEVICES[args.device]["dtype"])
     peft_config = peft_lora_config(LORA)
     tasks = task_source(args)
     rows = [trl_row(c) for i in range(args.steps) for c in tasks.contexts(args.prompts, seed * STREAM_STRIDE + i)]
     reward = RecordingReward()
     config = GRPOConfig(
         output_dir=str(Path(args.out) / f"trl_seed{seed}_work"),
-        use_cpu=True,
+        use_cpu=args.device == "cpu",
         per_device_train_batch_size=args.prompts * args.group,
         num_generations=args.group,
         max_completion_length=args.new_tokens,
@@ -148,7 +156,7 @@ def run_trl(args: argparse.Namespace, seed: int) -> RecordingReward:
         report_to=[],
         save_strategy="no",
         seed=seed,
-        bf16=False,
+        bf16=args.device == "gpu",
         disable_tqdm=True,
     )
     trainer = GRPOTrainer(
@@ -347,9 +355,12 @@ def main(argv: list[str] | None = None) -> dict:
         help="reasoning-gym dataset and its config (repeatable; default: letter_counting with 1 to 3 words)",
     )
     p.add_argument("--boot", type=int, default=2000, help="bootstrap draws")
+    p.add_argument("--device", choices=tuple(DEVICES), default="cpu", help="cpu: fp32; gpu: one CUDA GPU, bf16")
     p.add_argument("--out", default="runs/experiments/grpo_vs_trl")
     args = p.parse_args(argv)
     args.datasets = args.datasets or [["letter_counting", '{"min_words": 1, "max_words": 3}']]
+    if args.device == "gpu" and not torch.cuda.is_available():
+        p.error("--device gpu: no CUDA GPU is visible to torch")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     check_manifest(out, settings(args), "experiment folder")  # refuses runs made with other settings

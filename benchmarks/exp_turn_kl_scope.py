@@ -27,6 +27,8 @@ made with other settings.
 
     python benchmarks/exp_turn_kl_scope.py                        # 3 seeds x 3 arms (make exp-turn-kl-scope)
     python benchmarks/exp_turn_kl_scope.py --seeds 0 --steps 4    # a quick look
+    python benchmarks/exp_turn_kl_scope.py --out runs/experiments/turn_kl_scope_gpu -- --trainer.accelerator=gpu \
+        --trainer.precision=bf16-mixed --model.init_args.dtype=bfloat16   # on one GPU (the trainer takes both)
 """
 
 from __future__ import annotations
@@ -67,9 +69,12 @@ def settings(args: argparse.Namespace) -> dict:
 
 
 def build(args: argparse.Namespace, seed: int, scope: str):
+    """The arm's module and datamodule from the configs and flags, and the ``pl.Trainer`` arguments they set
+    (accelerator and precision: CPU and fp32 unless ``--trainer.*`` flags after ``--`` say otherwise)."""
     from propel.cli.lightning_cli import PropelCLI
 
     flags = [f"--seed_everything={seed}", f"--trainer.max_steps={args.steps}", "--trainer.logger=false",
+             "--trainer.accelerator=cpu",
              f"--model.init_args.model={args.model}", f"--model.init_args.episodes_per_context={args.episodes}",
              f"--model.init_args.lr={args.lr}", f"--model.init_args.turn_kl.scope={scope}",
              "--model.init_args.turn_kl.teacher=base",
@@ -77,7 +82,8 @@ def build(args: argparse.Namespace, seed: int, scope: str):
              "--model.init_args.turn_kl.temperature_schedule=[1.0]", "--model.init_args.turn_kl.control_hint=null",
              f"--data.init_args.contexts_per_step={args.contexts}", *args.extra]  # fmt: skip
     cli = PropelCLI(args=[arg for c in CONFIGS for arg in ("-c", c)] + flags, run=False)
-    return cli.model, cli.datamodule
+    trainer = {k: cli.config["trainer"][k] for k in ("accelerator", "precision")}
+    return cli.model, cli.datamodule, trainer
 
 
 def first_turn_rate(module, contexts, n: int) -> tuple[int, int]:
@@ -155,7 +161,7 @@ def run_arm(args: argparse.Namespace, arm: str, seed: int, root: Path) -> dict:
     print(f"[exp] {arm} seed {seed}: training {args.steps} steps into {root}", flush=True)
     scope, which = ARMS[arm]
     pl.seed_everything(seed)
-    module, data = build(args, seed, scope)
+    module, data, placement = build(args, seed, scope)
     module.configure_model()
     real = module.hints.tool_error  # the config's hint text (hints.yaml)
     module.hints = FirstTurnHint(real if which == "real" else CONTROL_HINT)
@@ -178,7 +184,7 @@ def run_arm(args: argparse.Namespace, arm: str, seed: int, root: Path) -> dict:
                 curve.append({"step": step, **probe.measure()})
                 print(f"[exp] {arm} seed {seed} step {step}: {curve[-1]}", flush=True)
 
-    trainer = pl.Trainer(max_steps=args.steps, accelerator="cpu", logger=False, enable_checkpointing=False,
+    trainer = pl.Trainer(max_steps=args.steps, **placement, devices=1, logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False, callbacks=[Measure()])  # fmt: skip
     trainer.fit(module, datamodule=data)
     torch.manual_seed(seed)

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from propel.errors import ConfigError
 
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.timeout(600)
 def test_grpo_vs_trl_experiment_runs_both_trainers_on_the_same_questions(
-    benchmark_module, require, tiny_model_dir, tmp_path, capsys
+    benchmark_module, require, tiny_model_dir, tmp_path, monkeypatch, capsys
 ):
     require("trl")
     exp = benchmark_module("exp_grpo_vs_trl")
@@ -48,3 +49,14 @@ def test_grpo_vs_trl_experiment_runs_both_trainers_on_the_same_questions(
 
     with pytest.raises(ConfigError, match="other settings"):
         exp.main([*args[:-2], "--lr", "0.5", "--out", str(out)])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(ConfigError, match="device"):  # the device is a setting: a CPU folder refuses a GPU run
+        exp.main([*args, "--device", "gpu"])
+
+
+def test_grpo_vs_trl_gpu_device_needs_a_visible_gpu(benchmark_module, tmp_path, monkeypatch, capsys):
+    exp = benchmark_module("exp_grpo_vs_trl")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit):
+        exp.main(["--device", "gpu", "--out", str(tmp_path / "exp")])
+    assert "no CUDA GPU" in capsys.readouterr().err and not (tmp_path / "exp").exists()

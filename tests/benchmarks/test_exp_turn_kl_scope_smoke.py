@@ -5,6 +5,7 @@ made with other settings is refused. The measured table is the experiment's own:
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -50,3 +51,14 @@ def test_turn_kl_scope_experiment_trains_every_arm_and_compares_at_equal_gain(
     assert "[exp]" not in capsys.readouterr().out
     with pytest.raises(ConfigError, match="other settings"):
         exp.main([*args[:3], "3", *args[4:]])
+
+
+def test_turn_kl_scope_trainer_placement_comes_from_the_fit_flags(benchmark_module, tiny_model_dir, monkeypatch):
+    """CPU and default precision unless ``--trainer.*`` flags after ``--`` say otherwise (a GPU run needs no edit)."""
+    monkeypatch.chdir(ROOT)
+    exp = benchmark_module("exp_turn_kl_scope")
+    args = argparse.Namespace(model=str(tiny_model_dir), steps=2, episodes=2, lr=1e-4, kl_coefficient=1.0,
+                              contexts=2, extra=[])  # fmt: skip
+    assert exp.build(args, 0, "turn")[2] == {"accelerator": "cpu", "precision": None}
+    args.extra = ["--trainer.precision=bf16-mixed"]  # (an accelerator=gpu flag takes the same path; no GPU here)
+    assert exp.build(args, 0, "turn")[2] == {"accelerator": "cpu", "precision": "bf16-mixed"}
