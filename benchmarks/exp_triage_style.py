@@ -170,8 +170,8 @@ def report(rows: list[dict], args: argparse.Namespace, steps: dict[int, int], co
     lines = [
         "# Triage: style against knowledge",
         "",
-        f"{len(steps)} seeds ({list(steps)}), {recorded}; windows: the first and the last {args.window} steps of each "
-        "seed; 95% t intervals over seeds (each seed's window mean is one value).",
+        f"{len(steps)} seed{'s' * (len(steps) != 1)} ({list(steps)}), {recorded}; windows: the first and the last "
+        f"{args.window} steps of each seed; 95% t intervals over seeds (each seed's window mean is one value).",
         "",
         "| component | first window | last window | change | change per seed | moved |",
         "|---|---|---|---|---|---|",
