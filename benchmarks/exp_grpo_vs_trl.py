@@ -156,7 +156,7 @@ def run_trl(args: argparse.Namespace, seed: int) -> RecordingReward:
         report_to=[],
         save_strategy="no",
         seed=seed,
-        bf16=args.device == "gpu",
+        bf16=DEVICES[args.device]["precision"].startswith("bf16"),
         disable_tqdm=True,
     )
     trainer = GRPOTrainer(
