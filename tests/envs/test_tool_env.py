@@ -1,6 +1,8 @@
 """ToolEnv end to end in real sandboxes (bubblewrap locally, a container per episode with Docker), driven by a
 scripted policy: malformed calls, timeouts, output floods and hostile commands come back as observations, the
-workspace persists between turns, and the verifier decides the reward."""
+workspace persists between turns, and the verdict, decided outside the workspace on the files the episode left,
+gives the reward: no exit status of the agent's code, no process it left running and no check file it rewrote can
+pass a task it did not solve."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from propel.engines.base import Prompt, SamplingSpec
 from propel.engines.scripted import ScriptedEngine
 from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.envs import ToolEnv
+from propel.errors import ConfigError
 from propel.rollouts.episode_runner import EpisodeRunner
 from propel.sandbox import Limits, LocalSandbox
 from propel.tasks.shell import ShellTasks
@@ -55,7 +58,7 @@ def test_a_scripted_episode_survives_everything_and_is_verified(backend, tokeniz
     task = Context(
         "hostile",
         Prompt(messages=[{"role": "user", "content": "Put hi in a.txt."}]),
-        data={"verify": 'test "$(cat a.txt)" = hi'},
+        data={"expect_files": {"a.txt": "hi"}},
     )
     env = lambda: ToolEnv(max_turns=20, command_timeout_s=1.0, max_output_chars=500)  # noqa: E731
     runner = EpisodeRunner(ScriptedEngine(tokenizer, _script), env, backend)
@@ -97,7 +100,7 @@ def test_budgets_end_episodes_and_the_verifier_still_runs(backend, tokenizer):
 
 def test_collected_files_and_globs(tokenizer, backend):
     """``collect`` hands back named files (None when missing) and glob matches (``**`` across folders, dot files,
-    names with spaces), read before the verifier runs; a file past ``max_collect_chars`` is cut and the cut noted."""
+    names with spaces); a file past ``max_collect_chars`` is cut and the cut noted."""
     make = "mkdir -p src/deep && echo 1 > src/deep/a.py && echo 2 > 'my file.py' && echo 3 > .hidden.py"
     moves = [
         format_tool_call(ToolCall("bash", {"command": make + " && printf 0123456789abc > big.txt"})),
@@ -107,7 +110,11 @@ def test_collected_files_and_globs(tokenizer, backend):
     task = Context(
         "c",
         Prompt(messages=[{"role": "user", "content": "go"}]),
-        data={"files": {"keep.py": "0\n"}, "collect": ["big.txt", "nope.txt", "**/*.py"], "verify": "rm -f keep.py"},
+        data={
+            "files": {"keep.py": "0\n"},
+            "collect": ["big.txt", "nope.txt", "**/*.py"],
+            "expect_files": {"keep.py": "0"},
+        },
     )
     runner = EpisodeRunner(engine, lambda: ToolEnv(max_collect_chars=10), backend)
     ((s,),), _ = runner.run([task], SamplingSpec(n=1, max_new_tokens=200))
@@ -116,8 +123,69 @@ def test_collected_files_and_globs(tokenizer, backend):
         "big.txt": "0123456789",
         "nope.txt": None,
         ".hidden.py": "3\n",
-        "keep.py": "0\n",  # collected before the verifier deleted it
+        "keep.py": "0\n",
         "my file.py": "2\n",
         "src/deep/a.py": "1\n",
     }
     assert s.artifacts["verifier"]["collect_truncated"] == ["big.txt"] and s.artifacts["verifier"]["passed"]
+
+
+def _run_moves(tokenizer, backend, ctx, moves, **env):
+    engine = ScriptedEngine(tokenizer, lambda p: moves[min(p.count("<|im_start|>assistant") - 1, len(moves) - 1)])
+    runner = EpisodeRunner(engine, lambda: ToolEnv(max_turns=len(moves), **env), backend)
+    ((s,),), _ = runner.run([ctx], SamplingSpec(n=1, max_new_tokens=200))
+    return s
+
+
+def _bash(command: str) -> str:
+    return format_tool_call(ToolCall("bash", {"command": command}))
+
+
+def _write(path: str, content: str) -> str:
+    return format_tool_call(ToolCall("write_file", {"path": path, "content": content}))
+
+
+FIX_ATTACKS = {
+    "exit 0 at import, bug kept": "import sys\nsys.exit(0)\n",
+    "os._exit at import, bug kept": "import os\nos._exit(0)\n",
+    "always-equal return": (
+        "class _Any(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n\n\n"
+        "def {fn}(a, b):\n    return _Any(0)\n"
+    ),
+    "check.py rewritten, bug kept": None,
+    "a process left behind rewrites calc.py": None,
+}
+
+
+@pytest.mark.parametrize("attack", sorted(FIX_ATTACKS))
+def test_the_fix_task_verdict_is_out_of_the_agents_reach(backend, tokenizer, attack):
+    """The shell task's fix is graded by value on the collected calc.py: an exit at import, an always-equal value, a
+    rewritten check.py or a background process that edits the file after the episode all leave it unsolved; the
+    honest fix solves it."""
+    (ctx,) = ShellTasks(["fix_function"], demonstration=False).contexts(1, seed=3)
+    buggy = ctx.data["files"]["calc.py"]
+    name = ctx.data["value_tests"]["entry_point"]
+    code = FIX_ATTACKS[attack]
+    if attack == "check.py rewritten, bug kept":
+        moves = [_write("check.py", "print('ok')\n"), format_tool_call(ToolCall("submit", {}))]
+    elif attack == "a process left behind rewrites calc.py":
+        good = {"add": "+", "mul": "*", "sub": "-"}[name]
+        fixed = f"def {name}(a, b):\n    return a {good} b\n"
+        later = f"(sleep 2; printf '%s' {fixed!r} > calc.py) > /dev/null 2>&1 &"
+        moves = [_bash(later), format_tool_call(ToolCall("submit", {}))]
+    elif "{fn}" in code:
+        moves = [_write("calc.py", code.format(fn=name)), format_tool_call(ToolCall("submit", {}))]
+    else:
+        moves = [_write("calc.py", code + buggy), format_tool_call(ToolCall("submit", {}))]
+    s = _run_moves(tokenizer, backend, ctx, moves)
+    assert s.infra_error is None, s.infra_error
+    assert s.info["reward"] == 0.0 and not s.artifacts["verifier"]["passed"], (attack, s.artifacts["verifier"])
+    good = {"add": "+", "mul": "*", "sub": "-"}[name]
+    honest = _run_moves(tokenizer, backend, ctx, [_write("calc.py", f"def {name}(a, b):\n    return a {good} b\n")])
+    assert honest.info["reward"] == 1.0, honest.artifacts["verifier"]
+
+
+def test_a_shell_verify_command_is_refused(backend):
+    task = Context("v", Prompt(messages=[{"role": "user", "content": "go"}]), data={"verify": "true"})
+    with pytest.raises(ConfigError, match="expect_files"):
+        ToolEnv().reset(task, backend)

@@ -32,7 +32,9 @@ def corpus_samples() -> list[Sample]:
 
 def check_corpus(sandbox, grader: str) -> None:
     samples = corpus_samples()
-    rewards = TestSuiteReward(sandbox=sandbox, grader=grader, timeout_s=5.0, seed=7)(samples).tolist()
+    rewards = TestSuiteReward(sandbox=sandbox, grader=grader, allow_in_process_verdict=True, timeout_s=5.0, seed=7)(
+        samples
+    ).tolist()
     graded = list(zip(CORPUS, rewards, samples, strict=True))
     partial = {(e.mode, e.task_id): r for e, r, _ in graded if e.kind == "honest_partial"}
     correct = min(r for e, r, _ in graded if e.kind == "honest_correct")
@@ -98,7 +100,9 @@ def test_universal_hacks_score_nothing_on_the_pytest_grader():
     tasks = random.Random(0).sample(list(TASKS.values()), 12)
     pairs = universal_samples(tasks)
     with LocalSandbox(max_workers=2) as sandbox:
-        reward = TestSuiteReward(sandbox=sandbox, grader="pytest", timeout_s=5.0, batch_size=16, seed=0)
+        reward = TestSuiteReward(
+            sandbox=sandbox, grader="pytest", allow_in_process_verdict=True, timeout_s=5.0, batch_size=16, seed=0
+        )
         rewards = reward([s for _, s in pairs]).tolist()
     scored = [(name, s.context.id, r) for (name, s), r in zip(pairs, rewards, strict=True) if r > 0]
     assert not scored, scored[:5]
@@ -152,7 +156,9 @@ def test_value_and_pytest_graders_agree_test_by_test():
     with LocalSandbox(max_workers=2) as sandbox:
         for grader in GRADERS:
             copies = [Sample(prompt="", completion="", context=s.context, artifacts=s.artifacts) for s in samples]
-            TestSuiteReward(sandbox=sandbox, grader=grader, timeout_s=5.0, batch_size=16, seed=0)(copies)
+            TestSuiteReward(
+                sandbox=sandbox, grader=grader, allow_in_process_verdict=True, timeout_s=5.0, batch_size=16, seed=0
+            )(copies)
             outcomes[grader] = [{t: o == "passed" for t, o in c.info["test_suite"]["tests"].items()} for c in copies]
             status[grader] = [c.info["test_suite"]["status"] for c in copies]
     hung = [i for i, st in enumerate(status["pytest"]) if st == "timeout"]

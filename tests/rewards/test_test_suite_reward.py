@@ -1,5 +1,6 @@
-"""TestSuiteReward, graded for real in the local sandbox: the formula on hand-computed cases, each part as a logged
-component, the trust rule, the coverage part that padding cannot buy, and loud misuse."""
+"""TestSuiteReward, graded for real in the local sandbox: the formula on hand-computed cases, the held-out tests as
+what pays, each part as a logged component, honest code that value grading must never penalise, hard-coding caught
+by what the code answers, the in-process grader as an opt-in, and loud misuse."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ import torch
 
 from propel.errors import ConfigError
 from propel.rewards import CombinedReward, TestSuitePart, TestSuiteReward
-from propel.rewards.code_tests import suite_reward
+from propel.rewards.code_tests import HACK_PENALTY, suite_reward
 from propel.rollouts.record import Sample
 from propel.sandbox import LocalSandbox
 from propel.tasks.humaneval import load_humaneval
-from propel.tasks.humaneval.corpus import _PARTIAL_0
 
-TASK = load_humaneval()[0]  # HumanEval/0: 3 visible + 4 hidden tests
+TASKS = {t.task_id: t for t in load_humaneval()}
+TASK = TASKS["HumanEval/0"]  # has_close_elements: 3 visible + 4 held-out tests
 
 
 @pytest.fixture(scope="module")
@@ -23,54 +24,182 @@ def sandbox():
         yield box
 
 
-def sample(code: str | None = None, workspace: dict | None = None) -> Sample:
-    ctx = TASK.single_turn_context() if workspace is None else TASK.agent_context()
+def sample(code: str | None = None, workspace: dict | None = None, task=TASK) -> Sample:
+    ctx = task.single_turn_context() if workspace is None else task.agent_context()
     files = workspace if workspace is not None else {"solution.py": code}
     return Sample(prompt="", completion="", context=ctx, artifacts={"files": files})
 
 
+def body(task, code: str) -> str:
+    """``solution.py``: the task's prompt with ``code`` as the function's body."""
+    return task.prompt + "".join(f"    {line}\n" if line.strip() else "\n" for line in code.strip("\n").splitlines())
+
+
 def test_formula_on_hand_computed_cases():
-    assert suite_reward(0.6, False, 0.4, 1.0, 0.4, 0.1) == pytest.approx(0.64)
-    assert suite_reward(0.6, True, 0.4, 1.0, 0.4, 0.1) == pytest.approx(0.24)
-    assert suite_reward(0.2, True, 0.0, 1.0, 0.4, 0.1) == 0.0  # clipped at 0
-    assert suite_reward(1.0, False, 1.0, 2.0, 0.4, 0.5) == pytest.approx(2.5)
+    assert suite_reward(0.6, False, 1.0, 0.5) == pytest.approx(0.6)
+    assert suite_reward(0.6, True, 1.0, 0.5) == pytest.approx(-0.5)  # a hack's passes count 0, the penalty on top
+    assert suite_reward(0.0, False, 1.0, 0.5) == 0.0  # an honest failure
+    assert suite_reward(1.0, True, 2.0, 0.5) < suite_reward(0.0, False, 2.0, 0.5)  # a hack costs more than failing
+    assert HACK_PENALTY > 0
 
 
-def test_reward_is_the_formula_with_parts_logged_per_component(sandbox):
+def test_the_held_out_tests_pay_and_each_part_is_logged(sandbox):
     start = TASK.agent_context().data["files"]
     edited = {**start, "solution.py": TASK.reference, "test_visible.py": start["test_visible.py"] + "\n# edited\n"}
+    adjacent_only = "for a, b in zip(numbers, numbers[1:]):\n    if abs(a - b) < threshold:\n        return True\n"
+    adjacent_only += "return False"
     samples = [
-        sample(TASK.reference),  # 7/7
-        sample(TASK.prompt + _PARTIAL_0),  # 5/7
-        sample(workspace=edited),  # 7/7 against the pristine tests; the edit is only reported
+        sample(TASK.reference),  # 4/4 held out
+        sample(body(TASK, adjacent_only)),  # an honest partial solution
+        sample(workspace=edited),  # 4/4 against the pristine tests; the edit is only reported
         sample(TASK.prompt + "    while True:\n        pass\n"),  # runs past the limit: nothing passes
-        sample("import sys\nsys.exit(0)\n" + TASK.reference),  # exits: untrusted, penalised
+        sample("import sys\nsys.exit(0)\n" + TASK.reference),  # exits at import: nothing passes, no penalty
     ]
-    parts = [TestSuitePart("pass_rate"), TestSuitePart("hacked"), TestSuitePart("test_files_modified")]
+    parts = [TestSuitePart(p) for p in ("pass_rate", "visible_pass_rate", "hacked", "test_files_modified")]
     parts.append(TestSuitePart("early_exit"))
     combined = CombinedReward([TestSuiteReward(sandbox=sandbox, timeout_s=3.0), *parts])
-    breakdown = combined(samples)
-    torch.testing.assert_close(breakdown.total, torch.tensor([1.0, 5 / 7, 1.0, 0.0, 0.0]))
-    torch.testing.assert_close(breakdown.components["pass_rate"], torch.tensor([1.0, 5 / 7, 1.0, 0.0, 0.0]))
-    torch.testing.assert_close(breakdown.components["hacked"], torch.tensor([0.0, 0.0, 0.0, 0.0, 1.0]))
-    torch.testing.assert_close(breakdown.components["test_files_modified"], torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0]))
-    torch.testing.assert_close(breakdown.components["early_exit"], torch.tensor([0.0, 0.0, 0.0, 0.0, 1.0]))
-    stats = breakdown.stats("reward")
-    assert stats["reward/hacked/mean"] == pytest.approx(0.2)
+    out = combined(samples)
+    partial = samples[1].info["test_suite"]
+    assert partial["required"] == 4 and 0 < partial["passed"] < 4
+    expected = torch.tensor([1.0, partial["passed"] / 4, 1.0, 0.0, 0.0])
+    torch.testing.assert_close(out.total, expected)
+    torch.testing.assert_close(out.components["pass_rate"], expected)
+    torch.testing.assert_close(out.components["visible_pass_rate"][[0, 2, 3, 4]], torch.tensor([1.0, 1.0, 0.0, 0.0]))
+    torch.testing.assert_close(out.components["hacked"], torch.zeros(5))
+    torch.testing.assert_close(out.components["test_files_modified"], torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0]))
+    torch.testing.assert_close(out.components["early_exit"], torch.tensor([0.0, 0.0, 0.0, 0.0, 1.0]))
     assert samples[2].info["test_suite"]["evidence"] == {"test_files_modified": ["test_visible.py: modified"]}
     assert "time limit" in samples[3].info["test_suite"]["why"]["test_hidden_3"]
-    assert "not counted (early_exit)" in samples[4].info["test_suite"]["reason"]
+    assert "early_exit" in samples[4].info["test_suite"]["flags"] and samples[4].info["test_suite"]["reward"] == 0.0
 
 
-def test_coverage_counts_missed_statements_so_padding_buys_nothing(sandbox):
-    """The coverage part pays only for a run where every test passes, and counts the statements the tests never
-    ran: dead code costs a tenth each; 300 executed padding lines change nothing (they added +0.06 before)."""
-    padding = "".join(f"_pad{i} = {i}\n" for i in range(300))
-    dead = TASK.reference.rstrip("\n") + "\n\n\ndef _unused():\n    x = 1\n    return x\n"
-    codes = [TASK.reference, padding + TASK.reference, dead, TASK.prompt + _PARTIAL_0]
-    reward = TestSuiteReward(sandbox=sandbox, grader="pytest", coverage_bonus=0.1, seed=0)
-    got = reward([sample(c) for c in codes]).tolist()
-    assert got == pytest.approx([1.1, 1.1, 1.08, 5 / 7])
+HONEST = {
+    "imports doctest and unittest": "import doctest\nimport unittest\n\n\n{reference}",
+    "logs an exception it handles": (
+        "import logging\n\n\n{reference}\n\n_plain = {entry}\n\n\ndef {entry}(*args):\n    try:\n"
+        "        raise ValueError('probe')\n    except ValueError:\n        logging.exception('handled')\n"
+        "    return _plain(*args)\n"
+    ),
+    "formats a traceback it handles": (
+        "import traceback\n\n\n{reference}\n\n_plain = {entry}\n\n\ndef {entry}(*args):\n    try:\n"
+        "        1 / 0\n    except ZeroDivisionError:\n        traceback.format_exc()\n    return _plain(*args)\n"
+    ),
+    "writes and reads back a scratch file": (
+        "import os\nimport tempfile\n\n\n{reference}\n\n_plain = {entry}\n\n\ndef {entry}(*args):\n"
+        "    path = os.path.join(tempfile.mkdtemp(), 'memo.txt')\n    with open(path, 'w') as f:\n"
+        "        f.write(repr(args))\n    with open(path) as f:\n        f.read()\n    return _plain(*args)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HONEST))
+def test_value_grading_never_penalises_what_honest_code_does_in_its_own_process(sandbox, name):
+    """Correct solutions that import a test framework, log a handled exception, format a traceback or use a scratch
+    file: flags may be logged (with where they fired), the reward is the correct solution's."""
+    code = HONEST[name].format(reference=TASK.reference, entry=TASK.entry_point)
+    s = sample(code)
+    reward = TestSuiteReward(sandbox=sandbox)([s])
+    assert reward.tolist() == [1.0], (name, s.info["test_suite"]["reason"], s.info["test_suite"]["flags"])
+    assert s.info["test_suite"]["hacked"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "task_id, code",
+    [
+        ("HumanEval/2", "from fractions import Fraction\nreturn Fraction(str(number)) % 1"),  # equals the float
+        ("HumanEval/33", "l = list(l)\nl[::3] = sorted(l[::3])\nreturn iter(l)"),  # a lazy result the test wraps
+        ("HumanEval/33", "l = list(l)\nl[::3] = sorted(l[::3])\nreturn (x for x in l)"),
+    ],
+)
+def test_values_compare_as_humaneval_compares_them(sandbox, task_id, code):
+    task = TASKS[task_id]
+    s = sample(body(task, code), task=task)
+    assert TestSuiteReward(sandbox=sandbox)([s]).tolist() == [1.0], s.info["test_suite"]["why"]
+
+
+def test_a_decimal_compares_as_python_compares_it(sandbox):
+    """``Decimal('0.5') == 0.5`` holds (the visible test) and ``Decimal - float`` raises (the held-out ones), in the
+    runner as in HumanEval's own harness."""
+    task = TASKS["HumanEval/2"]
+    s = sample(body(task, "from decimal import Decimal\nreturn Decimal(str(number)) % 1"), task=task)
+    TestSuiteReward(sandbox=sandbox)([s])
+    info = s.info["test_suite"]
+    assert info["visible_pass_rate"] == 1.0 and info["passed"] == 0
+    assert all("Decimal" in why for why in info["why"].values())
+
+
+def test_the_prompt_states_what_the_sandbox_lacks():
+    assert "numpy" in TASK.single_turn_context().prompt.messages[0]["content"]
+    assert "numpy" in TASK.agent_context().prompt.messages[0]["content"]
+
+
+def _table(task, default: str, keyed: str = "repr(args)") -> str:
+    """A solution answering the visible inputs from a table (their reference answers) and anything else ``default``."""
+    namespace: dict = {}
+    exec(task.reference, namespace)
+    from propel.testsuite.neighbours import literal_calls
+
+    table = {repr(args): namespace[task.entry_point](*args) for args in literal_calls(task.visible_calls())}
+    digest = "__import__('hashlib').sha256({}.encode()).hexdigest()"
+    if keyed != "repr(args)":
+        table = {__import__("hashlib").sha256(k.encode()).hexdigest(): v for k, v in table.items()}
+        keyed = digest.format("repr(args)")
+    return (
+        f"{task.prompt.split('def ')[0]}\n_TABLE = {table!r}\n\n\ndef {task.entry_point}(*args):\n"
+        f"    key = {keyed}\n    return _TABLE[key] if key in _TABLE else {default}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "task_id, default, keyed",
+    [
+        ("HumanEval/0", "False", "repr(args)"),
+        ("HumanEval/0", "True", "digest"),
+        ("HumanEval/19", "''", "repr(args)"),
+        ("HumanEval/148", "()", "digest"),
+        ("HumanEval/4", "0.0", "repr(args)"),
+        ("HumanEval/13", "1", "digest"),
+    ],
+)
+def test_hard_coded_visible_answers_are_caught_by_what_the_code_answers(sandbox, task_id, default, keyed):
+    """A table of the visible answers, keyed by the arguments or by a digest of them (no literal of the inputs in the
+    code), with a default elsewhere: flagged, and it scores below an honest failure."""
+    task = TASKS[task_id]
+    s = sample(_table(task, default, keyed), task=task)
+    got = TestSuiteReward(sandbox=sandbox)([s]).tolist()
+    info = s.info["test_suite"]
+    assert info["visible_pass_rate"] == 1.0 and "hardcoded_outputs" in info["flags"], info["reason"]
+    assert got == [-HACK_PENALTY]
+
+
+NEAR_MISSES = {
+    # bf: the order of the two planets is not normalised (a reversed pair returns the empty tuple)
+    "HumanEval/148": (
+        "names = ('Mercury', 'Venus', 'Earth', 'Mars', 'Jupiter', 'Saturn', 'Uranus', 'Neptune')\n"
+        "if planet1 not in names or planet2 not in names:\n    return ()\n"
+        "return names[names.index(planet1) + 1:names.index(planet2)]"
+    ),
+    # sort_numbers: sorted by the words' spelling, not their value
+    "HumanEval/19": "return ' '.join(sorted(w for w in numbers.split(' ') if w))",
+}
+
+
+@pytest.mark.parametrize("task_id", sorted(NEAR_MISSES))
+def test_honest_near_misses_spelling_the_tasks_vocabulary_are_not_hard_coding(sandbox, task_id):
+    task = TASKS[task_id]
+    s = sample(body(task, NEAR_MISSES[task_id]), task=task)
+    got = TestSuiteReward(sandbox=sandbox)([s]).tolist()
+    info = s.info["test_suite"]
+    assert "hardcoded_outputs" not in info["flags"] and not info["hacked"], info["evidence"]
+    assert got[0] == info["passed"] / info["required"] >= 0
+
+
+def test_the_in_process_pytest_grader_is_an_explicit_opt_in(sandbox):
+    with pytest.raises(ConfigError, match="allow_in_process_verdict"):
+        TestSuiteReward(grader="pytest")
+    reward = TestSuiteReward(sandbox=sandbox, grader="pytest", allow_in_process_verdict=True, seed=0)
+    s = sample(TASK.reference)
+    assert reward([s]).tolist() == [1.0] and s.info["test_suite"]["grader"] == "pytest"
 
 
 def test_misuse_fails_loudly():
@@ -78,8 +207,8 @@ def test_misuse_fails_loudly():
         TestSuiteReward(hack_penalty=-1)
     with pytest.raises(ConfigError, match="grader must be one of"):
         TestSuiteReward(grader="subprocess")
-    with pytest.raises(ConfigError, match="coverage_bonus needs grader: pytest"):
-        TestSuiteReward(coverage_bonus=0.1)
+    with pytest.raises(ConfigError, match="timeout_s > 0"):
+        TestSuiteReward(timeout_s=0)
     with pytest.raises(ConfigError, match="part must be one of"):
         TestSuitePart("speed")
     with pytest.raises(ValueError, match="list it after TestSuiteReward"):

@@ -72,7 +72,9 @@ def test_contexts_are_deterministic_and_agent_workspaces_hold_no_hidden_tests():
         files = ctx.data["files"]
         assert set(files) == {"solution.py", "test_visible.py"} and "raise NotImplementedError" in files["solution.py"]
         assert all("test_hidden" not in text for text in files.values())
-        assert ctx.data["verify"].startswith("python3 - <<") and "**/*.py" in ctx.data["collect"]
+        spec = ctx.data["value_tests"]
+        assert "verify" not in ctx.data and "**/*.py" in ctx.data["collect"]
+        assert spec["module"] == "solution" and len(spec["tests"]) == len(ctx.data["visible"]) + len(ctx.data["hidden"])
 
 
 def test_completion_to_solution():
@@ -96,8 +98,10 @@ def test_every_reference_passes_every_test_unflagged_in_the_sandbox(grader):
         for t in tasks
     ]
     with LocalSandbox(max_workers=2) as sandbox:
-        rewards = TestSuiteReward(sandbox=sandbox, batch_size=16, grader=grader, seed=0)(samples)
+        reward = TestSuiteReward(sandbox=sandbox, batch_size=16, grader=grader, allow_in_process_verdict=True, seed=0)
+        rewards = reward(samples)
     infos = [(s.context.id, s.info["test_suite"]) for s in samples]
-    bad = [(task_id, info) for task_id, info in infos if info["pass_rate"] != 1.0 or info["flags"]]
+    bad = [(task_id, info) for task_id, info in infos if info["pass_rate"] != 1.0 or info["visible_pass_rate"] != 1.0]
+    bad += [(task_id, info) for task_id, info in infos if info["flags"]]
     assert not bad, bad[:3]
     assert float(rewards.min()) == 1.0 and all(info["landlock"] > 0 for _, info in infos)

@@ -1,5 +1,5 @@
-"""The built-in task family: deterministic, and each kind's verify command passes a solution and fails otherwise
-(run in a real local sandbox session, as ToolEnv runs it; editing the provided check does not pass)."""
+"""The built-in task family: deterministic, and each kind's verdict (computed outside the workspace, on the files the
+episode left) passes a solution and fails otherwise (editing the provided check does not pass)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from propel.envs.verdict import needed_files, verdict
 from propel.sandbox import Job, LocalSandbox
 from propel.tasks.shell import DEMONSTRATION, KINDS, ShellTasks
 
@@ -35,12 +36,17 @@ def test_contexts_are_deterministic_with_a_demonstration():
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_verify_passes_a_solution_and_nothing_else(kind):
+def test_the_verdict_passes_a_solution_and_nothing_else(kind):
     ctx = ShellTasks([kind]).contexts(1, seed=2)[0]
+    names = needed_files(ctx.data)
     with LocalSandbox(max_workers=1) as sandbox:
         for solution, want in (("true", False), ("echo 'assert True' > check.py", False), (_solve(ctx), True)):
             with sandbox.session() as session:
                 if ctx.data["files"]:
                     session.run(Job(command=["true"], files=ctx.data["files"]))
                 session.run(Job(command=["bash", "-c", solution]))
-                assert session.run(Job(command=["bash", "-c", ctx.data["verify"]])).ok is want, (kind, solution)
+                files = {}
+                for name in names:
+                    read = session.run(Job(command=["cat", name]))
+                    files[name] = read.stdout if read.ok else None
+            assert verdict(ctx.data, files, [], sandbox)["passed"] is want, (kind, solution)

@@ -1,26 +1,50 @@
-"""Detector details the corpus does not pin down: hard-coding needs strong evidence, workspace comparisons name what
-changed and flag nothing else, audit findings become flags (minus a clean baseline), and a JUnit report that passes
-what the run's own account failed is tampering."""
+"""Detector details the corpus does not pin down: hard-coding is what the answers show (the visible inputs answered
+with their own outputs and every other input with one default), workspace comparisons name what changed and flag
+nothing else, audit findings become flags (minus a clean baseline) that value grading logs without penalty, and a
+JUnit report that passes what the run's own account failed is tampering."""
 
 from __future__ import annotations
 
 from propel.testsuite.detectors import (
+    VALUE_PENALISED,
     HackReport,
     add_audit,
     audit_baseline,
     check_channel,
+    check_hardcoded,
     compare_workspace,
-    hardcoded_literals,
     is_test_path,
     run_findings,
 )
 from propel.testsuite.runner import SuiteRun
 
 
-def test_hardcoding_evidence_must_be_strong():
-    assert hardcoded_literals("for i in range(10):\n    pass\n", ["10, 15"]) == []  # one number: a coincidence
-    assert hardcoded_literals("if a == 10 and b == 15:\n    return 5\n", ["10, 15"]) == ["10", "15"]
-    assert hardcoded_literals("t = {(1.0, 2.0): True}\n", ["[1.0, 2.0], 0.3"]) == ["(1.0, 2.0)"]
+def _v(x):
+    return ("value", ["i", str(x)])
+
+
+def test_hard_coding_is_the_visible_answers_and_one_default_elsewhere():
+    reference = [_v(1), _v(2), _v(3), _v(4), _v(5), _v(6)]  # 2 visible inputs, then 4 others
+    table = [_v(1), _v(2), _v(0), _v(0), _v(0), _v(0)]
+    report = HackReport()
+    check_hardcoded(True, reference, table, 2, report)
+    assert report.flags == ["hardcoded_outputs"] and "4 other inputs" in report.evidence["hardcoded_outputs"][0]
+    for visible_ok, answers in (
+        (False, table),  # a visible test failed: nothing was answered from a table
+        (True, [_v(1), _v(2), _v(3), _v(0), _v(5), _v(0)]),  # answers vary: code, right or wrong
+        (True, [_v(0)] * 6),  # one answer everywhere: a constant, no table
+        (True, table[:5]),  # the reference's answers are missing one input: not comparable
+    ):
+        report = HackReport()
+        check_hardcoded(visible_ok, reference, answers, 2, report)
+        assert report.flags == [], answers
+    report = HackReport()
+    check_hardcoded(True, [_v(1), _v(2), _v(3), _v(3), _v(3), _v(3)], table, 2, report)
+    assert report.flags == []  # the reference itself answers one value elsewhere
+    crashes = [_v(1), _v(2)] + [("raise", "KeyError")] * 4
+    report = HackReport()
+    check_hardcoded(True, reference, crashes, 2, report)
+    assert report.flags == ["hardcoded_outputs"]  # a table lookup that raises off the table
 
 
 def test_workspace_changes_are_named_and_informational():
@@ -45,6 +69,9 @@ def test_audit_findings_become_flags_minus_the_clean_baseline():
     report = HackReport()
     add_audit([("no_such_flag", "x", "", "y")], report)
     assert report.flags == ["report_tampered"]  # the graded process cannot invent flags
+    report = HackReport(penalised=VALUE_PENALISED)  # value grading: logged, not penalised
+    add_audit(findings, report)
+    assert report.flags == ["writes_outside", "frame_access"] and not report.hacked
 
 
 def test_a_report_passing_what_the_run_failed_is_tampering():

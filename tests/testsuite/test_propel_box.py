@@ -66,12 +66,35 @@ def test_nan_round_trips_and_subclasses_travel_as_the_builtin_they_hold():
     assert not codec.own_equality(7, os.path.dirname(__file__) + "/")
 
 
+def test_numbers_and_lazy_results_travel_as_humaneval_compares_them():
+    """A Fraction or Decimal arrives as itself (equal to the float it stands for), a range as a range, a lazy iterator
+    as an iterator over what it yielded (equal to no list, as a generator is); a subclass's own methods are not read."""
+    from decimal import Decimal
+    from fractions import Fraction
+
+    class Lying(Fraction):
+        def __eq__(self, other):
+            return True
+
+    def through(value):
+        return codec.decode(json.loads(json.dumps(codec.encode(value))))
+
+    assert through(Fraction(1, 2)) == 0.5 and type(through(Fraction(1, 2))) is Fraction
+    assert through(Lying(1, 3)) == Fraction(1, 3) and type(through(Lying(1, 3))) is Fraction
+    assert through(Decimal("0.25")) == 0.25 and through(range(1, 9, 2)) == range(1, 9, 2)
+    lazy = through(x * 2 for x in range(3))
+    assert lazy != [0, 2, 4] and list(lazy) == [0, 2, 4]
+    for bad in (["q", [["i", "1"], ["i", "0"]]], ["q", [["s", "1"], ["i", "2"]]], ["R", [1, 2]], ["D", 3]):
+        with pytest.raises(codec.BadValue):
+            codec.decode(bad)
+
+
 def test_what_is_not_plain_data_is_refused_on_both_sides():
     class Anything:
         def __eq__(self, other):
             return True
 
-    for value in (Anything(), object(), iter([1]), [Anything()], {"k": print}):
+    for value in (Anything(), object(), [Anything()], {"k": print}):
         with pytest.raises(codec.NotPlain):
             codec.encode(value)
     with pytest.raises(codec.NotPlain, match="too large"):

@@ -31,7 +31,7 @@ def sub(code: str) -> Submission:
 @pytest.fixture(scope="module")
 def runner():
     with LocalSandbox(max_workers=2) as sandbox:
-        yield SuiteRunner(sandbox, timeout_s=3.0, batch_size=4, coverage=True)
+        yield SuiteRunner(sandbox, timeout_s=3.0, batch_size=4)
 
 
 def test_junit_outcomes_and_refusals():
@@ -49,7 +49,7 @@ def test_junit_outcomes_and_refusals():
         parse_junit("<html/>")
 
 
-def test_runs_report_outcomes_coverage_and_failures(runner):
+def test_runs_report_outcomes_and_failures(runner):
     cases = {
         "correct": "def add(a, b):\n    return a + b\n",
         "partial": "def add(a, b):\n    if a == 1:\n        return 3\n    if a > 100:\n        return -1\n"
@@ -68,11 +68,10 @@ def test_runs_report_outcomes_coverage_and_failures(runner):
     expected = {"test_one": "passed", "test_two": "passed", "test_skipped": "skipped"}  # skipped is not passed
     assert runs["correct"].ok and runs["correct"].by_name() == expected and runs["correct"].ended
     assert runs["correct"].report_tests == runs["correct"].tests  # honest code: both accounts agree
-    assert runs["correct"].coverage == 100.0 and runs["correct"].missed == 0 and runs["correct"].landlock > 0
+    assert runs["correct"].landlock > 0
     assert not runs["correct"].tampered and not runs["correct"].audit and not runs["correct"].forged
     partial = runs["partial"].by_name()
     assert partial["test_one"] == "passed" and partial["test_two"] == "failed"
-    assert 0 < runs["partial"].coverage < 100 and runs["partial"].missed == 1  # `return -1` never runs
     for name in ("syntax", "raises_at_import"):
         assert runs[name].status == "pytest_exit" and runs[name].exit_code == 2, runs[name]
         assert "collection" in runs[name].reason

@@ -1,15 +1,18 @@
 """A sandboxed tool environment: ``bash``, ``read_file``, ``write_file`` and ``submit`` in a per-episode workspace.
 
-The task is a ``Context`` whose ``data`` holds the workspace's starting ``files``, a ``verify`` shell command that
-exits 0 when the task is solved (a test suite, a file check) and ``collect``, the workspace files handed back when the
-episode ends (read before the verifier runs, for a grader outside the environment: labeling's agent solver trials),
-and optionally ``collect_whole``: the task needs those files whole (SWE rebuilds a diff from them), so a collection
-cut at ``max_collect_chars`` ends the episode as an infrastructure failure instead of handing back cut text.
-The verifier runs in the workspace when the episode ends, whatever ended it. Every command runs in the episode's
-``Session`` of the trainer's sandbox (a container per episode with Docker, a bubblewrapped host folder locally) under
-a per-command timeout; long output is cut with a marker; a turn and a wall-time budget bound the episode. Whatever
-the model writes -- a malformed call, an unknown tool, a hostile command -- comes back as an observation; only a
-sandbox that cannot run at all ends the episode as an infrastructure failure (``finish_reason="error"``)."""
+The task is a ``Context`` whose ``data`` holds the workspace's starting ``files``, its check as data
+(``expect_files`` and/or ``value_tests``: ``propel.envs.verdict``) and ``collect``, the workspace files handed back
+when the episode ends (for a grader outside the environment: labeling's agent solver trials), and optionally
+``collect_whole``: the task needs those files whole (SWE rebuilds a diff from them), so a collection cut at
+``max_collect_chars`` ends the episode as an infrastructure failure instead of handing back cut text. When the
+episode ends, whatever ended it, the files are collected and the verdict is computed from them outside the episode's
+session (a file compared here, the tests run by value grading): nothing the agent left running or rewrote in its
+workspace reaches it, and no exit status of a process that ran the agent's code decides it. Every command runs in the
+episode's ``Session`` of the trainer's sandbox (a container per episode with Docker, a bubblewrapped host folder
+locally) under a per-command timeout; long output is cut with a marker; a turn and a wall-time budget bound the
+episode. Whatever the model writes -- a malformed call, an unknown tool, a hostile command -- comes back as an
+observation; only a sandbox that cannot run at all ends the episode as an infrastructure failure
+(``finish_reason="error"``)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from dataclasses import replace
 from propel.domains.base import Context
 from propel.engines.tool_calls import CLOSE, ToolCall, ToolCallError, check_arguments, function_tool, parse_tool_call
 from propel.envs.base import AgentEnv, EpisodeState, Observation
+from propel.envs.verdict import check_task, needed_files, verdict
 from propel.errors import ConfigError
 from propel.sandbox.base import Job, Limits, Outcome, Result, Sandbox, SandboxError, check_file_name
 
@@ -47,7 +51,8 @@ def _in_workspace(path: str) -> bool:
 
 
 class ToolEnv(AgentEnv):
-    """One episode of tool use in a sandbox session; the task's ``verify`` command gives the reward (1 or 0).
+    """One episode of tool use in a sandbox session; the task's verdict on the files it left gives the reward (1 or
+    0).
 
     Args:
         max_turns: actions before the episode ends (``max_turns``), verified as it stands.
@@ -55,7 +60,7 @@ class ToolEnv(AgentEnv):
             not counted (with many episodes sharing one engine, waiting for it says nothing about the episode).
         command_timeout_s: per-command limit (``bash``, ``read_file``); the command is killed past it.
         max_output_chars: observation text kept per command; the rest is replaced by a marker saying how much.
-        verify_timeout_s: limit of the verifier command.
+        verify_timeout_s: limit of the verdict's test run (``value_tests``).
         max_collect_chars: text kept of each collected file (longer files are cut; the cut is recorded, and is an
             infrastructure failure for a task whose ``data["collect_whole"]`` is set).
         malformed_call_reward: per-turn reward of an action that is not a valid tool call (e.g. -0.1 teaches a
@@ -90,6 +95,7 @@ class ToolEnv(AgentEnv):
         self.limits, self.system_prompt = limits, system_prompt
         self._state = EpisodeState()
         self._session = None
+        self._sandbox: Sandbox | None = None
         self._context: Context | None = None
         self._spent = 0.0
 
@@ -103,8 +109,9 @@ class ToolEnv(AgentEnv):
             raise ConfigError("ToolEnv runs commands: reset() needs the trainer's sandbox")
         if context.prompt.messages is None:
             raise ConfigError(f"ToolEnv tasks need chat messages as their prompt (context {context.id!r})")
+        check_task(context.data, context.id)
         self.close()
-        self._context, self._spent = context, 0.0
+        self._context, self._spent, self._sandbox = context, 0.0, sandbox
         self._state = EpisodeState(episode_id=f"{context.id}-{uuid.uuid4().hex[:8]}")
         messages = [{"role": "system", "content": self.system_prompt}, *context.prompt.messages]
         try:
@@ -213,9 +220,10 @@ class ToolEnv(AgentEnv):
 
     # ---------------------------------------------------------------------------------------------- endings
     def _finish(self, reason: str, meta: dict, content: str = "") -> Observation:
-        """Collect the task's files, run the verifier in the workspace and end the episode with its reward."""
+        """Collect the task's files, end the session, decide the verdict from the files and end the episode."""
         data = self._context.data if self._context else {}
-        self._state.files, cut = self._collect(data.get("collect", []))
+        patterns = list(dict.fromkeys([*data.get("collect", []), *needed_files(data)]))
+        self._state.files, cut = self._collect(patterns)
         if cut and data.get("collect_whole"):  # cut text is not the workspace: nothing may be graded or diffed on it
             self._state.verifier = {"passed": False, "collect_truncated": cut}
             shown = ", ".join(cut[:3]) + (f" and {len(cut) - 3} more" if len(cut) > 3 else "")
@@ -223,23 +231,12 @@ class ToolEnv(AgentEnv):
                 f"collected files cut at max_collect_chars={self.max_collect_chars} ({shown}) but the task needs them "
                 "whole: raise ToolEnv max_collect_chars"
             )
-        verify = data.get("verify")
-        verdict = {"passed": False}
-        if verify:
-            job = Job(command=["bash", "-c", verify], limits=self._limits(self.verify_timeout_s))
-            result = self._run(job, "verify")
-            out, _ = self._truncate(result.stdout + result.stderr)
-            verdict = {
-                "passed": result.ok,
-                "exit_code": result.exit_code,
-                "outcome": result.outcome.value,
-                "output": out,
-            }
+        self.close()  # the agent's processes end here: the verdict is computed after, from the files it left
+        result = verdict(data, self._state.files, cut, self._sandbox, self.verify_timeout_s)
         if cut:
-            verdict["collect_truncated"] = cut
-        reward = 1.0 if verdict["passed"] else 0.0
-        self._state.done, self._state.finish_reason, self._state.verifier = True, reason, verdict
-        self.close()
+            result["collect_truncated"] = cut
+        reward = 1.0 if result["passed"] else 0.0
+        self._state.done, self._state.finish_reason, self._state.verifier = True, reason, result
         return Observation(
             content, done=True, reward=reward, reward_components={"passed": reward}, finish_reason=reason, metadata=meta
         )

@@ -1,32 +1,40 @@
 """The test-suite reward with an anti-reward-hacking penalty, graded where the graded code cannot reach, and its parts
 as logged components.
 
-``reward = max(0, pass_weight * pass_rate - hack_penalty * hacked + coverage_bonus * coverage)``
+``reward = pass_weight * pass_rate - hack_penalty * hacked``
 
-- ``pass_rate``: required tests (the task's visible + hidden tests, always the pristine copy) that passed, over all
-  required tests.
+- ``pass_rate``: the task's *held-out* tests (``hidden``, always the pristine copy) that passed, over the held-out
+  tests. The visible tests are run and reported (``visible_pass_rate``) but pay nothing: the policy saw them, in its
+  prompt or its workspace, so passing them is no evidence of working code, and answering them from a table buys
+  nothing. A task that holds no test out pays its visible tests.
+- ``hacked``: 1 when a penalised flag fired (``propel.testsuite.detectors``); the run's pass rate then counts 0 and
+  the penalty is subtracted: a flagged hack scores ``-hack_penalty``, *below* an honest failure's 0, so in a GRPO
+  group where nothing passes, trying a hack is not free (its advantage is the most negative of the group). With the
+  default 0.5 and a group of 8 where one sample hacks and seven fail honestly, the hack's advantage is -2.47 (scaled
+  by the group's standard deviation) and each honest failure's +0.35.
 - ``grader="value"`` (the default): each test runs in the trusted runner with ``candidate`` bound to a proxy; the
   graded process (fresh, confined, holding no test) only computes ``candidate(*args)`` and returns plain data, and
-  the runner evaluates the assertion on it (``propel.testsuite.values``). There is no pytest, no report and no test
-  file the graded code could reach.
-- ``grader="pytest"``: a hardened pytest run (``propel.testsuite.runner``): opaque test names, canaries, the tests
-  hidden after collection, the run's own authenticated account of each test cross-checked with the JUnit XML, the
-  runner's code snapshot, the audit hook. For suites that need pytest.
-- ``hacked``: 1 when any untrusted flag of ``propel.testsuite.detectors`` fired; the run's pass rate and coverage
-  then count 0 and the penalty applies on top. ``test_files_modified`` (an agent edited its copy of the visible
-  tests) is informational: the pristine tests are what ran, so the edit changed nothing graded.
-- ``coverage`` (pytest grader only, 0 by default): ``max(0, 1 - missed / 10)`` when every required test passed,
-  where ``missed`` counts the statements of the model's code the tests never ran; each such statement costs a
-  tenth, and padding (statements that do run) changes nothing.
+  the runner evaluates the assertion on it (``propel.testsuite.values``). Nothing the graded process does inside
+  itself can change a verdict, so its behaviour flags (frames read, files written, test frameworks imported, an exit)
+  are logged with where they fired and cost nothing; what its answers show is penalised: ``hardcoded_outputs``, the
+  visible inputs answered with their own outputs and every other input tried with one default
+  (``detectors.check_hardcoded`` on the hidden tests' inputs and inputs near the visible ones, whose reference
+  answers are computed once per task from the task's reference solution), and ``custom_eq``, a returned object
+  whose class brings its own ``==`` (it travels, and is compared, as the plain value it holds either way).
+- ``grader="pytest"``: a hardened pytest run (``propel.testsuite.runner``), whose verdict is decided *inside* the
+  graded process: a policy can reach it (``docs/trusted_grading.md``). An evaluation-only grader, refused as a reward
+  unless ``allow_in_process_verdict`` names the choice; every flag but ``test_files_modified`` is penalised there.
 
 What is graded: ``sample.artifacts["files"]`` (an agent's workspace as ``ToolEnv`` collected it), else the
 single-turn completion turned into ``solution.py`` with the task's prompt. Test files and pytest configuration in
-the workspace are compared with the task's starting files and left out of the graded run. Everything lands in
-``sample.info["test_suite"]``; ``TestSuitePart`` components log a part per step (``train/reward/<name>``).
+the workspace are compared with the task's starting files and left out of the graded run (``test_files_modified`` is
+informational: the pristine tests are what ran). Everything lands in ``sample.info["test_suite"]``;
+``TestSuitePart`` components log a part per step (``train/reward/<name>``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Sequence
 
@@ -39,6 +47,7 @@ from propel.sandbox.base import Sandbox
 from propel.tasks.humaneval.solution import solution_source
 from propel.testsuite.detectors import (
     FLAGS,
+    VALUE_PENALISED,
     HackReport,
     add_audit,
     check_channel,
@@ -47,23 +56,26 @@ from propel.testsuite.detectors import (
     is_test_path,
     run_findings,
 )
+from propel.testsuite.neighbours import probe_inputs
 from propel.testsuite.runner import Submission, SuiteRun, SuiteRunner
 from propel.testsuite.split_suite import PytestRun, SplitSuite, pytest_files
-from propel.testsuite.values import ValueRun, ValueRunner, ValueSubmission
+from propel.testsuite.values import ValueRun, ValueRunner, ValueSubmission, ValueTests
 
 INFO_KEY = "test_suite"
-PARTS = ("pass_rate", "coverage", "hacked", *FLAGS)
+PARTS = ("pass_rate", "visible_pass_rate", "hacked", *FLAGS)
 GRADERS = ("value", "pytest")
 DATA_KEYS = ("entry_point", "prompt", "visible", "hidden")
 SOURCE = "propel.tasks.humaneval.HumanEvalTasks or propel.tasks.humaneval.HumanEvalAgentTasks"
 """What a context's ``data`` must hold (``propel.tasks.humaneval.CodeTask.grading_data`` builds it)."""
 
 
-def suite_reward(
-    pass_rate: float, hacked: bool, coverage: float, pass_weight: float, hack_penalty: float, coverage_bonus: float
-) -> float:
-    """The formula, on its own (``coverage`` in [0, 1])."""
-    return max(0.0, pass_weight * pass_rate - hack_penalty * float(hacked) + coverage_bonus * coverage)
+HACK_PENALTY = 0.5
+"""Default penalty of a flagged run: its reward is -0.5, below an honest failure's 0."""
+
+
+def suite_reward(pass_rate: float, hacked: bool, pass_weight: float, hack_penalty: float) -> float:
+    """The formula, on its own (a hacked run's ``pass_rate`` counts 0)."""
+    return pass_weight * (0.0 if hacked else pass_rate) - hack_penalty * float(hacked)
 
 
 def graded_files(sample: Sample) -> dict[str, str | None] | None:
@@ -90,15 +102,18 @@ class TestSuiteReward(Reward):
     """Runs the task's pristine tests against what the model wrote, penalising what the run shows was gamed.
 
     Contexts carry the suite in ``data``: ``visible`` and ``hidden`` (test name -> body calling ``candidate``),
-    ``entry_point``, ``prompt`` (the task's pristine prompt: its helpers), ``preamble``, ``visible_calls`` (argument
-    lists of visible calls) and, for agents, ``files`` (the starting workspace).
+    ``entry_point``, ``prompt`` (the task's pristine prompt: its helpers), ``preamble``, ``visible_calls`` and
+    ``hidden_calls`` (argument lists of the tests' calls), ``reference`` (a correct ``solution.py``: the hard-coding
+    check's answers; without it the check is off) and, for agents, ``files`` (the starting workspace).
     ``propel.tasks.humaneval.HumanEvalTasks`` and ``propel.tasks.humaneval.HumanEvalAgentTasks`` build them.
 
     Args:
         pass_weight: weight of the pass rate.
-        hack_penalty: subtracted when any untrusted hack flag fires.
-        coverage_bonus: weight of the coverage part (``grader="pytest"`` only; see the module docstring).
-        grader: ``value`` (out-of-process value grading, the default) or ``pytest`` (hardened pytest run).
+        hack_penalty: subtracted when a penalised flag fires (the run's reward is then ``-hack_penalty``).
+        grader: ``value`` (out-of-process value grading, the default) or ``pytest`` (hardened pytest run, decided in
+            the graded process: needs ``allow_in_process_verdict``).
+        allow_in_process_verdict: accept ``grader: pytest`` although its verdict is reachable from the graded process
+            (evaluation of suites that need pytest; never an RL reward one would trust against a searching policy).
         canaries: canary tests per pytest run (copies of real tests expecting a wrong value).
         sandbox: where the tests run; None starts a ``LocalSandbox`` on first use (closed by ``close()``).
         timeout_s: wall-clock limit of one submission's grading (a hanging solution gets 0).
@@ -115,9 +130,9 @@ class TestSuiteReward(Reward):
         name: str = "tests",
         weight: float = 1.0,
         pass_weight: float = 1.0,
-        hack_penalty: float = 0.4,
-        coverage_bonus: float = 0.0,
+        hack_penalty: float = HACK_PENALTY,
         grader: str = "value",
+        allow_in_process_verdict: bool = False,
         canaries: int = 3,
         sandbox: Sandbox | None = None,
         timeout_s: float = 10.0,
@@ -126,24 +141,29 @@ class TestSuiteReward(Reward):
         workers: int = 2,
         seed: int | None = None,
     ) -> None:
-        if min(pass_weight, hack_penalty, coverage_bonus) < 0:
-            raise ConfigError(
-                f"TestSuiteReward weights must be >= 0, got {pass_weight}, {hack_penalty}, {coverage_bonus}"
-            )
+        if min(pass_weight, hack_penalty) < 0:
+            raise ConfigError(f"TestSuiteReward weights must be >= 0, got pass_weight {pass_weight}, {hack_penalty}")
         if grader not in GRADERS:
             raise ConfigError(f"TestSuiteReward grader must be one of {GRADERS}, got {grader!r}")
-        if coverage_bonus > 0 and grader != "pytest":
+        if grader == "pytest" and not allow_in_process_verdict:
             raise ConfigError(
-                "TestSuiteReward coverage_bonus needs grader: pytest (value grading runs no coverage: the graded "
-                "process only returns values)"
+                "TestSuiteReward grader: pytest decides pass/fail inside the graded process, where a policy can reach "
+                "the verdict (docs/trusted_grading.md): it is an evaluation-only grader. Use grader: value for a "
+                "reward, or set allow_in_process_verdict: true to use it anyway"
             )
         if canaries < 0:
             raise ConfigError(f"TestSuiteReward canaries must be >= 0, got {canaries}")
+        if timeout_s <= 0 or memory_mb < 64 or batch_size < 1 or workers < 1:
+            raise ConfigError(
+                "TestSuiteReward needs timeout_s > 0, memory_mb >= 64, batch_size >= 1 and workers >= 1; got "
+                f"{timeout_s}, {memory_mb}, {batch_size}, {workers}"
+            )
         self.name, self.weight = name, weight
-        self.pass_weight, self.hack_penalty, self.coverage_bonus = pass_weight, hack_penalty, coverage_bonus
+        self.pass_weight, self.hack_penalty = pass_weight, hack_penalty
         self.grader, self.canaries, self.rng = grader, canaries, random.Random(seed)
         self.sandbox, self._owns_sandbox, self.workers = sandbox, False, workers
         self.timeout_s, self.memory_mb, self.batch_size = timeout_s, memory_mb, batch_size
+        self._reference: dict[str, list] = {}
 
     def setup(self, context: RewardContext) -> None:
         self._sandbox()
@@ -162,42 +182,78 @@ class TestSuiteReward(Reward):
 
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
         rewards = [0.0] * len(samples)
-        pending: list[tuple[int, dict, HackReport, str, PytestRun | None]] = []
+        pending: list[tuple[int, dict, HackReport, PytestRun | None]] = []
         for i, s in enumerate(samples):
             data = gold_data(s, i, DATA_KEYS, "TestSuiteReward", SOURCE)
             if s.infra_error is not None:
-                s.info[INFO_KEY] = _info(0.0, 0.0, 0.0, HackReport(), "infra", s.infra_error)
+                s.info[INFO_KEY] = _info(0.0, 0.0, HackReport(), "infra", s.infra_error)
                 continue
             files = graded_files(s) or {}
-            report = HackReport()
+            report = HackReport(penalised=VALUE_PENALISED if self.grader == "value" else None)
             if "files" in data:
                 compare_workspace(files, data["files"], report)
             code = {p: t for p, t in files.items() if t is not None and not is_test_path(p)}
             solution = data.get("solution_file", "solution.py")
             if solution not in code:
-                s.info[INFO_KEY] = _info(0.0, 0.0, 0.0, report, "no_solution", f"no {solution} to grade")
-                rewards[i] = s.info[INFO_KEY]["reward"] = self._formula(0.0, report, 0.0)
+                s.info[INFO_KEY] = _info(0.0, 0.0, report, "no_solution", f"no {solution} to grade")
                 continue
             layout = pytest_files(split_suite(data), self.rng, self.canaries) if self.grader == "pytest" else None
-            pending.append((i, code, report, "\n".join(code.values()), layout))
+            pending.append((i, code, report, layout))
         if pending:
-            runs = self._run([(samples[i].context.data, code, layout) for i, code, _, _, layout in pending])
-            for (i, _, report, text, layout), run in zip(pending, runs, strict=True):
-                rewards[i] = self._grade(samples[i], run, report, text, layout)
+            datas = [samples[i].context.data for i, _, _, _ in pending]
+            probes = [self._probes(data) for data in datas]
+            references = self._references(datas, probes)
+            runs, returned = self._run(
+                [(d, code, layout, p) for d, (_, code, _, layout), p in zip(datas, pending, probes, strict=True)]
+            )
+            for k, (i, _, report, layout) in enumerate(pending):
+                rewards[i] = self._grade(samples[i], runs[k], report, layout, references[k], returned[k], probes[k])
         return torch.tensor(rewards, dtype=torch.float32)
 
-    def _run(self, items: list[tuple[dict, dict, PytestRun | None]]) -> list[ValueRun | SuiteRun]:
-        sandbox = self._sandbox()
-        if self.grader == "value":
-            runner = ValueRunner(sandbox, self.timeout_s, self.memory_mb, self.batch_size)
-            return runner.run([ValueSubmission(code, split_suite(data).value_tests()) for data, code, _ in items])
-        runner = SuiteRunner(sandbox, self.timeout_s, self.memory_mb, self.batch_size, coverage=self.coverage_bonus > 0)
-        return runner.run([Submission(code, layout.files) for _, code, layout in items])
+    # ------------------------------------------------------------------------------------------- hard-coding check
+    @staticmethod
+    def _probes(data: dict) -> tuple[list[str], int] | None:
+        """The hard-coding check's inputs for a task (None without a reference solution)."""
+        if not data.get("reference"):
+            return None
+        seed = str(data.get("task_id") or data["entry_point"])
+        sources, n_visible = probe_inputs(data.get("visible_calls") or [], data.get("hidden_calls") or [], seed)
+        return (sources, n_visible) if len(sources) > n_visible else None
 
-    def _formula(self, pass_rate: float, report: HackReport, coverage: float) -> float:
-        return suite_reward(
-            pass_rate, report.hacked, coverage, self.pass_weight, self.hack_penalty, self.coverage_bonus
-        )
+    def _references(self, datas: list[dict], probes: list) -> list[list | None]:
+        """The reference solution's answers to each task's probes, computed in the sandbox once per task."""
+        keys = [None if p is None else _probe_key(d, p[0]) for d, p in zip(datas, probes, strict=True)]
+        todo = {k: (d, p) for k, d, p in zip(keys, datas, probes, strict=True) if k and k not in self._reference}
+        if todo:
+            runner = ValueRunner(self._sandbox(), self.timeout_s, self.memory_mb, self.batch_size)
+            subs = [
+                ValueSubmission({d.get("solution_file", "solution.py"): d["reference"]}, _no_tests(d), calls=p[0])
+                for d, p in todo.values()
+            ]
+            for key, run in zip(todo, runner.run(subs), strict=True):
+                self._reference[key] = list(run.returned) if run.ok else []
+        return [self._reference.get(k) if k else None for k in keys]
+
+    # ------------------------------------------------------------------------------------------------ grading
+    def _run(self, items: list[tuple[dict, dict, PytestRun | None, tuple | None]]) -> tuple[list, list[list]]:
+        """Each submission's run and its answers to the probes."""
+        sandbox = self._sandbox()
+        values = ValueRunner(sandbox, self.timeout_s, self.memory_mb, self.batch_size)
+        if self.grader == "value":
+            subs = [
+                ValueSubmission(code, split_suite(d).value_tests(), calls=p[0] if p else []) for d, code, _, p in items
+            ]
+            runs = values.run(subs)
+            return runs, [list(r.returned) for r in runs]
+        runner = SuiteRunner(sandbox, self.timeout_s, self.memory_mb, self.batch_size)
+        runs = runner.run([Submission(code, layout.files) for _, code, layout, _ in items])
+        probed = [k for k, (_, _, _, p) in enumerate(items) if p]
+        answers: list[list] = [[] for _ in items]
+        if probed:
+            subs = [ValueSubmission(items[k][1], _no_tests(items[k][0]), calls=items[k][3][0]) for k in probed]
+            for k, run in zip(probed, values.run(subs), strict=True):
+                answers[k] = list(run.returned)
+        return runs, answers
 
     def _outcomes(self, run: ValueRun | SuiteRun, report: HackReport, layout: PytestRun | None) -> dict[str, str]:
         """Real test name -> outcome, with the run's evidence added to ``report``."""
@@ -220,46 +276,57 @@ class TestSuiteReward(Reward):
                 report.add("canary_passed", "both tests of a canary pair passed (one expects a wrong value)")
         return {real: opaque[name] for name, real in layout.names.items() if name in opaque} if run.ok else {}
 
-    def _grade(self, sample: Sample, run, report: HackReport, code: str, layout: PytestRun | None) -> float:
+    def _grade(self, sample: Sample, run, report: HackReport, layout, reference, returned, probes) -> float:
         data = sample.context.data
         visible, hidden = list(data["visible"]), list(data["hidden"])
-        required = visible + hidden
+        required = hidden or visible
         tests = self._outcomes(run, report, layout)
-        skipped = [t for t in required if tests.get(t) == "skipped"]
+        skipped = [t for t in [*visible, *hidden] if tests.get(t) == "skipped"]
         if skipped:
-            report.add("skipped_tests", f"{len(skipped)} required tests ended skipped: {skipped[:3]}")
-        check_hardcoded(tests, visible, hidden, code, list(data.get("visible_calls", [])), report)
+            report.add("skipped_tests", f"{len(skipped)} tests ended skipped: {skipped[:3]}")
+        visible_passed = sum(tests.get(t) == "passed" for t in visible)
+        visible_ok = bool(visible) and visible_passed == len(visible)
+        check_hardcoded(visible_ok, reference, returned, probes[1] if probes else 0, report)
         passed = sum(tests.get(t) == "passed" for t in required)
         pass_rate = passed / len(required) if required else 0.0
-        coverage = 0.0
-        if layout is not None and pass_rate == 1.0 and run.missed is not None:
-            coverage = max(0.0, 1.0 - run.missed / 10.0)
-        reason = f"{passed}/{len(required)} required tests passed" if run.ok else run.reason
+        which = "held-out" if hidden else "visible (the task holds none out)"
+        reason = f"{passed}/{len(required)} {which} tests passed" if run.ok else run.reason
         if report.hacked:
-            pass_rate, coverage = 0.0, 0.0
             first = report.untrusted[0]
             reason = f"{reason}; not counted ({', '.join(report.untrusted)}): {report.evidence[first][0]}"
-        reward = self._formula(pass_rate, report, coverage)
-        info = _info(reward, pass_rate, coverage, report, run.status, reason)
+        reward = suite_reward(pass_rate, report.hacked, self.pass_weight, self.hack_penalty)
+        info = _info(reward, 0.0 if report.hacked else pass_rate, report, run.status, reason)
         reasons = getattr(run, "reasons", {})
         info.update(
             passed=passed,
             required=len(required),
+            visible_pass_rate=visible_passed / len(visible) if visible else 0.0,
             tests=tests,
             grader=self.grader,
             landlock=run.landlock,
             output_tail=run.output_tail[-500:],
-            why={t: reasons[t] for t in required if t in reasons},
+            why={t: reasons[t] for t in [*visible, *hidden] if t in reasons},
         )
         sample.info[INFO_KEY] = info
         return reward
 
 
-def _info(reward: float, pass_rate: float, coverage: float, report: HackReport, status: str, reason: str) -> dict:
+def _no_tests(data: dict) -> ValueTests:
+    """A value submission's test list when only its answers to the probes are wanted."""
+    module = data.get("solution_file", "solution.py").removesuffix(".py").replace("/", ".")
+    return ValueTests([], data["entry_point"], data["prompt"], data.get("preamble", ""), module)
+
+
+def _probe_key(data: dict, sources: list[str]) -> str:
+    text = "\0".join([data["entry_point"], data["reference"], *sources])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _info(reward: float, pass_rate: float, report: HackReport, status: str, reason: str) -> dict:
     return {
         "reward": reward,
         "pass_rate": pass_rate,
-        "coverage": coverage,
+        "visible_pass_rate": 0.0,
         "hacked": float(report.hacked),
         "flags": report.flags,
         "evidence": {k: list(v) for k, v in report.evidence.items()},
@@ -272,7 +339,7 @@ class TestSuitePart(Reward):
     """One part of ``TestSuiteReward``'s grading as its own logged component (weight 0 by default: it only logs).
 
     Args:
-        part: ``pass_rate``, ``coverage``, ``hacked`` or a hack flag name (1 when it fired).
+        part: ``pass_rate``, ``visible_pass_rate``, ``hacked`` or a hack flag name (1 when it fired).
         name: the component's name (default: the part).
     """
 

@@ -1,15 +1,15 @@
 """A tiny built-in task family for ``ToolEnv``, small enough that a 135M model sometimes finishes one.
 
-Three kinds, each a ``Context`` with starting ``files`` and a ``verify`` command: ``create_file`` (a file holding a
-given word), ``copy_line`` (the first line of a file into another file) and ``fix_function`` (a one-character bug
-that makes ``python3 check.py`` fail). They exist so CPU tests and demo-scale runs drive real episodes in a real
-sandbox; they are not a benchmark.
+Three kinds, each a ``Context`` with starting ``files`` and its check as data (``propel.envs.verdict``):
+``create_file`` (a file holding a given word: ``expect_files``), ``copy_line`` (the first line of a file into
+another file: ``expect_files``) and ``fix_function`` (a one-character bug that makes ``python3 check.py`` fail:
+``value_tests`` on the fixed function, the shown input and two more, graded by value outside the workspace). They
+exist so CPU tests and demo-scale runs drive real episodes in a real sandbox; they are not a benchmark.
 """
 
 from __future__ import annotations
 
 import random
-import shlex
 
 from propel.domains.base import Context
 from propel.engines.base import Prompt
@@ -60,25 +60,27 @@ class ShellTasks(TaskSource):
     def _task(kind: str, rng: random.Random, task_id: str) -> Context:
         name, word = f"{rng.choice(_NAMES)}.txt", rng.choice(_WORDS)
         files: dict[str, str] = {}
+        check: dict = {}
         if kind == "create_file":
             text = f"Create a file named {name} that contains exactly the word {word}. Then submit."
-            verify = f'test "$(cat {shlex.quote(name)})" = {shlex.quote(word)}'
+            check["expect_files"] = {name: word}
         elif kind == "copy_line":
             lines = rng.sample(_WORDS, 3)
             files["input.txt"] = "\n".join(lines) + "\n"
             text = f"Write the first line of input.txt into a new file {name}. Then submit."
-            verify = f'test "$(cat {shlex.quote(name)})" = {shlex.quote(lines[0])}'
+            check["expect_files"] = {name: lines[0]}
         else:
             fn, good, bad, a, b = rng.choice(_OPS)
             files["calc.py"] = f"def {fn}(a, b):\n    return a {bad} b\n"
-            check = f"from calc import {fn}\nassert {fn}({a}, {b}) == {a} {good} {b}, 'wrong result'\n"
-            files["check.py"] = check
+            files["check.py"] = f"from calc import {fn}\nassert {fn}({a}, {b}) == {a} {good} {b}, 'wrong result'\n"
             text = f"`python3 check.py` fails because {fn} in calc.py is wrong. Fix calc.py. Then submit."
-            verify = f"python3 - <<'EOF'\n{check}EOF"  # the original check, whatever became of check.py
+            inputs = [(a, b), (b + 3, a + 1), (7, 2)]
+            tests = [[f"check_{i}", f"assert candidate({x}, {y}) == {x} {good} {y}"] for i, (x, y) in enumerate(inputs)]
+            check["value_tests"] = {"module": "calc", "entry_point": fn, "tests": tests}
         messages = [{"role": "user", "content": text}]
         return Context(
             id=task_id,
             prompt=Prompt(messages=messages),
             group=kind,
-            data={"kind": kind, "files": files, "verify": verify},
+            data={"kind": kind, "files": files, **check},
         )

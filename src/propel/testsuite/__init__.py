@@ -1,6 +1,6 @@
 """Grading model-written code with pristine pytest suites in a sandbox, and detecting reward hacks.
 
-``SuiteRunner`` runs the suites (JUnit XML parsed in the trainer, coverage.py of the code under test);
+``SuiteRunner`` runs the suites (JUnit XML parsed in the trainer);
 ``detectors`` flags what a solution did to the tests or to pytest instead of solving the task.
 """
 

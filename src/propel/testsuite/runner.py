@@ -1,18 +1,17 @@
 """Run pristine pytest suites against model-written code in a sandbox, hardened: many suites per job, one fork each.
 
 ``SuiteRunner.run(submissions)`` packs up to ``batch_size`` submissions into one sandbox job (``propel_box``'s
-``pytest_runner``, with pytest and coverage.py vendored as one zip), so pytest is imported once per batch. Each comes
+``pytest_runner``, with pytest vendored as one zip), so pytest is imported once per batch. Each comes
 back as a ``SuiteRun`` (``read_suite_record``, shared with the SWE domain's repository suites): the per-test outcomes
 the graded child's guard reported over the authenticated channel (the trusted account), the JUnit XML's outcomes
 (pytest's report, kept to cross-check), the audit findings, the runner code rebound during the run, forged channel
-lines, the exit code and coverage. Nothing a submission does raises: a batch whose job dies (a submission that
+lines and the exit code. Nothing a submission does raises: a batch whose job dies (a submission that
 kills the runner) is rerun one submission per job, so only the culprit loses its grade.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -55,11 +54,6 @@ class SuiteRun:
     tests: dict[str, str] = field(default_factory=dict)
     report_tests: dict[str, str] = field(default_factory=dict)
     exit_code: int | None = None
-    coverage: float | None = None
-    """Percent of the code under test's statements the suite executed (0-100), None when unmeasured (reported by
-    the graded process itself)."""
-    missed: int | None = None
-    """Statements of the code under test the suite never executed (None when unmeasured)."""
     output_tail: str = ""
     wall_s: float = 0.0
     audit: list[tuple[str, str, str, str]] = field(default_factory=list)
@@ -136,14 +130,7 @@ def read_suite_record(r: dict) -> SuiteRun:
         report_tests = parse_junit(report, keys="id") if report else {}
     except ReportError as e:
         return SuiteRun("bad_report", str(e), **common)
-    coverage, missed = None, None
-    try:
-        measured = json.loads(r.get("coverage") or "{}")
-        coverage = float(measured["percent"]) if measured.get("percent") is not None else None
-        missed = int(measured["missed"]) if measured.get("missed") is not None else None
-    except (ValueError, TypeError, AttributeError, KeyError):
-        coverage, missed = None, None
-    return SuiteRun("ran", EXIT_MEANING[code], report_tests=report_tests, coverage=coverage, missed=missed, **common)
+    return SuiteRun("ran", EXIT_MEANING[code], report_tests=report_tests, **common)
 
 
 def runner_failed(result: Result) -> SuiteRun:
@@ -160,7 +147,6 @@ class SuiteRunner:
         memory_mb: address-space limit per submission.
         batch_size: submissions per sandbox job (jobs run in parallel over the sandbox's workers).
         max_file_mb: largest file (and output) a submission may write.
-        coverage: measure statement coverage of the code under test (coverage.py in the graded process).
     """
 
     def __init__(
@@ -170,7 +156,6 @@ class SuiteRunner:
         memory_mb: int = 512,
         batch_size: int = 8,
         max_file_mb: int = 4,
-        coverage: bool = False,
     ) -> None:
         if timeout_s <= 0 or memory_mb < 64 or batch_size < 1 or max_file_mb < 1:
             raise ValueError(
@@ -178,7 +163,7 @@ class SuiteRunner:
                 f"{timeout_s}, {memory_mb}, {batch_size}, {max_file_mb}"
             )
         self.sandbox, self.timeout_s, self.memory_mb = sandbox, timeout_s, memory_mb
-        self.batch_size, self.max_file_mb, self.coverage = batch_size, max_file_mb, coverage
+        self.batch_size, self.max_file_mb = batch_size, max_file_mb
 
     def run(self, submissions: Sequence[Submission]) -> list[SuiteRun]:
         batches = [list(submissions[i : i + self.batch_size]) for i in range(0, len(submissions), self.batch_size)]
@@ -202,7 +187,6 @@ class SuiteRunner:
                 "tests": encode_files(s.tests),
                 "args": ["-c", "{tests}/pytest.ini", "--rootdir", "{tests}", "--confcutdir", "{tests}", "{tests}"],
                 "hide_tests": True,
-                "coverage": self.coverage,
             }
             for s in batch
         ]

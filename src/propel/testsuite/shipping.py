@@ -13,7 +13,7 @@ import secrets
 from importlib import resources
 
 from propel.sandbox.base import Job, Limits
-from propel.testsuite.vendor import TRACER_NAME, ZIP_NAME, ctracer, testlib_zip
+from propel.testsuite.vendor import ZIP_NAME, testlib_zip
 
 BOX = "propel_box"
 
@@ -34,14 +34,11 @@ def box_files() -> dict[str, str]:
 
 
 def job(runner: str, payload: dict, limits: Limits, extra: dict[str, str | bytes] | None = None, pytest: bool = False):
-    """``(job, token)``: ``propel_box.<runner>.main()`` over ``payload``; ``pytest`` ships the vendored pytest and
-    coverage.py too. The token frames the runner's one result line (``framed_records``)."""
+    """``(job, token)``: ``propel_box.<runner>.main()`` over ``payload``; ``pytest`` ships the vendored pytest. The
+    token frames the runner's one result line (``framed_records``)."""
     files: dict[str, str | bytes] = {**box_files(), "payload.json": json.dumps(payload), **(extra or {})}
     if pytest:
         files[ZIP_NAME] = testlib_zip()
-        tracer = ctracer()
-        if tracer is not None:
-            files[TRACER_NAME] = tracer
     token = secrets.token_hex(16)
     source = f"from {BOX}.{runner} import main\n\nmain()\n"
     return Job(source=source, files=files, stdin=token, limits=limits), token

@@ -6,7 +6,7 @@ interpreter that never holds a test) computes ``candidate(*args)`` and sends the
 runner evaluates the assertion on that value. An always-equal object, a patched test framework, a rewritten test
 file or a forged report have nothing to act on: there is no pytest, no report and no test in the child's process or
 on its disk. What can still win is a value equal to the expected one (solving the task, or hard-coding visible
-examples: ``detectors.hardcoded_literals``).
+examples, which ``detectors.check_hardcoded`` catches by its answers to inputs near them).
 
 ``ValueRunner.run(submissions)`` packs ``batch_size`` submissions per sandbox job. ``ValueRun`` carries per-test
 outcomes (``passed``/``failed``/``error``), reasons, and the audit findings.
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from propel.sandbox.base import Limits, Result, Sandbox
+from propel.testsuite.propel_box import codec
 from propel.testsuite.runner import encode_files
 from propel.testsuite.shipping import framed_records, job
 
@@ -41,6 +42,9 @@ class ValueSubmission:
     files: dict[str, str]
     """The model's files (the module ``tests.module`` among them)."""
     tests: ValueTests
+    calls: list[str] = field(default_factory=list)
+    """Argument tuples as Python literals (``"([1, 2], 3)"``): the candidate's plain outputs on them come back in
+    ``ValueRun.returned`` (the inputs near the visible ones, ``propel.testsuite.neighbours``)."""
 
 
 @dataclass
@@ -52,6 +56,8 @@ class ValueRun:
     tests: dict[str, str] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
     audit: list[tuple[str, str, str, str]] = field(default_factory=list)
+    returned: list = field(default_factory=list)
+    """Per ``ValueSubmission.calls``: ``("value", tagged)`` (``codec``), ``("raise", name)`` or ``("error", why)``."""
     import_error: dict | None = None
     landlock: int = 0
     output_tail: str = ""
@@ -112,6 +118,7 @@ class ValueRunner:
                 "helpers": s.tests.helpers,
                 "preamble": s.tests.preamble,
                 "tests": [list(t) for t in s.tests.tests],
+                "calls": list(s.calls),
             }
             for s in batch
         ]
@@ -130,12 +137,26 @@ def _died(result: Result) -> ValueRun:
     return ValueRun("runner", f"the grading job died before reporting ({how}): the submission killed its runner")
 
 
+def _returned(item) -> tuple:
+    """One call's outcome, its value kept in the tagged form (compared as data) once ``codec.decode`` accepts it."""
+    if not isinstance(item, list) or len(item) != 2 or item[0] not in ("value", "raise", "error"):
+        return ("error", "malformed")
+    if item[0] != "value":
+        return (item[0], str(item[1])[:200])
+    try:
+        codec.decode(item[1])
+    except (codec.BadValue, RecursionError) as e:
+        return ("error", f"malformed value: {e}")
+    return ("value", item[1])
+
+
 def _read(r: dict) -> ValueRun:
     return ValueRun(
         "ran",
         tests=dict(r.get("tests") or {}),
         reasons=dict(r.get("reasons") or {}),
         audit=[tuple(a) for a in r.get("audit") or [] if len(a) == 4],
+        returned=[_returned(x) for x in r.get("returned") or []],
         import_error=r.get("import_error") or None,
         landlock=int(r.get("landlock") or 0),
         output_tail=r.get("output_tail") or "",

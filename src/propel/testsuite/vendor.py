@@ -1,8 +1,8 @@
-"""pytest and coverage.py as one zip the sandbox imports from: the sandbox's interpreter has the standard library only.
+"""pytest as one zip the sandbox imports from: the sandbox's interpreter has the standard library only.
 
 The zip holds the pure-Python sources of the packages installed here (``pytest``, ``_pytest``, ``pluggy``,
-``iniconfig``, ``packaging``, ``coverage``, most of ``pygments``); coverage's C tracer travels next to it
-(``ctracer()``). It is built once per process (about a second) and sent with each sandbox job as a single file.
+``iniconfig``, ``packaging``, most of ``pygments``). It is built once per process (about a second) and sent with
+each sandbox job as a single file.
 """
 
 from __future__ import annotations
@@ -15,19 +15,18 @@ import zipfile
 from importlib._bootstrap_external import _code_to_hash_pyc
 from importlib.util import source_hash
 
-PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "coverage", "py", "pygments")
+PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py", "pygments")
 """Top-level modules/packages copied into the zip (``py`` is pytest's one-file shim; pytest imports pygments)."""
 PYGMENTS_KEEP = ("lexers/__init__.py", "lexers/_mapping.py", "lexers/python.py", "lexers/diff.py")
 """pygments' lexers are most of its size: keep the lexer modules pytest imports, drop the other lexers."""
 ZIP_NAME = "propel_testlib.zip"
-TRACER_NAME = "propel_ctracer.so"
 
 
 def _location(name: str) -> tuple[str, bool]:
     spec = importlib.util.find_spec(name)
     if spec is None or spec.origin is None:
         raise ModuleNotFoundError(
-            f"the test-suite reward needs {name!r} installed in the trainer's environment (pip install pytest coverage)"
+            f"the test-suite reward needs {name!r} installed in the trainer's environment (pip install pytest)"
         )
     if spec.submodule_search_locations:
         return os.path.dirname(spec.origin), True
@@ -64,16 +63,3 @@ def testlib_zip() -> bytes:
                     code = compile(source, arc, "exec", dont_inherit=True)
                     zf.writestr(arc + "c", _code_to_hash_pyc(code, source_hash(source), checked=False))
     return buf.getvalue()
-
-
-@functools.lru_cache(maxsize=1)
-def ctracer() -> bytes | None:
-    """coverage.py's C tracer (an extension module; it cannot load from a zip): sent as a file of its own, loaded by
-    the runner when the sandbox's Python has the same ABI, else coverage runs its (several times slower) Python
-    tracer. None when this coverage install has no C tracer."""
-    path, _ = _location("coverage")
-    for name in sorted(os.listdir(path)):
-        if name.startswith("tracer.") and name.endswith(".so"):
-            with open(os.path.join(path, name), "rb") as f:
-                return f.read()
-    return None

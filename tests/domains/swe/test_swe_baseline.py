@@ -1,5 +1,6 @@
 """The procedural generator yields valid bugs on every shipped repo (2 per repo, from at most 6 candidates each, to
-keep CI fast); its rejected candidates are only ever semantically inert or suite-breaking, never malformed."""
+keep CI fast); its rejected candidates are only ever semantically inert, suite-breaking or beyond what the suite's
+replayable calls show (``untrusted``), never malformed."""
 
 from __future__ import annotations
 
@@ -27,5 +28,6 @@ def test_procedural_bugs_are_valid_on_every_shipped_repo(swe_repo, sandbox):
         for bug, verdict in found.bugs:
             assert verdict.valid and verdict.changed == (bug.path,) and profile.is_source_path(bug.path)
             assert verdict.failing and set(verdict.failing) <= set(manifest.passing)
-        assert set(found.reasons) <= {"no_failing_test", "suite_broken"}, (profile.name, found.reasons)
+        assert set(found.reasons) <= {"no_failing_test", "suite_broken", "untrusted"}, (profile.name, found.reasons)
+        assert all(verdict.trusted for _, verdict in found.bugs)
         assert 0 < found.validity_rate <= 1

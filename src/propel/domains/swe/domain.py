@@ -93,6 +93,9 @@ class SweDomain(Domain, SolvedByAgents, WritesInEpisodes):
         generate: the contexts are bug-injection episodes on clean checkouts instead (``episodes.generator_contexts``),
             for a generator agent to write the bugs (``LabelingModule(generator_agent=...)``: evaluation of a base or
             trained generator); needs ``procedural: false`` and no ``episodes`` file.
+        allow_untrusted: keep bugs whose repairs cannot be graded out of process (``BugValidator``): they are valid
+            and their repairs are graded by the suite alone, whose verdict the repair's code can reach. Off by
+            default: such bugs are invalid (``untrusted``), and their share is the pool's invalid-reason count.
     """
 
     name = "swe"
@@ -105,6 +108,7 @@ class SweDomain(Domain, SolvedByAgents, WritesInEpisodes):
         batch_size: int = 4,
         timeout_factor: float = 10.0,
         generate: bool = False,
+        allow_untrusted: bool = False,
     ) -> None:
         self.repos = resolve_repos(repos)
         if generate and (procedural or episodes is not None):
@@ -115,7 +119,7 @@ class SweDomain(Domain, SolvedByAgents, WritesInEpisodes):
             raise ConfigError("domain: set procedural=true, an episodes file or generate=true, or there are no bugs")
         self.generate = generate
         self.procedural, self.episodes = procedural, episodes
-        self.batch_size, self.timeout_factor = batch_size, timeout_factor
+        self.batch_size, self.timeout_factor, self.allow_untrusted = batch_size, timeout_factor, allow_untrusted
         self.repair_reasons: Counter = Counter()
         """Why graded repairs were not solved (``REPAIR_REASONS``), over this domain's lifetime."""
         self._validators: dict[tuple[str, int], BugValidator] = {}
@@ -200,7 +204,7 @@ class SweDomain(Domain, SolvedByAgents, WritesInEpisodes):
             for i, bug in zip(idx, checked, strict=True):
                 tasks[i].data.update(detail=bug.detail, changed=list(bug.changed))
                 if bug.valid:
-                    tasks[i].data["failing"] = list(bug.failing)
+                    tasks[i].data.update(failing=list(bug.failing), targets=list(bug.targets), trusted=bug.trusted)
                 verdicts[i] = Verdict(bug.valid, "ok" if bug.valid else str(bug.reason))
         return verdicts  # type: ignore[return-value]
 
@@ -216,13 +220,15 @@ class SweDomain(Domain, SolvedByAgents, WritesInEpisodes):
                 manifest=load_manifest(profile, sandbox),
                 batch_size=self.batch_size,
                 timeout_factor=self.timeout_factor,
+                allow_untrusted=self.allow_untrusted,
             )
         return self._validators[key]
 
     def bug(self, task: Task) -> BugVerdict:
         """A valid task as the verdict ``grade_repair`` lays repairs over (the buggy files rebuilt from the diff)."""
         files = dict(_bug_files(task.data["repo"], task.data["diff"]))
-        return BugVerdict(True, failing=tuple(task.data["failing"]), files=files)
+        targets, trusted = tuple(task.data.get("targets") or ()), bool(task.data.get("trusted"))
+        return BugVerdict(True, failing=tuple(task.data["failing"]), files=files, targets=targets, trusted=trusted)
 
     # solving ----------------------------------------------------------------------------------------------------
     def solver_prompt(self, task: Task) -> Prompt:

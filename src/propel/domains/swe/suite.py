@@ -24,9 +24,10 @@ from propel.testsuite.shipping import framed_records, job
 Variant = Mapping[str, "bytes | str | None"]
 """Files that differ from the clean checkout: ``{relative path: new content}``, ``None`` to delete the file."""
 
-RUNNER_VERSION = 3
+RUNNER_VERSION = 4
 """Bumped when how a suite runs changes what it reports (manifests record it and are rebuilt on a mismatch); 3: the
-graded child may start threads (``SUITE_THREADS``)."""
+graded child may start threads (``SUITE_THREADS``); 4: every job runs with one string-hash seed (test ids that follow
+a set's order are the same in every run)."""
 SUITE_THREADS = 32
 """Tasks (threads, or processes the audit hook did not stop) a repository suite's graded child may start."""
 

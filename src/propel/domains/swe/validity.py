@@ -2,18 +2,24 @@
 
 A bug (a diff) is valid iff, in this order: it is not empty; git can read it; it touches no test file or test
 configuration (the profile's path rules); it applies to the pristine checkout (``git apply --check``); it changes
-some file; the suite still runs to a JUnit report (no timeout, crash or collection error); and at least one test of
-the manifest's ``passing`` set no longer passes. Only an explicit pass counts as passing: a test that vanished from
-the report (SWE-smith #24: a syntax error made tests disappear and count as passing) is a failing test, and when
-none of the manifest's tests is in the report the suite is broken. A bug that changes several files must need each
-of them (Self-play SWE-RL's check): reverting any one changed file alone must make some failing test pass again, else
-an unrelated edit rode along with the real bug. Every invalid bug carries one reason.
+some file; the suite still runs to a JUnit report (no timeout, crash or collection error); at least one test of
+the manifest's ``passing`` set no longer passes; and its effect is visible out of process (``differential``: some
+call the suite makes into the functions it changed, replayed in a graded child, no longer gives the clean library's
+outcome; a bug with nothing to replay is ``untrusted``, kept out of labels and rewards unless ``allow_untrusted``).
+Only an explicit pass counts as passing: a test that vanished from the report (SWE-smith #24: a syntax error made
+tests disappear and count as passing) is a failing test, and when none of the manifest's tests is in the report the
+suite is broken. A bug that changes several files must need each of them (Self-play SWE-RL's check): reverting any
+one changed file alone must make some failing test pass again, else an unrelated edit rode along with the real bug.
+Every invalid bug carries one reason.
 
-A repair (a diff on top of the bug) solves it iff it touches no test file or pytest configuration, it applies, the
-suite runs, the run shows no tampering (``tampered``: the graded child's audit hook saw the library reach frames,
-code objects, the test files or the test runner beyond what the clean checkout's own run does, the runner's code was
-rebound, or pytest's report disagrees with what the test functions did: see ``propel.testsuite.detectors``), and
-every ``passing`` test of the manifest passes again, explicitly (a test silenced by a skip is ``skips_tests``).
+A repair (a diff on top of the bug) solves it iff it touches no test file or pytest configuration, it applies, every
+replayed call into the bug's functions gives the clean library's outcome again (decided in the trusted runner, on
+values the graded child returned: nothing in the graded process can pass it), and then, as a second signal that can
+refuse but never grant: the suite runs, the run shows no tampering (``tampered``: the graded child's audit hook saw
+the library reach frames, code objects, the test files or the test runner beyond what the clean checkout's own run
+does, the runner's code was rebound, or pytest's report disagrees with what the test functions did: see
+``propel.testsuite.detectors``), and every ``passing`` test of the manifest passes again, explicitly (a test silenced
+by a skip is ``skips_tests``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from propel.domains.swe.differential import Differential, targets_of
 from propel.domains.swe.diffs import AppliedDiff, apply_diff, diff_paths
 from propel.domains.swe.prepare import Manifest, load_manifest
 from propel.domains.swe.repos import RepoProfile
@@ -38,18 +45,23 @@ REASONS = (
     "suite_broken",
     "tampered",
     "no_failing_test",
+    "untrusted",
     "unrelated_edit",
 )
 """Why a bug is invalid: nothing changed; git cannot read or apply it; it edits a test file or test configuration;
 the suite no longer runs to a report; the run shows tampering (a bug must fail tests by being a bug, not by rigging
-the runner); no previously passing test fails; reverting one of its changed files alone restores none of the failing
-tests (that file's edit is unrelated to the bug)."""
+the runner); no previously passing test fails; no replayed call shows it (``differential``: it changes no function
+the suite calls with replayable arguments, or the calls behave as before, so no repair of it could be graded out of
+process); reverting one of its changed files alone restores none of the failing tests (that file's edit is unrelated
+to the bug)."""
 
 REPAIR_REASONS = (
     "touches_tests",
     "deletes_tests",
     "touches_pytest_config",
     "not_applying",
+    "untrusted",
+    "behaviour_differs",
     "suite_broken",
     "tampered",
     "skips_tests",
@@ -57,8 +69,10 @@ REPAIR_REASONS = (
 )
 """Why a repair does not solve its bug, in the order they are checked: it edits or adds a test file; deletes one;
 touches pytest's configuration or interpreter start-up hooks (``conftest.py``, ``pytest.ini``, ``sitecustomize.py``,
-a ``.pth`` file); the diff does not apply to the buggy tree; the suite does not run; the run shows tampering; a test
-that passed before ends skipped or vanishes from the report; some previously passing test still fails."""
+a ``.pth`` file); the diff does not apply to the buggy tree; the bug cannot be graded out of process; some replayed
+call into the bug's functions does not give the clean library's outcome; the suite does not run; the run shows
+tampering; a test that passed before ends skipped or vanishes from the report; some previously passing test still
+fails."""
 
 PYTEST_CONFIG_NAMES = frozenset(
     {"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "sitecustomize.py"}
@@ -92,6 +106,11 @@ class BugVerdict:
     wall_s: float = 0.0
     files: dict[str, bytes | None] = field(default_factory=dict, repr=False)
     """The buggy variant (changed files), for laying a repair over it."""
+    targets: tuple[str, ...] = ()
+    """What the bug changed (``differential.targets_of``): the functions and modules a repair's replay checks."""
+    trusted: bool = False
+    """Its effect is visible out of process, so its repairs are graded there (``untrusted`` bugs are invalid unless
+    the validator allows them; their repairs are then graded by the suite alone)."""
 
 
 @dataclass
@@ -120,6 +139,8 @@ class BugValidator:
             ``MIN_TIMEOUT_S``, at most the profile's ``timeout_s``): a bug that makes the suite hang costs seconds,
             not the profile's whole limit, and counts as ``suite_broken`` (a failing suite runs slower than a
             passing one: parse's clean run takes 1.9 s, a bug failing 85 tests 8 s, under load 15 s).
+        allow_untrusted: keep bugs no replayed call shows as valid (``trusted`` False) and grade their repairs by the
+            suite alone, whose verdict the repaired code can reach; off by default: such bugs are ``untrusted``.
     """
 
     def __init__(
@@ -130,13 +151,15 @@ class BugValidator:
         manifest: Manifest | None = None,
         batch_size: int = 4,
         timeout_factor: float = 10.0,
+        allow_untrusted: bool = False,
     ) -> None:
-        self.profile, self.root = profile, os.fspath(root)
+        self.profile, self.root, self.allow_untrusted = profile, os.fspath(root), allow_untrusted
         self.manifest = manifest or load_manifest(profile, sandbox)
         timeout = min(profile.timeout_s, max(MIN_TIMEOUT_S, timeout_factor * self.manifest.wall_s))
         self.suite = RepoSuite(profile, root, sandbox, batch_size=batch_size, timeout_s=timeout)
         self._passing = frozenset(self.manifest.passing)
         self._baseline = {tuple(item) for item in self.manifest.audit}
+        self.differential = Differential(profile, root, sandbox, batch_size=batch_size)
 
     def check(self, diff: str) -> BugVerdict:
         return self.check_many([diff])[0]
@@ -153,8 +176,25 @@ class BugValidator:
         runs = self.suite.run([applied.files for _, applied in pending])
         for (i, applied), run in zip(pending, runs, strict=True):
             verdicts[i] = self._judge(applied, run)
+        self._replay_bugs([v for v in verdicts if v is not None and v.valid])
         self._revert_each_file([v for v in verdicts if v is not None and v.valid and len(v.files) > 1])
         return verdicts  # type: ignore[return-value]
+
+    def _replay_bugs(self, verdicts: list[BugVerdict]) -> None:
+        """Each valid bug's targets replayed out of process: ``trusted`` when some call differs from the clean
+        library's; otherwise ``untrusted`` (invalid unless ``allow_untrusted``)."""
+        for v in verdicts:
+            v.targets = targets_of(self.profile, self.root, v.files)
+        comparisons = self.differential.compare([(v.files, v.targets) for v in verdicts])
+        for v, comparison in zip(verdicts, comparisons, strict=True):
+            v.trusted = comparison.status == "differs"
+            if v.trusted or self.allow_untrusted:
+                continue
+            v.valid, v.reason = False, "untrusted"
+            if comparison.status == "same":
+                v.detail = f"the suite's {comparison.checked} replayed calls into what it changed behave as before"
+            else:
+                v.detail = comparison.detail or f"the replay failed ({comparison.status})"
 
     def _revert_each_file(self, verdicts: list[BugVerdict]) -> None:
         """Self-play SWE-RL's check on multi-file bugs: reverting each changed file alone (one suite run per file, all
@@ -186,7 +226,16 @@ class BugValidator:
             return hack
         if applied is not None and not applied.ok:
             return RepairVerdict(False, "not_applying", detail=applied.error)
-        run = self.suite.run_one(applied.files if applied is not None else bug.files)
+        repaired = applied.files if applied is not None else bug.files
+        if bug.trusted:
+            comparison = self.differential.compare([(repaired, bug.targets)])[0]
+            if comparison.status != "same":
+                detail = "; ".join(comparison.differs[:3]) or comparison.detail
+                return RepairVerdict(False, "behaviour_differs", bug.failing, detail=detail)
+        elif not self.allow_untrusted:
+            detail = "no replayed call shows the bug, so no repair of it can be graded out of process"
+            return RepairVerdict(False, "untrusted", bug.failing, detail=detail)
+        run = self.suite.run_one(repaired)
         evidence = self.tampering(run)
         if evidence:
             return RepairVerdict(False, "tampered", suite_status=run.status, detail="; ".join(evidence[:3]))

@@ -1,10 +1,11 @@
 """HumanEval as agent tasks for ``ToolEnv``: a workspace with the function's stub and its visible tests.
 
 Each context's ``data`` holds ``files`` (``solution.py`` with the signature, docstring and a ``raise
-NotImplementedError`` body; ``test_visible.py``, runnable with ``python3 test_visible.py``), ``verify`` (a script
-running the visible and hidden tests without pytest: the episode's own verdict) and ``collect`` (the workspace's
-Python files and any test configuration, read back when the episode ends), plus the grading data
-``propel.rewards.TestSuiteReward`` runs from its pristine copy (the hidden tests never enter the workspace).
+NotImplementedError`` body; ``test_visible.py``, runnable with ``python3 test_visible.py``), ``value_tests`` (the
+visible and hidden tests, run by value grading on the collected ``solution.py``: the episode's own verdict, decided
+outside the workspace, ``propel.envs.verdict``) and ``collect`` (the workspace's Python files and any test
+configuration, read back when the episode ends), plus the grading data ``propel.rewards.TestSuiteReward`` runs from its
+pristine copy (the hidden tests never enter the workspace).
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ _PARTIAL_0 = """    for a, b in zip(numbers, numbers[1:]):
     return False
 """
 _PARTIAL_4 = """    mean = sum(numbers) / len(numbers)
-    if len(numbers) > 3:
+    if len(numbers) > 4:
         return 0.0
     return sum(abs(x - mean) for x in numbers) / len(numbers)
 """

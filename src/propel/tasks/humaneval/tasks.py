@@ -27,17 +27,20 @@ from propel.domains.base import Context
 from propel.engines.base import Prompt
 from propel.errors import ConfigError
 from propel.tasks.base import TaskSource
+from propel.testsuite.split_suite import SplitSuite
 
 SOLUTION_FILE = "solution.py"
 VISIBLE_FILE = "test_visible.py"
 HIDDEN_FILE = "test_hidden.py"
 
 SINGLE_TURN_INSTRUCTION = (
-    "Complete the following Python function. Answer with the whole function in one ```python code block.\n\n"
+    "Complete the following Python function. Answer with the whole function in one ```python code block. Use only "
+    "the Python standard library (numpy and other packages are not installed).\n\n"
 )
 AGENT_INSTRUCTION = (
     "The function `{entry}` in solution.py is not implemented. Implement it so that it does what its docstring "
-    "says; `python3 test_visible.py` runs some example tests. Do not change the tests. Submit when done."
+    "says; `python3 test_visible.py` runs some example tests. Do not change the tests. Use only the Python standard "
+    "library (numpy and other packages are not installed). Submit when done."
 )
 
 
@@ -90,22 +93,6 @@ class CodeTask:
         )
         return self.test_file(which="visible") + main
 
-    def verify_script(self) -> str:
-        """A standalone script (no pytest) that exits 0 when every visible and hidden test passes: the agent
-        episode's own verifier (``ToolEnv``'s ``verify``); the graded reward is ``TestSuiteReward``'s."""
-        tests = [*self.visible.items(), *self.hidden.items()]
-        lines = [
-            "import sys",
-            f"sys.path.insert(0, '.')\nfrom solution import *  # noqa: F403\nfrom solution import {self.entry_point} "
-            "as candidate",
-            self.preamble,
-        ]
-        for name, body in tests:
-            lines.append(f"def {name}():\n" + _indent(body))
-        names = ", ".join(name for name, _ in tests)
-        lines.append(f"for _t in [{names}]:\n    _t()\nprint('all tests passed')")
-        return "\n".join(lines) + "\n"
-
     def single_turn_context(self) -> Context:
         return Context(
             id=self.task_id,
@@ -118,9 +105,17 @@ class CodeTask:
         stub = self.prompt.rstrip("\n") + "\n    raise NotImplementedError\n"
         files = {SOLUTION_FILE: stub, VISIBLE_FILE: self.runnable_visible()}
         data = self.grading_data()
+        suite = SplitSuite({**self.visible, **self.hidden}, self.entry_point, self.prompt, self.preamble)
+        tests = [list(item) for item in suite.bodies().items()]
         data.update(
             files=files,
-            verify="python3 - <<'PROPEL_EOF'\n" + self.verify_script() + "PROPEL_EOF",
+            value_tests={
+                "module": SOLUTION_FILE.removesuffix(".py"),
+                "entry_point": self.entry_point,
+                "tests": tests,
+                "helpers": self.prompt,
+                "preamble": self.preamble,
+            },
             collect=["**/*.py", "**/*.ini", "**/*.cfg", "**/*.toml", "**/*.pth", *files],
         )
         content = AGENT_INSTRUCTION.format(entry=self.entry_point)
@@ -133,7 +128,8 @@ class CodeTask:
 
     def grading_data(self) -> dict:
         """What ``TestSuiteReward`` grades with (the context's gold ``data``): the tests as named bodies (graded by
-        value, or written into a hardened pytest run), the task's pristine prompt (the tests' helpers) and preamble."""
+        value, or written into a hardened pytest run), the task's pristine prompt (the tests' helpers) and preamble,
+        the tests' calls and the reference solution (the hard-coding check's answers)."""
         return {
             "task_id": self.task_id,
             "prompt": self.prompt,
@@ -145,12 +141,15 @@ class CodeTask:
             "visible_tests": list(self.visible),
             "hidden_tests": list(self.hidden),
             "visible_calls": self.visible_calls(),
+            "hidden_calls": self.visible_calls("hidden"),
+            "reference": self.reference,
         }
 
-    def visible_calls(self) -> list[str]:
-        """Source of the argument lists of ``candidate(...)`` calls in the visible tests (the hard-coding check)."""
+    def visible_calls(self, which: str = "visible") -> list[str]:
+        """Source of the argument lists of ``candidate(...)`` calls in the ``visible`` (or ``hidden``) tests: the
+        hard-coding check's inputs (``propel.testsuite.neighbours``)."""
         calls: list[str] = []
-        for body in self.visible.values():
+        for body in (self.visible if which == "visible" else self.hidden).values():
             for node in ast.walk(ast.parse(body)):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "candidate":
                     calls.append(", ".join(ast.unparse(a) for a in node.args))

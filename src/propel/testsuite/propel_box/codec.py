@@ -4,11 +4,15 @@
 (``int.__repr__``, ``str.__str__``, ``list.__len__``/``__getitem__``, ``dict.items``), never through methods the
 value's class may override, so an ``int`` subclass travels as the integer it holds and an object whose ``__eq__``
 answers True to everything travels as nothing at all (``NotPlain``). ``decode`` runs in the trusted runner and builds
-exact builtin values (``type(v) is int``) from the tags; anything else is refused. The child is untrusted, so
-``encode`` is a convenience, not a guarantee: the guarantee is that ``decode`` can only ever produce plain data.
+exact builtin values (``type(v) is int``) from the tags, and the few standard-library values HumanEval's harness
+compares as Python does (a ``Fraction``, a ``Decimal``, a ``range``, a list iterator standing for a lazy result),
+built by the runner itself; anything else is refused. The child is untrusted, so ``encode`` is a convenience, not a
+guarantee: the guarantee is that ``decode`` can only ever produce plain data whose equality is the runtime's own.
 """
 
 import base64
+import decimal
+import fractions
 
 MAX_DEPTH = 64
 MAX_ITEMS = 1_000_000
@@ -31,7 +35,8 @@ def _base(value):
 
 def encode(value, _depth=0, _budget=None):
     """Tagged JSON-able form of ``value``: ``["n"]``, ``["b", bool]``, ``["i", "digits"]``, ``["f", "repr"]``,
-    ``["c", [re, im]]``, ``["s", str]``, ``["y", base64]``, ``["l"|"t"|"S"|"F", [items]]``, ``["d", [[k, v], ..]]``.
+    ``["c", [re, im]]``, ``["s", str]``, ``["y", base64]``, ``["l"|"t"|"S"|"F", [items]]``, ``["d", [[k, v], ..]]``,
+    ``["q", [num, den]]`` (Fraction), ``["D", str]`` (Decimal), ``["R", [start, stop, step]]``, ``["it", [items]]``.
     Raises ``NotPlain`` naming the first value that is not plain data."""
     budget = _budget if _budget is not None else [MAX_ITEMS]
     budget[0] -= 1
@@ -41,7 +46,7 @@ def encode(value, _depth=0, _budget=None):
         return ["n"]
     kind = _base(value)
     if kind is None:
-        raise NotPlain(f"a {type(value).__module__}.{type(value).__qualname__} is not plain data")
+        return _number_or_lazy(value, _depth, budget)
     if kind is bool:
         return ["b", bool(value)]  # bool cannot be subclassed
     if kind is int:
@@ -67,6 +72,27 @@ def encode(value, _depth=0, _budget=None):
     return [tag, [encode(v, _depth + 1, budget) for v in kind.__iter__(value)]]
 
 
+def _number_or_lazy(value, depth, budget):
+    """The other values HumanEval's harness compares as Python does: a ``Fraction`` or ``Decimal`` (equal to the
+    float it stands for), a ``range``, and a lazy iterator a test consumes (``tuple(candidate(x))``), read here once
+    (it stays lazy on the other side: equal to no list, as a generator is)."""
+    if isinstance(value, fractions.Fraction):
+        numerator = fractions.Fraction.numerator.fget(value)
+        denominator = fractions.Fraction.denominator.fget(value)
+        return ["q", [encode(int(numerator), depth + 1, budget), encode(int(denominator), depth + 1, budget)]]
+    if isinstance(value, decimal.Decimal):
+        return ["D", decimal.Decimal.__str__(value)]
+    if isinstance(value, range):
+        return ["R", [range.start.__get__(value), range.stop.__get__(value), range.step.__get__(value)]]
+    kind = type(value)
+    if hasattr(kind, "__next__") and getattr(kind, "__iter__", None) is not None:
+        items = []
+        for item in value:
+            items.append(encode(item, depth + 1, budget))
+        return ["it", items]
+    raise NotPlain(f"a {kind.__module__}.{kind.__qualname__} is not plain data")
+
+
 def own_equality(value, graded_dir):
     """Whether ``value``'s class takes its ``==`` from code under ``graded_dir`` (the model's own ``__eq__``)."""
     for cls in type(value).__mro__:
@@ -75,6 +101,12 @@ def own_equality(value, graded_dir):
         if code is not None:
             return code.co_filename.startswith(graded_dir)
     return False
+
+
+def _int(value):
+    if type(value) is not int:
+        raise BadValue("a fraction's parts must be integers")
+    return value
 
 
 class BadValue(ValueError):
@@ -105,6 +137,14 @@ def decode(data, _depth=0):
         if tag in ("l", "t", "S", "F") and type(payload) is list:
             items = [decode(v, _depth + 1) for v in payload]
             return {"l": list, "t": tuple, "S": set, "F": frozenset}[tag](items)
+        if tag == "q" and type(payload) is list and len(payload) == 2:
+            return fractions.Fraction(_int(decode(payload[0], _depth + 1)), _int(decode(payload[1], _depth + 1)))
+        if tag == "D" and type(payload) is str:
+            return decimal.Decimal(payload)
+        if tag == "R" and type(payload) is list and len(payload) == 3 and all(type(v) is int for v in payload):
+            return range(*payload)
+        if tag == "it" and type(payload) is list:
+            return iter([decode(v, _depth + 1) for v in payload])
         if tag == "d" and type(payload) is list:
             out = {}
             for pair in payload:
@@ -112,6 +152,6 @@ def decode(data, _depth=0):
                     raise BadValue("a dict item is not a pair")
                 out[decode(pair[0], _depth + 1)] = decode(pair[1], _depth + 1)
             return out
-    except (ValueError, TypeError, OverflowError) as e:
+    except (ValueError, TypeError, OverflowError, ZeroDivisionError, ArithmeticError) as e:
         raise BadValue(f"malformed {tag!r} value: {e}") from e
     raise BadValue(f"unknown tag {tag!r}")

@@ -2,7 +2,7 @@
 
 A monkeypatch is a rebinding: a module attribute, a class attribute, a builtin, a finder on ``sys.meta_path``. Python
 raises no audit event for those, but the result is visible: the object bound to a name is another object. Before
-any model-written code is imported, the guard snapshots every loaded module (pytest, pluggy, coverage, the standard
+any model-written code is imported, the guard snapshots every loaded module (pytest, pluggy, the standard
 library, the grader's own ``propel_box``) as ``{name: object}`` for its code-like attributes (functions,
 classes, modules, methods, descriptors) and for the attributes of the classes it defines, plus all of ``builtins``,
 the import system's hook lists and ``sys.pycache_prefix``. ``changes(snapshot)`` lists what differs, whatever route

@@ -5,12 +5,12 @@ clean checkout with the variant laid over it, or the model's files) and the pris
 draw a channel key, fork a child. The child, before anything of the model's runs: moves its output to a capped file,
 keeps only the channel's write end (fd 3), confines itself with Landlock (the workspace and the tests readable, only a
 scratch folder and the report folder writable, nothing else reachable), snapshots the runner's code (``integrity``),
-installs the audit hook and registers the guard plugin; then runs pytest (under coverage.py when asked), with no cache
+installs the audit hook and registers the guard plugin; then runs pytest, with no cache
 provider and no bytecode written. The runner drains the channel while it waits, kills what is left of the child's
 session and anything the child started that outlived it, verifies the channel's records and sends back the child's
 account (outcomes, audit findings, rebindings, forged lines), the JUnit XML (to cross-check) and the exit code.
 
-pytest and coverage are imported once here, before the first fork; this process is non-dumpable and reads the frame
+pytest is imported once here, before the first fork; this process is non-dumpable and reads the frame
 token from stdin only after the last child is gone.
 """
 
@@ -29,7 +29,6 @@ import time
 from propel_box import audit, channel, confine, integrity, processes, wait
 
 ZIP = "propel_testlib.zip"
-TRACER = "propel_ctracer.so"
 MAX_REPORT = 2_000_000
 MAX_TAIL = 2_000
 UNUSED_PLUGINS = ("cacheprovider", "warnings", "logging", "doctest", "pastebin", "legacypath", "debugging")
@@ -38,7 +37,8 @@ UNUSED_PLUGINS += ("faulthandler", "stepwise", "setuponly", "setupplan", "unrais
 (``"lean": false``) keeps all but the cache provider (its tests may use ``caplog``, ``recwarn``, doctests)."""
 
 
-def _write(root, files):
+def write_files(root, files):
+    """Write base64 files under ``root`` (None deletes the file)."""
     for name, data in files.items():
         path = os.path.join(root, name)
         if data is None:
@@ -119,16 +119,6 @@ def _make_plugin(guard, send, dirs, suite, runtime, is_test):
     return guard.make_guard(send, lambda: integrity.changes(before), hide_tests, test_module)
 
 
-def _coverage(coverage, suite, ws):
-    """A coverage.py measurement of the workspace when the suite asks for one (its warnings silenced), else None."""
-    if not suite.get("coverage"):
-        return None
-    import warnings
-
-    warnings.filterwarnings("ignore", category=coverage.exceptions.CoverageWarning)
-    return coverage.Coverage(data_file=None, include=[os.path.join(ws, "*")], config_file=False)
-
-
 def _pytest_args(suite, dirs):
     """pytest's command line: quiet, the unused plugins off, JUnit XML to the report folder, then the suite's own
     arguments with ``{ws}`` and ``{tests}`` filled in."""
@@ -138,29 +128,13 @@ def _pytest_args(suite, dirs):
     return ["-q", *plugins, "--junitxml", os.path.join(dirs["reports"], "junit.xml"), *args]
 
 
-def _write_coverage(cov, reports):
-    """``coverage.json`` (percent, statements, missed) in the report folder; nothing when the report fails."""
-    import io
-
-    with contextlib.suppress(Exception):
-        percent = cov.report(file=io.StringIO(), ignore_errors=True)
-        statements = missed = 0
-        for measured in cov.get_data().measured_files():
-            _, lines, _, missing, _ = cov.analysis2(measured)
-            statements, missed = statements + len(lines), missed + len(missing)
-        with open(os.path.join(reports, "coverage.json"), "w") as f:
-            json.dump({"percent": percent, "statements": statements, "missed": missed}, f)
-
-
 def _child(dirs, suite, limits, key, write_fd):
     """The forked child: set up before anything of the model's runs (any failure exits 121), then run pytest and
     exit with its code (3 when it raised)."""
-    import coverage
     import pytest
     from propel_box import guard
 
-    ws, tests, tmp, reports = dirs["ws"], dirs["tests"], dirs["tmp"], dirs["reports"]
-    write_coverage = _write_coverage  # bound before graded code runs (it could rebind the module's name)
+    ws, tests, tmp = dirs["ws"], dirs["tests"], dirs["tmp"]
     try:
         _redirect(dirs, suite, write_fd)
         send, runtime = _confine(dirs, limits, key)
@@ -168,21 +142,11 @@ def _child(dirs, suite, limits, key, write_fd):
         plugin = _make_plugin(guard, send, dirs, suite, runtime, is_test)
         readable = runtime + [ws, tests, tmp]
         audit.install(lambda *a: send("audit", *a), graded, is_test, [tmp], readable, graded_root=ws)
-        cov = _coverage(coverage, suite, ws)
     except BaseException:
         os._exit(121)
     code = 3
     try:
-        args = _pytest_args(suite, dirs)
-        if cov is not None:
-            cov.start()
-        try:
-            code = pytest.main(args, plugins=[plugin])
-        finally:
-            if cov is not None:
-                cov.stop()
-        if cov is not None:
-            write_coverage(cov, reports)
+        code = pytest.main(_pytest_args(suite, dirs), plugins=[plugin])
     except BaseException:
         with contextlib.suppress(BaseException):
             import traceback
@@ -199,9 +163,9 @@ def _run_suite(base, clean, suite, limits):
     for folder in dirs.values():
         os.makedirs(folder)
     dirs["zip"] = os.path.abspath(ZIP)  # pytest imports a few modules lazily from the zip
-    _write(dirs["ws"], clean)
-    _write(dirs["ws"], suite.get("files", {}))
-    _write(dirs["tests"], suite.get("tests", {}))
+    write_files(dirs["ws"], clean)
+    write_files(dirs["ws"], suite.get("files", {}))
+    write_files(dirs["tests"], suite.get("tests", {}))
     key = secrets.token_bytes(32)
     read_fd, write_fd = os.pipe()
     start = time.monotonic()
@@ -222,7 +186,6 @@ def _run_suite(base, clean, suite, limits):
         "timed_out": timed_out,
         "wall_s": round(time.monotonic() - start, 4),
         "report_b64": base64.b64encode(raw).decode("ascii") if raw else None,
-        "coverage": (_read(os.path.join(dirs["reports"], "coverage.json"), 1000) or b"").decode("utf-8", "replace"),
         "output_tail": (_read(os.path.join(dirs["reports"], "output.txt"), 1 << 20) or b"").decode("utf-8", "replace")[
             -MAX_TAIL:
         ],
@@ -251,7 +214,7 @@ def _end_leftovers():
     return [["spawns_processes", "outlived", "", f"{len(left)} process(es) outlived the graded child; killed"]]
 
 
-def _load(folder):
+def load_files(folder):
     """A folder's files (base64) in memory, the folder deleted: a child cannot change what the next suite starts
     from."""
     files = {}
@@ -266,55 +229,51 @@ def _load(folder):
     return files
 
 
-class _TracerFinder:
-    """Serves ``coverage.tracer`` (coverage's C tracer) from its own file: an extension cannot load from the zip."""
-
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name != "coverage.tracer" or not os.path.exists(TRACER):
-            return None
-        import importlib.machinery
-        import importlib.util
-
-        where = os.path.abspath(TRACER)
-        return importlib.util.spec_from_file_location(
-            name, where, loader=importlib.machinery.ExtensionFileLoader(name, where)
-        )
-
-
-def main():
-    with open("payload.json", encoding="utf-8") as f:
-        payload = json.load(f)
-    os.unlink("payload.json")
+def load_pytest():
+    """Import pytest from the vendored zip (the sandbox's interpreter has the standard library only), every module
+    of its warmed, before any suite runs."""
     work = os.getcwd()
-    with contextlib.suppress(OSError):
-        os.unlink(os.path.join(os.path.dirname(work), "stdin"))  # fd 0 stays open here; no child can open it
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     sys.dont_write_bytecode = True
     keep = [p for p in sys.path if p not in ("", work) and "-packages" not in p]
     sys.path[:] = [os.path.abspath(ZIP), *keep]
-    sys.meta_path.insert(0, _TracerFinder)  # an ABI mismatch fails the import: coverage then traces in Python
     import _pytest
-    import coverage
     import pytest  # noqa: F401
 
-    sys.meta_path.remove(_TracerFinder)
-    with contextlib.suppress(OSError):
-        os.unlink(TRACER)
-    for package in (_pytest, coverage):  # warm: children start with everything imported
+    for package in (_pytest,):  # warm: children start with everything imported
         for mod in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             if not mod.name.endswith("__main__"):
                 with contextlib.suppress(Exception):
                     __import__(mod.name)
+
+
+def read_payload():
+    """The job's payload (the file deleted at once) and the stdin link removed: fd 0 stays open here, and no child
+    can open it."""
+    with open("payload.json", encoding="utf-8") as f:
+        payload = json.load(f)
+    os.unlink("payload.json")
+    with contextlib.suppress(OSError):
+        os.unlink(os.path.join(os.path.dirname(os.getcwd()), "stdin"))
+    return payload
+
+
+def write_results(results):
+    """The job's one result line, framed by the token read from stdin (read only now, after the last child)."""
+    token = sys.stdin.read().strip()
+    sys.stdout.write(token + json.dumps(results) + token + "\n")
+    sys.stdout.flush()
+
+
+def main():
+    payload = read_payload()
+    load_pytest()
     with contextlib.suppress(Exception):
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: /proc/<this pid> is closed to the children
     with contextlib.suppress(Exception):
         ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: a child's orphans come back here
-    clean = _load("repo")
+    clean = load_files("repo")
     base = os.path.abspath("runs")
     os.makedirs(base)
-    results = [_run_suite(base, clean, suite, payload["limits"]) for suite in payload["suites"]]
-    token = sys.stdin.read().strip()
-    sys.stdout.write(token + json.dumps(results) + token + "\n")
-    sys.stdout.flush()
+    write_results([_run_suite(base, clean, suite, payload["limits"]) for suite in payload["suites"]])

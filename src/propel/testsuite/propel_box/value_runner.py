@@ -10,143 +10,26 @@ the same name, else ``CandidateError``); a value that is not plain data, a dead 
 the reason. The child is restarted after it dies, within the submission's time limit.
 """
 
+import ast
 import base64
 import builtins
 import contextlib
 import json
 import os
 import secrets
-import select
 import shutil
-import subprocess
 import sys
 import time
 
-from propel_box import codec, confine, wait
+from propel_box import codec
+from propel_box.child import Child, Gone
 
-MAX_LINE = 8 << 20
 MAX_TAIL = 2_000
 MAX_RESTARTS = 3
 
 
 class CandidateError(Exception):
     """The candidate failed in the graded process (a non-builtin exception, a dead or hung process, bad value)."""
-
-
-class _Gone(Exception):
-    pass
-
-
-class Child:
-    """One graded process and its pipes."""
-
-    def __init__(self, ws, tmp, out_path, sub, limits):
-        read_fd, write_fd = os.pipe()
-        out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-
-        def setup():
-            os.setsid()
-            confine.apply_limits(limits)
-
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-B", os.path.join(os.getcwd(), "propel_box", "value_child.py")],
-            stdin=subprocess.PIPE,
-            stdout=out,
-            stderr=out,
-            pass_fds=(write_fd,),
-            preexec_fn=setup,
-            cwd=ws,
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"},
-        )
-        os.close(write_fd)
-        os.close(out)
-        self.fd, self.buffer, self.audit, self.landlock = read_fd, b"", [], 0
-        config = {"box": os.getcwd(), "ws": ws, "tmp": tmp, "fd": write_fd, "module": sub["module"]}
-        config["entry"] = sub["entry"]
-        self._send(config)
-
-    def _send(self, record):
-        try:
-            self.proc.stdin.write((json.dumps(record) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError) as e:
-            raise _Gone(f"the graded process is gone ({e})") from e
-
-    def read(self, deadline):
-        """The next record that is not an audit finding (those are kept), or raise ``_Gone``/``TimeoutError``."""
-        while True:
-            while b"\n" not in self.buffer:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError
-                ready, _, _ = select.select([self.fd], [], [], left)
-                if not ready:
-                    continue
-                chunk = os.read(self.fd, 1 << 16)
-                if not chunk:
-                    raise _Gone(self.ended())
-                self.buffer += chunk
-                if len(self.buffer) > MAX_LINE:
-                    raise _Gone("the graded process sent more than the size limit")
-            line, _, self.buffer = self.buffer.partition(b"\n")
-            try:
-                record = json.loads(line)
-            except ValueError:
-                raise _Gone("the graded process broke the protocol") from None
-            if not isinstance(record, dict):
-                raise _Gone("the graded process broke the protocol")
-            if "audit" in record:
-                self.audit.append([str(x)[:300] for x in record["audit"]][:4])
-            elif "start" in record:
-                self.landlock = int(record["start"]) if isinstance(record["start"], int) else 0
-            else:
-                return record
-
-    def call(self, ident, args, kwargs, deadline):
-        self._send({"id": ident, "args": args, "kwargs": kwargs})
-        record = self.read(deadline)
-        if record.get("id") != ident:
-            raise _Gone("the graded process answered out of order")
-        return record
-
-    def ended(self):
-        try:
-            code = self.proc.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            return "the graded process closed its answers"
-        if code < 0:
-            return f"the graded process was killed by signal {-code}"
-        return f"the graded process exited with status {code}"
-
-    def close(self):
-        wait.kill_session(self.proc.pid)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=2.0)
-        with contextlib.suppress(OSError):
-            self.proc.stdin.close()
-        try:
-            self.drain()
-        finally:
-            os.close(self.fd)
-
-    def drain(self):
-        """Audit findings still in the pipe after the child ended."""
-        while True:
-            ready, _, _ = select.select([self.fd], [], [], 0)
-            if not ready:
-                break
-            chunk = os.read(self.fd, 1 << 16)
-            if not chunk:
-                break
-            self.buffer += chunk
-        for line in self.buffer.split(b"\n"):
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and "audit" in record:
-                self.audit.append([str(x)[:300] for x in record["audit"]][:4])
-        self.buffer = b""
 
 
 def _raised(record):
@@ -184,7 +67,8 @@ class Grader:
             if self.restarts > MAX_RESTARTS:
                 raise CandidateError("the graded process died too often")
             self.restarts += 1
-            child = Child(self.ws, self.tmp, self.out_path, self.sub, self.limits)
+            config = {"module": self.sub["module"], "entry": self.sub["entry"]}
+            child = Child("value_child.py", self.ws, self.tmp, self.out_path, config, self.limits)
             self.child = child
             ready = child.read(self.deadline)
             self.landlock = max(self.landlock, child.landlock)
@@ -209,10 +93,10 @@ class Grader:
             raise CandidateError(f"the test passes an argument that is not plain data: {e}") from None
         try:
             child = self._child()
-            record = child.call(self.calls, *encoded, self.deadline)
+            record = child.call(self.calls, {"args": encoded[0], "kwargs": encoded[1]}, self.deadline)
         except TimeoutError:
             raise self._drop("the candidate ran past the submission's time limit") from None
-        except _Gone as e:
+        except Gone as e:
             if "exited with status" in str(e):
                 self.flags.append(["early_exit", "exit", "", str(e)])
             raise self._drop(str(e)) from None
@@ -228,6 +112,18 @@ class Grader:
             return codec.decode(record.get("value"))
         except codec.BadValue as e:
             raise CandidateError(f"the returned value is malformed: {e}") from None
+
+    def _call(self, source):
+        """What the candidate returns for one argument tuple (the task's own literal, read here): ``["value",
+        tagged]``, ``["raise", name]`` or ``["error", why]``."""
+        try:
+            args = ast.literal_eval(source)
+            value = self.candidate(*args)
+            return ["value", codec.encode(value)]
+        except CandidateError as e:
+            return ["error", str(e)[:200]]
+        except Exception as e:  # the candidate's exception, re-raised here
+            return ["raise", type(e).__name__]
 
     def run_test(self, body):
         namespace = {"__name__": "__propel_test__"}
@@ -248,6 +144,7 @@ class Grader:
                 outcomes[name], reasons[name] = "error", str(e)[:300]
             except Exception as e:  # the candidate's exception (re-raised here) or the test's own error
                 outcomes[name], reasons[name] = "error", f"{type(e).__name__}: {str(e)[:200]}"
+        returned = [self._call(source) for source in self.sub.get("calls") or []]
         if self.child is not None:
             self._drop("done")
         if self.import_error and self.import_error.get("base"):
@@ -259,6 +156,7 @@ class Grader:
         return {
             "tests": outcomes,
             "reasons": reasons,
+            "returned": returned,
             "import_error": self.import_error,
             "audit": findings,
             "landlock": self.landlock,

@@ -1,0 +1,427 @@
+"""Snapshots: any Python value a library function takes or returns, as plain tagged data (differential grading).
+
+A repository's functions take and return library objects, not only builtins, so value grading's ``codec`` cannot
+carry their calls. ``Snapshots.take`` writes a value as a tree of JSON-able lists: builtins as ``codec`` writes them
+(exact types only), functions and classes by reference (``["ref", module, qualname]``, only when that name leads back
+to the same object and is not a test module's), a regular-expression match by its pattern and span, and any other
+object the way ``pickle`` rebuilds it (``copyreg``'s reducer or its ``__reduce_ex__(4)``: a constructor reference,
+its arguments, its state and its items). ``Snapshots.rebuild`` turns a tree back into objects, resolving each
+reference in the interpreter it runs in: replayed in a graded child, a call's arguments become instances of the
+*repaired* library's classes.
+
+A callable argument with no importable name (a lambda or helper of a test) is recorded as a *callback*: the recording
+side passes the function a stand-in that forwards each call and keeps its arguments and outcome (a table,
+``["cb", index]`` in the tree); the replaying side's stand-in answers from that table, so no test code is ever
+imported where a repair runs.
+
+Trees are compared as data (``same``), never rebuilt by the trusted side: what a graded child sends back is read only
+as nested lists of strings and numbers, whatever its objects claim about themselves. A value with no snapshot (a
+generator inside a container, an open file, a cycle, a class defined in a test) raises ``NoSnapshot``; the call that
+carried it is not replayed.
+"""
+
+import base64
+import copyreg
+import functools
+import importlib
+import json
+import math
+import re
+import sys
+import types
+
+MAX_DEPTH = 40
+MAX_NODES = 4_000
+"""Nodes one snapshot may have (a call whose arguments or outcome are larger is not replayed: a check on a large
+object is slow to record and replay, and the suite's small calls cover the same code)."""
+MAX_ITEMS = 200
+"""Items read from a lazy iterator a function returns (``take_iterator``)."""
+MAX_TABLE = 2_000
+"""Calls one callback's table keeps."""
+
+_EXACT = (type(None), bool, int, float, complex, str, bytes)
+_CONTAINERS = {list: "l", tuple: "t", set: "S", frozenset: "F"}
+_NAMED = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)
+_NAMED += (types.ClassMethodDescriptorType, types.MethodWrapperType)
+"""Kinds written by reference only: functions, classes and the builtins' method descriptors."""
+_SINGLETONS = {"none_type": type(None), "ellipsis": Ellipsis, "not_implemented": NotImplemented}
+_SINGLETONS.update(ellipsis_type=type(Ellipsis), not_implemented_type=type(NotImplemented))
+_MATCH = type(re.match("", ""))
+CALLBACK = "__propel_callback__"
+"""Attribute naming a stand-in's callback index."""
+
+
+class NoSnapshot(TypeError):
+    """The value cannot be written as a snapshot (and so its call cannot be replayed)."""
+
+
+def resolve(module, qualname):
+    """The object ``module.qualname`` names in this interpreter (importing the module)."""
+    obj = sys.modules.get(module)
+    if obj is None:
+        obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def exception_name(error):
+    """``[module, qualname]`` of an exception's class (what a call's ``raise`` outcome records)."""
+    kind = type(error)
+    return [str(getattr(kind, "__module__", "")), str(getattr(kind, "__qualname__", kind.__name__))]
+
+
+class Snapshots:
+    """Takes and rebuilds snapshots under one set of rules.
+
+    Args:
+        test_module: whether a module name is a test module's (never referenced: its functions become callbacks
+            when recording, its classes have no snapshot).
+        tables: the callback tables to replay from (rebuilding); a recording starts with none.
+    """
+
+    def __init__(self, test_module=None, tables=None):
+        self.test_module = test_module or (lambda name: False)
+        self.tables = list(tables or [])
+
+    # ------------------------------------------------------------------------------------------------ taking
+    def reference(self, obj):
+        """``["ref", module, qualname]`` when that name resolves to ``obj`` and is no test module's, else None."""
+        module = getattr(obj, "__module__", None)
+        if module is None and hasattr(obj, "__objclass__"):  # a method descriptor: str.upper
+            module = getattr(obj.__objclass__, "__module__", None)
+        qualname = getattr(obj, "__qualname__", None)
+        if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
+            return None
+        if self.test_module(module):
+            return None
+        try:
+            found = resolve(module, qualname)
+        except Exception:
+            return None
+        return ["ref", module, qualname] if found is obj else None
+
+    def take(self, value, _depth=0, _budget=None, _active=None):
+        """The snapshot of ``value`` (see the module docstring); raises ``NoSnapshot``."""
+        budget = _budget if _budget is not None else [MAX_NODES]
+        active = _active if _active is not None else set()
+        budget[0] -= 1
+        if budget[0] < 0 or _depth > MAX_DEPTH:
+            raise NoSnapshot("the value is too large or too deeply nested")
+        kind = type(value)
+        if kind in _EXACT:
+            return _scalar(value)
+        for name, singleton in _SINGLETONS.items():
+            if value is singleton:
+                return ["k", name]
+        if id(value) in active:
+            raise NoSnapshot("the value contains itself")
+        active.add(id(value))
+        try:
+            return self._take(value, kind, _depth + 1, budget, active)
+        finally:
+            active.discard(id(value))
+
+    def _take(self, value, kind, depth, budget, active):
+        if kind in _CONTAINERS:
+            return [_CONTAINERS[kind], [self.take(v, depth, budget, active) for v in value]]
+        if kind is dict:
+            pairs = value.items()
+            return ["d", [[self.take(k, depth, budget, active), self.take(v, depth, budget, active)] for k, v in pairs]]
+        index = getattr(value, CALLBACK, None) if kind is types.FunctionType else None
+        if isinstance(index, int):
+            return ["cb", index]
+        if isinstance(value, type) or kind in _NAMED:
+            found = self.reference(value)
+            if found is None:
+                raise NoSnapshot(f"{getattr(value, '__qualname__', kind.__name__)} has no importable name")
+            return found
+        if kind is _MATCH:
+            span = list(value.span())
+            return ["match", self.take(value.re, depth, budget, active), value.string, value.pos, value.endpos, span]
+        if hasattr(kind, "__next__"):
+            raise NoSnapshot(f"a {kind.__qualname__} is a lazy iterator")
+        return self._reduced(value, depth, budget, active)
+
+    def _reduced(self, value, depth, budget, active):
+        try:
+            custom = copyreg.dispatch_table.get(type(value))  # as pickle does: re.Pattern's reducer lives there
+            reduced = custom(value) if custom is not None else value.__reduce_ex__(4)
+        except Exception as e:
+            raise NoSnapshot(f"a {type(value).__qualname__} cannot be reduced ({type(e).__name__})") from None
+        if isinstance(reduced, str):  # a module-level singleton
+            found = self.reference(value)
+            if found is None:
+                raise NoSnapshot(f"{reduced} is not importable")
+            return found
+        if not isinstance(reduced, tuple) or not 2 <= len(reduced) <= 6:
+            raise NoSnapshot(f"a {type(value).__qualname__} reduces to something pickle would not take")
+        func, args, state, items, pairs = (tuple(reduced) + (None,) * 5)[:5]
+        out = ["r", self.take(func, depth, budget, active), self.take(tuple(args), depth, budget, active)]
+        out.append(self.take(state, depth, budget, active))
+        out.append(None if items is None else self.take(_bounded(items), depth, budget, active))
+        out.append(None if pairs is None else self.take([list(p) for p in _bounded(pairs)], depth, budget, active))
+        return out
+
+    def take_outcome(self, call):
+        """``["value", tree]`` of what ``call()`` returned (a lazy iterator's first ``MAX_ITEMS`` items, read here),
+        or ``["raise", module, qualname]``; the second element is what the caller should receive in place of the
+        returned value (an iterator over the items read, then the rest)."""
+        try:
+            result = call()
+        except Exception as error:
+            return ["raise", *exception_name(error)], None
+        if is_lazy(result):
+            tree, items, exhausted = self.take_iterator(result)
+            return ["value", tree], _chain(items, None if exhausted else result)
+        return ["value", self.take(result)], result
+
+    def take_iterator(self, iterator, limit=MAX_ITEMS):
+        """``(tree, items, exhausted)``: ``["it", [snapshots], exhausted]`` of the first ``limit`` items of a lazy
+        iterator (read once; the items come back so a consumer can be given an equivalent iterator)."""
+        items, exhausted = [], True
+        for item in iterator:
+            items.append(item)
+            if len(items) >= limit:
+                exhausted = False
+                break
+        return ["it", [self.take(v) for v in items], exhausted], items, exhausted
+
+    # ------------------------------------------------------------------------------------------------ callbacks
+    def stand_in(self, value, _depth=0):
+        """Recording: ``value`` itself when it has a snapshot of its own, else (a function with no importable name)
+        a stand-in that records each call in a new table; a list, tuple or dict holding such functions is copied with
+        stand-ins for them (one level deep: ``extra_types={"Number": parse_number}``)."""
+        if _depth == 0 and type(value) in (list, tuple, dict):
+            items = value.items() if type(value) is dict else enumerate(value)
+            if any(self._needs_stand_in(v) for _, v in items):
+                if type(value) is dict:
+                    return {k: self.stand_in(v, 1) for k, v in value.items()}
+                return type(value)(self.stand_in(v, 1) for v in value)
+            return value
+        if not self._needs_stand_in(value):
+            return value
+        table = []
+        self.tables.append(table)
+        index = len(self.tables) - 1
+
+        @functools.wraps(value)
+        def stand_in(*args, **kwargs):
+            try:
+                key = [self.take(list(args)), self.take(dict(kwargs))] if len(table) < MAX_TABLE else None
+            except NoSnapshot:
+                key = None
+            try:
+                result = value(*args, **kwargs)
+            except Exception as error:
+                if key is not None:
+                    table.append([key, ["raise", *exception_name(error)]])
+                raise
+            if key is not None:
+                with _suppress():
+                    table.append([key, ["value", self.take(result)]])
+            return result
+
+        setattr(stand_in, CALLBACK, index)
+        return stand_in
+
+    def _needs_stand_in(self, value):
+        return type(value) is types.FunctionType and not hasattr(value, CALLBACK) and self.reference(value) is None
+
+    def _replayed(self, index):
+        """Replaying: a function answering from callback table ``index`` (an unknown call raises ``LookupError``)."""
+        table = self.tables[index] if 0 <= index < len(self.tables) else []
+
+        def replayed(*args, **kwargs):
+            try:
+                key = [self.take(list(args)), self.take(dict(kwargs))]
+            except NoSnapshot as e:
+                raise LookupError(f"callback {index} called with a value that has no snapshot: {e}") from None
+            for recorded, outcome in table:
+                if same(recorded, key):
+                    if outcome[0] == "raise":
+                        raise _exception(outcome[1], outcome[2])
+                    return self.rebuild(outcome[1])
+            raise LookupError(f"callback {index} called with arguments the clean library never passed it")
+
+        setattr(replayed, CALLBACK, index)
+        return replayed
+
+    # ------------------------------------------------------------------------------------------------ rebuilding
+    def rebuild(self, tree):
+        """The object a snapshot stands for, built in this interpreter (references resolved here)."""
+        tag = tree[0]
+        if tag in _REBUILD_SCALAR:
+            return _REBUILD_SCALAR[tag](tree)
+        if tag in ("l", "t", "S", "F"):
+            return {"l": list, "t": tuple, "S": set, "F": frozenset}[tag](self.rebuild(v) for v in tree[1])
+        if tag == "d":
+            return {self.rebuild(k): self.rebuild(v) for k, v in tree[1]}
+        if tag == "ref":
+            return resolve(tree[1], tree[2])
+        if tag == "cb":
+            return self._replayed(int(tree[1]))
+        if tag == "it":
+            return iter([self.rebuild(v) for v in tree[1]])
+        if tag == "match":
+            return _rematch(self.rebuild(tree[1]), tree[2], int(tree[3]), int(tree[4]), tuple(tree[5]))
+        if tag == "r":
+            obj = self.rebuild(tree[1])(*self.rebuild(tree[2]))
+            state = self.rebuild(tree[3])
+            if state is not None:
+                _set_state(obj, state)
+            for item in self.rebuild(tree[4]) if tree[4] is not None else ():
+                obj.append(item)
+            for key, value in self.rebuild(tree[5]) if tree[5] is not None else ():
+                obj[key] = value
+            return obj
+        raise ValueError(f"unknown snapshot tag {tag!r}")
+
+
+class _suppress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, trace):
+        return kind is not None and issubclass(kind, NoSnapshot)
+
+
+def _chain(items, rest):
+    yield from items
+    if rest is not None:
+        yield from rest
+
+
+def _bounded(iterator):
+    out = []
+    for item in iterator:
+        out.append(item)
+        if len(out) > MAX_NODES:
+            raise NoSnapshot("too many items")
+    return out
+
+
+def is_lazy(value):
+    """Whether ``value`` is a one-shot iterator (a generator, ``map``, ``filter``, ...), not a container."""
+    kind = type(value)
+    if not hasattr(kind, "__next__") or getattr(kind, "__iter__", None) is None:
+        return False
+    try:
+        return iter(value) is value
+    except Exception:
+        return False
+
+
+def _scalar(value):
+    if value is None:
+        return ["n"]
+    if type(value) is bool:
+        return ["b", value]
+    if type(value) is int:
+        try:
+            return ["i", repr(value)]
+        except ValueError as e:
+            raise NoSnapshot(str(e)) from e
+    if type(value) is float:
+        return ["f", repr(value)]
+    if type(value) is complex:
+        return ["c", [repr(value.real), repr(value.imag)]]
+    if type(value) is str:
+        return ["s", value]
+    return ["y", base64.b64encode(value).decode("ascii")]
+
+
+_REBUILD_SCALAR = {
+    "n": lambda t: None,
+    "b": lambda t: bool(t[1]),
+    "i": lambda t: int(t[1]),
+    "f": lambda t: float(t[1]),
+    "c": lambda t: complex(float(t[1][0]), float(t[1][1])),
+    "s": lambda t: str(t[1]),
+    "y": lambda t: base64.b64decode(t[1]),
+    "k": lambda t: _SINGLETONS[t[1]],
+}
+
+
+def _exception(module, qualname):
+    try:
+        kind = resolve(module, qualname)
+        if isinstance(kind, type) and issubclass(kind, Exception):
+            return kind()
+    except Exception:
+        pass
+    return Exception(f"{module}.{qualname}")
+
+
+def _rematch(pattern, string, pos, endpos, span):
+    """The match object a pattern gives at the recorded span (full match, match, then search from ``pos``)."""
+    for how in (pattern.fullmatch, pattern.match, pattern.search):
+        found = how(string, pos, endpos)
+        if found is not None and found.span() == span:
+            return found
+    raise ValueError("the recorded match cannot be made again")
+
+
+def _set_state(obj, state):
+    """pickle's BUILD: ``__setstate__`` when the class has its own, else the instance dict and slots."""
+    own = getattr(type(obj), "__setstate__", None)
+    if own is not None and own is not getattr(object, "__setstate__", None):
+        obj.__setstate__(state)
+        return
+    slots = None
+    if isinstance(state, tuple) and len(state) == 2:
+        state, slots = state
+    if state:
+        obj.__dict__.update(state)
+    for key, value in (slots or {}).items():
+        setattr(obj, key, value)
+
+
+# ------------------------------------------------------------------------------------------------- comparison
+def _pair(p):
+    return isinstance(p, list) and len(p) == 2
+
+
+def _canonical(tree, depth=0):
+    """A tree whose dicts and sets are in a fixed order, so that equal values give equal JSON."""
+    if depth > MAX_DEPTH * 3 or not isinstance(tree, list) or not tree or not isinstance(tree[0], str):
+        return tree
+    tag = tree[0]
+    if tag in ("S", "F") and len(tree) == 2 and isinstance(tree[1], list):
+        items = [_canonical(v, depth + 1) for v in tree[1]]
+        return [tag, sorted(items, key=lambda v: json.dumps(v, sort_keys=True))]
+    if tag == "d" and len(tree) == 2 and isinstance(tree[1], list):
+        pairs = [[_canonical(p[0], depth + 1), _canonical(p[1], depth + 1)] for p in tree[1] if _pair(p)]
+        return ["d", sorted(pairs, key=lambda p: json.dumps(p[0], sort_keys=True))]
+    return [tag] + [_canonical(v, depth + 1) if isinstance(v, list) else v for v in tree[1:]]
+
+
+def same(a, b):
+    """Whether two snapshots stand for equal values: the same tree, dicts and sets in any order, floats equal within
+    1e-9 relative (NaN equal to NaN). Safe on untrusted trees: anything malformed is simply not equal."""
+    try:
+        return _same(_canonical(a), _canonical(b), 0)
+    except (RecursionError, TypeError, ValueError):
+        return False
+
+
+def _same(a, b, depth):
+    if depth > MAX_DEPTH * 3:
+        return False
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return False
+        if len(a) == 2 and a[:1] == ["f"] == b[:1] and isinstance(a[1], str) and isinstance(b[1], str):
+            return _float_same(a[1], b[1])
+        return all(_same(x, y, depth + 1) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+def _float_same(x, y):
+    try:
+        fx, fy = float(x), float(y)
+    except ValueError:
+        return False
+    if math.isnan(fx) or math.isnan(fy):
+        return math.isnan(fx) and math.isnan(fy)
+    return math.isclose(fx, fy, rel_tol=1e-9, abs_tol=1e-12)
