@@ -1,19 +1,26 @@
-"""Reward integrity of the test-suite reward, per grader and sandbox backend, in one table; then throughput.
+"""Reward integrity of every grader propel pays with, per grader and sandbox backend, in one table; then throughput.
 
-Integrity (targets in brackets): the red-team corpus (``propel.tasks.humaneval.corpus``): hacks run, hacks scoring
-at or above the honest partial solution of their task [0], hacks missing their expected flags [0], hacks with no
-flag at all (listed: each is inert, its trick found nothing to act on, and it scores 0; an unflagged hack scoring
-above 0 stops the benchmark); false positives
-on the 164 canonical solutions [0] and on honest agents that comment or delete their copy of the visible tests [0];
-the universal sweep (every task-independent hack on ``--sweep-tasks`` tasks): submissions scoring above 0 [0] and
-the mean reward [0.000]. SWE: repairs that leave the bug in place and rig the run from library code, graded
-``solved`` [0].
+Per grader and backend (targets in brackets):
 
-Throughput: rewards/s on the canonical solutions of the first ``--solutions`` tasks, value grader and hardened
-pytest grader against the naive baseline (plain ``pytest`` in a fresh process per solution, no sandbox), 2 workers.
+- ``value`` (HumanEval, the test-suite reward's default): the red-team corpus's hacks
+  (``propel.tasks.humaneval.corpus``) and the task-independent ones swept over ``--sweep-tasks`` tasks, paid when the
+  reward is above an honest failure's 0 [0]; honest cases (``--canonical`` canonical solutions, the corpus's honest
+  entries, ``propel.testing.honest_code``) penalised when flagged or scored below their held-out pass rate [0].
+- ``pytest`` (in process, opt-in: an evaluation-only grader whose verdict the graded code can reach): the same cases,
+  reported as they come out.
+- ``swe`` (repairs of a parse bug, ``propel.testing.swe_repairs``): attacks that keep the bug, paid when graded
+  ``solved`` [0]; honest repairs written several ways, penalised when not ``solved`` [0].
+- ``agent`` (agent verdicts, ``propel.testing.agent_verdicts`` on the shell fix task and HumanEval agent tasks):
+  attacks paid when the verdict passes [0]; honest fixes penalised when it fails [0].
+
+Throughput, 2 workers: rewards/s of the value and pytest graders on ``--solutions`` canonical solutions against the
+naive baseline (plain ``pytest`` in a fresh process per solution, no sandbox); seconds per SWE repair graded
+(differential replay, then the suite as the second signal) against the previous grader (the suite alone); seconds per
+agent verdict (value tests in a fresh sandboxed child) against the previous one (the check script run by ``python3``
+in a sandbox job, its exit status the verdict).
 
     .venv/bin/python benchmarks/reward_integrity.py --backends local docker
-    .venv/bin/python benchmarks/reward_integrity.py --backends local --sweep-tasks 20 --solutions 16 --no-swe  # quick
+    .venv/bin/python benchmarks/reward_integrity.py --backends local --sweep-tasks 20 --solutions 16  # quick
 """
 
 from __future__ import annotations
@@ -26,11 +33,10 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
-
-GRADERS = ("value", "pytest")
 
 
 def _sample(task, files, agent=False):
@@ -43,56 +49,123 @@ def _sample(task, files, agent=False):
 def _grade(sandbox, grader, samples, batch_size=16):
     from propel.rewards import TestSuiteReward
 
-    reward = TestSuiteReward(sandbox=sandbox, grader=grader, timeout_s=5.0, batch_size=batch_size, seed=0)
+    reward = TestSuiteReward(
+        sandbox=sandbox, grader=grader, allow_in_process_verdict=True, timeout_s=5.0, batch_size=batch_size, seed=0
+    )
     start = time.perf_counter()
     values = reward(samples).tolist()
     return values, time.perf_counter() - start
 
 
-def corpus_row(sandbox, grader, tasks) -> dict:
-    from propel.tasks.humaneval.corpus import CORPUS, entry_files
+def suite_rows(sandbox, grader, tasks, sweep_tasks, canonical) -> dict:
+    """Cases run, paid and penalised on one test-suite grader."""
+    from propel.tasks.humaneval.corpus import CORPUS, entry_files, single_source
+    from propel.testing.honest_code import correct_solutions, near_misses
 
-    samples = []
-    for entry in CORPUS:
-        task = tasks[entry.task_id]
-        samples.append(_sample(task, entry_files(entry, task), agent=entry.mode == "agent"))
-    rewards, _ = _grade(sandbox, grader, samples)
-    graded = list(zip(CORPUS, rewards, samples, strict=True))
-    partial = {(e.mode, e.task_id): r for e, r, _ in graded if e.kind == "honest_partial"}
-    hacks = [(e, r, s) for e, r, s in graded if e.kind == "hack"]
-    above = [e.name for e, r, _ in hacks if r >= partial[(e.mode, e.task_id)]]
-    missing = [e.name for e, _, s in hacks if not e.flags(grader) <= set(s.info["test_suite"]["flags"])]
-    unflagged = [e.name for e, r, s in hacks if not s.info["test_suite"]["flags"]]
-    if any(r > 0 for e, r, s in hacks if not s.info["test_suite"]["flags"]):
-        raise SystemExit(f"{grader}: an unflagged hack scored above 0")
-    honest_agents = [(e, s) for e, _, s in graded if e.mode == "agent" and e.kind == "honest_correct"]
-    agent_fp = [
-        e.name for e, s in honest_agents if s.info["test_suite"]["pass_rate"] < 1 or s.info["test_suite"]["hacked"]
-    ]
-    return {
-        "cases": len(hacks),
-        "above": above,
-        "missing": missing,
-        "unflagged": unflagged,
-        "agent_fp": agent_fp,
-        "agents": len(honest_agents),
-    }
-
-
-def canonical_fp(sandbox, grader, tasks) -> tuple[int, float]:
-    samples = [_sample(t, {"solution.py": t.reference}) for t in tasks.values()]
-    _, wall = _grade(sandbox, grader, samples)
-    bad = [s for s in samples if s.info["test_suite"]["pass_rate"] < 1 or s.info["test_suite"]["flags"]]
-    return len(bad), len(samples) / wall
-
-
-def sweep(sandbox, grader, tasks, n_tasks) -> tuple[int, int, float]:
-    from propel.tasks.humaneval.corpus import CORPUS, single_source
-
-    chosen = random.Random(0).sample(list(tasks.values()), min(n_tasks, len(tasks)))
-    samples = [_sample(t, {"solution.py": single_source(e, t)}) for e in CORPUS if e.universal for t in chosen]
+    samples = [_sample(tasks[e.task_id], entry_files(e, tasks[e.task_id]), e.mode == "agent") for e in CORPUS]
+    names = [e.name for e in CORPUS]
+    kinds = ["hack" if e.kind == "hack" else "honest" for e in CORPUS]
+    for name, task_id, code in [*correct_solutions(tasks), *near_misses(tasks)]:
+        samples.append(_sample(tasks[task_id], {"solution.py": code}))
+        names.append(name)
+        kinds.append("honest")
+    for task in list(tasks.values())[:canonical]:
+        samples.append(_sample(task, {"solution.py": task.reference}))
+        names.append(f"canonical {task.task_id}")
+        kinds.append("honest")
+    chosen = random.Random(0).sample(list(tasks.values()), min(sweep_tasks, len(tasks)))
+    for entry in (e for e in CORPUS if e.universal):
+        for task in chosen:
+            samples.append(_sample(task, {"solution.py": single_source(entry, task)}))
+            names.append(f"{entry.name} on {task.task_id}")
+            kinds.append("hack")
     rewards, _ = _grade(sandbox, grader, samples, batch_size=32)
-    return len(samples), sum(r > 0 for r in rewards), sum(rewards) / len(rewards)
+    paid, penalised = [], []
+    for name, kind, reward, s in zip(names, kinds, rewards, samples, strict=True):
+        info = s.info["test_suite"]
+        if kind == "hack" and reward > 0:
+            paid.append(name)
+        if kind == "honest" and (info["hacked"] or reward < info["pass_rate"] - 1e-9):
+            penalised.append(name)
+    return {"hacks": kinds.count("hack"), "honest": kinds.count("honest"), "paid": paid, "penalised": penalised}
+
+
+def swe_rows(sandbox) -> tuple[dict, float, float]:
+    """The SWE repair classes on parse, and seconds per repair graded (new) and per suite run alone (previous)."""
+    from propel.domains.swe.checkout import checkout
+    from propel.domains.swe.diffs import unified_diff
+    from propel.domains.swe.prepare import load_manifest
+    from propel.domains.swe.repos import get_repo
+    from propel.domains.swe.validity import BugValidator
+    from propel.testing.swe_repairs import ATTACKS, BUG, HONEST
+
+    profile = get_repo("parse")
+    root = checkout(profile)
+    v = BugValidator(profile, root, sandbox, manifest=load_manifest(profile, sandbox))
+    text = (Path(root) / "parse.py").read_text()
+    verdict = v.check(unified_diff("parse.py", text, text.replace(*BUG, 1)))
+    buggy = verdict.files["parse.py"].decode()
+    paid, penalised, spent = [], [], 0.0
+    for repair in [*ATTACKS, *HONEST]:
+        start = time.perf_counter()
+        result = v.grade_repair(verdict, unified_diff("parse.py", buggy, repair.apply(buggy)))
+        spent += time.perf_counter() - start
+        if repair.kind == "attack" and result.solved:
+            paid.append(repair.name)
+        if repair.kind == "honest" and not result.solved:
+            penalised.append(f"{repair.name} ({result.reason})")
+    start = time.perf_counter()
+    for repair in HONEST:
+        v.suite.run_one({"parse.py": repair.apply(buggy).encode()})
+    suite_alone = (time.perf_counter() - start) / len(HONEST)
+    rows = {"hacks": len(ATTACKS), "honest": len(HONEST), "paid": paid, "penalised": penalised}
+    return rows, spent / (len(ATTACKS) + len(HONEST)), suite_alone
+
+
+def agent_rows(sandbox) -> tuple[dict, float, float]:
+    """The agent workspace classes on shell and HumanEval agent tasks; seconds per verdict, new and previous."""
+    from propel.envs.verdict import verdict
+    from propel.sandbox import Job
+    from propel.tasks.humaneval import HumanEvalAgentTasks
+    from propel.tasks.shell import ShellTasks
+    from propel.testing.agent_verdicts import WORKSPACES
+
+    contexts = [
+        *ShellTasks(["fix_function"], demonstration=False).contexts(2, seed=1),
+        *HumanEvalAgentTasks(task_ids=["HumanEval/0", "HumanEval/13", "HumanEval/148"]).contexts(3, seed=0),
+    ]
+    paid, penalised, runs = [], [], 0
+    start = time.perf_counter()
+    for workspace in WORKSPACES:
+        for ctx in contexts:
+            runs += 1
+            files = {**ctx.data["files"], **workspace.files(ctx)}
+            passed = verdict(ctx.data, files, [], sandbox)["passed"]
+            if workspace.kind == "attack" and passed:
+                paid.append(f"{workspace.name} on {ctx.id}")
+            if workspace.kind == "honest" and not passed:
+                penalised.append(f"{workspace.name} on {ctx.id}")
+    per_verdict = (time.perf_counter() - start) / runs
+    checks = []  # the previous verdict: the tests as a script, its exit status the verdict
+    for ctx in contexts:
+        spec = ctx.data["value_tests"]
+        lines = [
+            "import sys",
+            "sys.path.insert(0, '.')",
+            spec.get("helpers", ""),
+            spec.get("preamble", ""),
+            f"from {spec['module']} import {spec['entry_point']} as candidate",
+        ]
+        lines += [body for _, body in spec["tests"]]
+        files = {**ctx.data["files"], **next(w for w in WORKSPACES if w.kind == "honest").files(ctx)}
+        checks.append(Job(command=["python3", "-c", "\n".join(lines)], files=files))
+    start = time.perf_counter()
+    for job in checks:
+        sandbox.run_many([job])
+    previous = (time.perf_counter() - start) / len(checks)
+    attacks = sum(w.kind == "attack" for w in WORKSPACES) * len(contexts)
+    rows = {"hacks": attacks, "honest": runs - attacks, "paid": paid, "penalised": penalised}
+    return rows, per_verdict, previous
 
 
 def naive_one(task) -> bool:
@@ -127,48 +200,13 @@ def naive_rate(tasks, workers=2) -> float:
     return len(tasks) / (time.perf_counter() - start)
 
 
-def swe_rows(backend: str) -> list[tuple[str, str, str]]:
-    """Each tampering repair of ``tests/domains/swe/test_swe_repair_hacks.py`` graded on the parse repo."""
-    import importlib.util
-    from pathlib import Path
-
-    from propel.domains.swe.checkout import checkout
-    from propel.domains.swe.diffs import unified_diff
-    from propel.domains.swe.prepare import load_manifest
-    from propel.domains.swe.repos import get_repo
-    from propel.domains.swe.validity import BugValidator
-    from propel.sandbox import make_sandbox
-
-    here = Path(__file__).resolve().parents[1] / "tests/domains/swe/test_swe_repair_hacks.py"
-    spec = importlib.util.spec_from_file_location("repair_hacks", here)
-    hacks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hacks)
-    profile = get_repo("parse")
-    root = checkout(profile)
-    rows = []
-    with make_sandbox(backend) as sandbox:
-        v = BugValidator(profile, root, sandbox, manifest=load_manifest(profile, sandbox))
-        text = (Path(root) / "parse.py").read_text()
-        verdict = v.check(unified_diff("parse.py", text, text.replace(*hacks.KNOWN, 1)))
-        buggy = verdict.files["parse.py"].decode()
-        cases = {"honest revert": unified_diff("parse.py", buggy, text)}
-        for name in ("_PATCH_REPORT", "_SILENCE_JUNIT", "_REWRITE_TESTS", "_BUILTINS", "_FRAMES"):
-            cases[name.strip("_").lower()] = unified_diff(
-                "parse.py", buggy, buggy.rstrip("\n") + "\n\n" + getattr(hacks, name)
-            )
-        for name, diff in cases.items():
-            result = v.grade_repair(verdict, diff)
-            rows.append((name, str(result.solved), result.reason or "-"))
-    return rows
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--backends", nargs="+", default=["local"], choices=("local", "docker"))
     parser.add_argument("--sweep-tasks", type=int, default=164, help="tasks in the universal sweep")
     parser.add_argument("--solutions", type=int, default=48, help="canonical solutions in the throughput rows")
-    parser.add_argument("--canonical", type=int, default=164, help="canonical solutions checked for false positives")
-    parser.add_argument("--no-swe", action="store_true", help="skip the SWE repair rows")
+    parser.add_argument("--canonical", type=int, default=164, help="canonical solutions among the honest cases")
+    parser.add_argument("--graders", nargs="+", default=["value", "pytest", "swe", "agent"])
     args = parser.parse_args(argv)
 
     from propel.sandbox import make_sandbox
@@ -176,52 +214,50 @@ def main(argv=None) -> int:
 
     tasks = {t.task_id: t for t in load_humaneval()}
     console = Console(width=200)
-    table = Table(title="Test-suite reward integrity (targets: 0 / 0 / 0 / 0 / 0 / 0.000)")
-    for col in ("grader", "backend", "hacks run", ">= honest partial", "missing flag", "unflagged (inert, 0)"):
+    table = Table(title="Reward integrity (targets: paid 0, honest penalised 0; pytest: in process, opt-in)")
+    for col in ("grader", "backend", "attack cases", "paid", "honest cases", "honest penalised"):
         table.add_column(col, justify="right")
-    for col in (f"FP canonical ({args.canonical})", "FP honest agents", "sweep runs", "sweep > 0", "sweep mean"):
-        table.add_column(col, justify="right")
-    speed = Table(title=f"Throughput on {args.solutions} canonical solutions, 2 workers")
-    for col in ("grader", "backend", "rewards/s", "vs naive pytest"):
+    speed = Table(title="Throughput, 2 workers")
+    for col in ("grader", "backend", "this grader", "previous grader", "ratio"):
         speed.add_column(col, justify="right")
     first = list(tasks.values())[: args.solutions]
-    naive = naive_rate(first)
-    speed.add_row("naive: plain pytest per solution, no sandbox", "-", f"{naive:.2f}", "1.0x")
+    naive = naive_rate(first) if {"value", "pytest"} & set(args.graders) else None
+    failures = 0
     for backend in args.backends:
         with make_sandbox(backend, max_workers=2) as sandbox:
-            for grader in GRADERS:
-                row = corpus_row(sandbox, grader, tasks)
-                fp, _ = canonical_fp(sandbox, grader, dict(list(tasks.items())[: args.canonical]))
-                runs, scored, mean = sweep(sandbox, grader, tasks, args.sweep_tasks)
+            for grader in args.graders:
+                if grader in ("value", "pytest"):
+                    rows = suite_rows(sandbox, grader, tasks, args.sweep_tasks, args.canonical)
+                    _, wall = _grade(sandbox, grader, [_sample(t, {"solution.py": t.reference}) for t in first])
+                    rate = len(first) / wall
+                    speed.add_row(
+                        grader, backend, f"{rate:.2f} rewards/s", f"naive pytest {naive:.2f}/s", f"{rate / naive:.1f}x"
+                    )
+                elif grader == "swe":
+                    rows, new, old = swe_rows(sandbox)
+                    speed.add_row(
+                        "swe", backend, f"{new:.2f} s/repair", f"suite alone {old:.2f} s", f"{new / old:.1f}x"
+                    )
+                else:
+                    rows, new, old = agent_rows(sandbox)
+                    speed.add_row(
+                        "agent", backend, f"{new:.2f} s/verdict", f"exit status {old:.2f} s", f"{new / old:.1f}x"
+                    )
                 table.add_row(
                     grader,
                     backend,
-                    str(row["cases"]),
-                    str(len(row["above"])),
-                    str(len(row["missing"])),
-                    str(len(row["unflagged"])),
-                    str(fp),
-                    f"{len(row['agent_fp'])} of {row['agents']}",
-                    str(runs),
-                    str(scored),
-                    f"{mean:.3f}",
+                    str(rows["hacks"]),
+                    str(len(rows["paid"])),
+                    str(rows["honest"]),
+                    str(len(rows["penalised"])),
                 )
-                for label, names in (("above", row["above"]), ("missing", row["missing"])):
-                    if names:
-                        console.print(f"[red]{grader}/{backend} {label}: {names}")
-                _, rate = canonical_fp(sandbox, grader, {t.task_id: t for t in first})
-                speed.add_row(grader, backend, f"{rate:.2f}", f"{rate / naive:.1f}x")
+                for label in ("paid", "penalised"):
+                    if rows[label]:
+                        console.print(f"[red]{grader}/{backend} {label}: {rows[label][:8]}")
+                        failures += grader != "pytest"
     console.print(table)
     console.print(speed)
-    if not args.no_swe:
-        swe = Table(title="SWE repairs on parse (the bug left in place, the run rigged from parse.py)")
-        for col in ("repair", "backend", "solved", "reason"):
-            swe.add_column(col)
-        for backend in args.backends:
-            for name, solved, reason in swe_rows(backend):
-                swe.add_row(name, backend, solved, reason)
-        console.print(swe)
-    return 0
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

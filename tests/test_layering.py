@@ -26,6 +26,7 @@ FLOORS: list[set[str]] = [
     {"datamodules", "lit_modules", "jobs", "served"},  # jobs: the probe job; served: propel's envs as OpenEnv ones
     {"callbacks"},
     {"pipeline"},
+    {"testing"},  # red-team data and honest variants the graders are tried with (tests and benchmarks only)
 ]
 
 

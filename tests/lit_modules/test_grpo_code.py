@@ -38,7 +38,7 @@ def test_code_configs_resolve():
     single = resolve_lightning("fit", read_config_files([BASE, ROOT / "configs/code/testsuite.yaml"]))
     rewards = single["model"]["init_args"]["rewards"]
     assert rewards[0]["class_path"] == "propel.rewards.TestSuiteReward"
-    assert rewards[0]["init_args"]["hack_penalty"] == 0.4
+    assert rewards[0]["init_args"]["hack_penalty"] == 0.5
     assert single["data"]["init_args"]["tasks"]["class_path"] == "propel.tasks.humaneval.HumanEvalTasks"
     agent = resolve_lightning("fit", read_config_files([BASE, ROOT / "configs/code/agent.yaml"]))
     assert agent["data"]["init_args"]["tasks"]["class_path"] == "propel.tasks.humaneval.HumanEvalAgentTasks"

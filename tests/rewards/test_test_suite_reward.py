@@ -13,6 +13,7 @@ from propel.rewards.code_tests import HACK_PENALTY, suite_reward
 from propel.rollouts.record import Sample
 from propel.sandbox import LocalSandbox
 from propel.tasks.humaneval import load_humaneval
+from propel.testing.honest_code import body, correct_solutions, near_misses
 
 TASKS = {t.task_id: t for t in load_humaneval()}
 TASK = TASKS["HumanEval/0"]  # has_close_elements: 3 visible + 4 held-out tests
@@ -28,11 +29,6 @@ def sample(code: str | None = None, workspace: dict | None = None, task=TASK) ->
     ctx = task.single_turn_context() if workspace is None else task.agent_context()
     files = workspace if workspace is not None else {"solution.py": code}
     return Sample(prompt="", completion="", context=ctx, artifacts={"files": files})
-
-
-def body(task, code: str) -> str:
-    """``solution.py``: the task's prompt with ``code`` as the function's body."""
-    return task.prompt + "".join(f"    {line}\n" if line.strip() else "\n" for line in code.strip("\n").splitlines())
 
 
 def test_formula_on_hand_computed_cases():
@@ -73,48 +69,16 @@ def test_the_held_out_tests_pay_and_each_part_is_logged(sandbox):
     assert "early_exit" in samples[4].info["test_suite"]["flags"] and samples[4].info["test_suite"]["reward"] == 0.0
 
 
-HONEST = {
-    "imports doctest and unittest": "import doctest\nimport unittest\n\n\n{reference}",
-    "logs an exception it handles": (
-        "import logging\n\n\n{reference}\n\n_plain = {entry}\n\n\ndef {entry}(*args):\n    try:\n"
-        "        raise ValueError('probe')\n    except ValueError:\n        logging.exception('handled')\n"
-        "    return _plain(*args)\n"
-    ),
-    "formats a traceback it handles": (
-        "import traceback\n\n\n{reference}\n\n_plain = {entry}\n\n\ndef {entry}(*args):\n    try:\n"
-        "        1 / 0\n    except ZeroDivisionError:\n        traceback.format_exc()\n    return _plain(*args)\n"
-    ),
-    "writes and reads back a scratch file": (
-        "import os\nimport tempfile\n\n\n{reference}\n\n_plain = {entry}\n\n\ndef {entry}(*args):\n"
-        "    path = os.path.join(tempfile.mkdtemp(), 'memo.txt')\n    with open(path, 'w') as f:\n"
-        "        f.write(repr(args))\n    with open(path) as f:\n        f.read()\n    return _plain(*args)\n"
-    ),
-}
-
-
-@pytest.mark.parametrize("name", sorted(HONEST))
-def test_value_grading_never_penalises_what_honest_code_does_in_its_own_process(sandbox, name):
+@pytest.mark.parametrize("case", correct_solutions(TASKS), ids=lambda c: c[0])
+def test_value_grading_never_penalises_honest_correct_code(sandbox, case):
     """Correct solutions that import a test framework, log a handled exception, format a traceback or use a scratch
-    file: flags may be logged (with where they fired), the reward is the correct solution's."""
-    code = HONEST[name].format(reference=TASK.reference, entry=TASK.entry_point)
-    s = sample(code)
+    file (flags may be logged, with where they fired), or return a Fraction equal to the float or a lazy result the
+    test consumes, as HumanEval's harness accepts: the reward is the correct solution's."""
+    name, task_id, code = case
+    s = sample(code, task=TASKS[task_id])
     reward = TestSuiteReward(sandbox=sandbox)([s])
     assert reward.tolist() == [1.0], (name, s.info["test_suite"]["reason"], s.info["test_suite"]["flags"])
     assert s.info["test_suite"]["hacked"] == 0.0
-
-
-@pytest.mark.parametrize(
-    "task_id, code",
-    [
-        ("HumanEval/2", "from fractions import Fraction\nreturn Fraction(str(number)) % 1"),  # equals the float
-        ("HumanEval/33", "l = list(l)\nl[::3] = sorted(l[::3])\nreturn iter(l)"),  # a lazy result the test wraps
-        ("HumanEval/33", "l = list(l)\nl[::3] = sorted(l[::3])\nreturn (x for x in l)"),
-    ],
-)
-def test_values_compare_as_humaneval_compares_them(sandbox, task_id, code):
-    task = TASKS[task_id]
-    s = sample(body(task, code), task=task)
-    assert TestSuiteReward(sandbox=sandbox)([s]).tolist() == [1.0], s.info["test_suite"]["why"]
 
 
 def test_a_decimal_compares_as_python_compares_it(sandbox):
@@ -172,22 +136,10 @@ def test_hard_coded_visible_answers_are_caught_by_what_the_code_answers(sandbox,
     assert got == [-HACK_PENALTY]
 
 
-NEAR_MISSES = {
-    # bf: the order of the two planets is not normalised (a reversed pair returns the empty tuple)
-    "HumanEval/148": (
-        "names = ('Mercury', 'Venus', 'Earth', 'Mars', 'Jupiter', 'Saturn', 'Uranus', 'Neptune')\n"
-        "if planet1 not in names or planet2 not in names:\n    return ()\n"
-        "return names[names.index(planet1) + 1:names.index(planet2)]"
-    ),
-    # sort_numbers: sorted by the words' spelling, not their value
-    "HumanEval/19": "return ' '.join(sorted(w for w in numbers.split(' ') if w))",
-}
-
-
-@pytest.mark.parametrize("task_id", sorted(NEAR_MISSES))
-def test_honest_near_misses_spelling_the_tasks_vocabulary_are_not_hard_coding(sandbox, task_id):
-    task = TASKS[task_id]
-    s = sample(body(task, NEAR_MISSES[task_id]), task=task)
+@pytest.mark.parametrize("case", near_misses(TASKS), ids=lambda c: c[0])
+def test_honest_near_misses_spelling_the_tasks_vocabulary_are_not_hard_coding(sandbox, case):
+    _, task_id, code = case
+    s = sample(code, task=TASKS[task_id])
     got = TestSuiteReward(sandbox=sandbox)([s]).tolist()
     info = s.info["test_suite"]
     assert "hardcoded_outputs" not in info["flags"] and not info["hacked"], info["evidence"]

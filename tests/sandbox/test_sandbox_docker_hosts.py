@@ -16,6 +16,7 @@ import pytest
 
 from propel.engines.vllm_launch import free_port
 from propel.sandbox import Job, Limits
+from tests.conftest import missing_dependency
 
 pytestmark = pytest.mark.docker
 
@@ -98,7 +99,7 @@ def run_all(sandbox, n: int) -> list:
 
 def test_jobs_spread_over_two_hosts_and_an_unreachable_one_is_skipped(sandbox_on, caplog):
     if not os.path.exists(SOCKET):
-        pytest.skip(f"no {SOCKET}")
+        missing_dependency(f"no {SOCKET}")
     caplog.set_level(logging.INFO, logger="propel.fleet")
     dead = f"tcp://127.0.0.1:{free_port()}"
     hosts = [f"unix://{SOCKET}", f"unix://{os.path.realpath(SOCKET)}", dead]
@@ -114,7 +115,7 @@ def test_jobs_spread_over_two_hosts_and_an_unreachable_one_is_skipped(sandbox_on
 
 def test_a_host_cut_mid_run_is_taken_out_and_used_again_after_the_cooldown(sandbox_on, caplog):
     if not os.path.exists(SOCKET):
-        pytest.skip(f"no {SOCKET}")
+        missing_dependency(f"no {SOCKET}")
     caplog.set_level(logging.INFO, logger="propel.fleet")
     relay = DockerRelay()
     sandbox = sandbox_on([f"unix://{SOCKET}", relay.url], max_workers=2, cooldown_s=2.0)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from propel.sandbox.bwrap import bwrap_path
+from tests.conftest import missing_dependency
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 USER = "propel-sandbox-test"
@@ -27,9 +28,7 @@ DOCKER_SOCKET = "/var/run/docker.sock"
 
 
 def _missing(why: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"the unprivileged sandbox test must run in CI: {why}")
-    pytest.skip(why)
+    missing_dependency(f"the unprivileged sandbox test: {why}")
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,7 @@ class AgentEpisodes:
         schedule: ``rounds`` (reproducible) or ``async`` (generation overlaps tool calls).
         max_context_tokens: cap on an episode's tokens; the engine's context length applies too.
         retries: reruns of episodes that failed outside the policy (sandbox or engine) before the job stops.
-        demonstration: open each conversation with one solved example episode (``propel.envs.DEMONSTRATION``:
+        demonstration: open each conversation with one solved example episode (``propel.tasks.shell.DEMONSTRATION``:
             write a file, submit); small models copy a shown call far more often than they follow a described one.
         execute_cut_turns: hand a turn cut by the token budget or the context limit to the environment; False ends
             the episode as ``length`` instead (``EpisodeRunner``).

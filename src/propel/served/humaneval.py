@@ -20,7 +20,7 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import ConfigDict, Field
 
-from propel.rewards.code_tests import INFO_KEY, TestSuiteReward
+from propel.rewards.code_tests import HACK_PENALTY, INFO_KEY, TestSuiteReward
 from propel.rollouts.record import Sample
 from propel.sandbox.base import Sandbox
 from propel.tasks.humaneval import CodeTask, HumanEvalTasks
@@ -83,7 +83,7 @@ class HumanEvalEnvironment(Environment[SubmitSolution, CodeObservation, CodeStat
         self,
         path: str | None = None,
         task_ids: list[str] | None = None,
-        hack_penalty: float = 0.4,
+        hack_penalty: float = HACK_PENALTY,
         timeout_s: float = 10.0,
         memory_mb: int = 512,
         sandbox: Sandbox | None = None,

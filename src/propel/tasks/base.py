@@ -1,6 +1,6 @@
 """What a task source is: ``contexts(n, seed)`` of graded problems, deterministic in the seed (the
 ``Domain.contexts`` contract), each context's ``data`` holding what grading needs (tests, gold steps, an oracle) and,
-for agents, what their environment needs (files, a verify command)."""
+for agents, what their environment needs (files, and the check as data: ``propel.envs.verdict``)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from propel.sandbox.base import Limits, Result, Sandbox
 from propel.testsuite.junit import ReportError, parse_junit
-from propel.testsuite.shipping import framed_records, job
+from propel.testsuite.shipping import framed_records, graded_limits, job, job_limits
 
 EXIT_MEANING = {
     0: "all tests passed",
@@ -180,7 +180,9 @@ class SuiteRunner:
         return [(_unpack(r, token, len(b)), r) for r, (_, token), b in zip(results, jobs, batches, strict=True)]
 
     def _job(self, batch: list[Submission]):
-        limits = {"timeout_s": self.timeout_s, "memory_mb": self.memory_mb, "max_file_bytes": self.max_file_mb << 20}
+        child = Limits(
+            timeout_s=self.timeout_s, memory_mb=self.memory_mb, max_file_mb=self.max_file_mb, max_processes=0
+        )
         suites = [
             {
                 "files": encode_files(s.files),
@@ -190,14 +192,8 @@ class SuiteRunner:
             }
             for s in batch
         ]
-        job_limits = Limits(
-            timeout_s=10.0 + len(batch) * (self.timeout_s + 1.0),
-            memory_mb=self.memory_mb + 512,
-            max_processes=64,
-            max_output_bytes=(400_000 * len(batch)) + 65_536,
-            max_file_mb=max(self.max_file_mb, 16),
-        )
-        return job("pytest_runner", {"limits": limits, "suites": suites}, job_limits, pytest=True)
+        limits = job_limits(child, len(batch), per_item_s=1.0, output_per_item=400_000)
+        return job("pytest_runner", {"limits": graded_limits(child), "suites": suites}, limits, pytest=True)
 
 
 def encode_files(files: dict[str, str | bytes | None]) -> dict[str, str | None]:

@@ -33,6 +33,32 @@ def box_files() -> dict[str, str]:
     return files
 
 
+def graded_limits(child: Limits) -> dict:
+    """A graded child's limits as the in-sandbox runners read them (``confine.apply_limits``): its wall-clock and CPU
+    budget, address space, largest file, and the processes (threads) it may start (0: none)."""
+    return {
+        "timeout_s": float(child.timeout_s),
+        "memory_mb": int(child.memory_mb),
+        "max_file_bytes": int(child.max_file_mb) << 20,
+        "max_processes": int(child.max_processes),
+    }
+
+
+def job_limits(child: Limits, items: int, per_item_s: float, output_per_item: int, setup_s: float = 10.0) -> Limits:
+    """The sandbox job that runs ``items`` graded children one after another, each under ``child``'s limits: their
+    time plus ``per_item_s`` each and ``setup_s`` for the runner, the child's memory plus 512 MiB for the runner,
+    ``output_per_item`` bytes of records each, and files of at least 16 MiB (the vendored pytest zip, a repository).
+    The one place a grading job's budget is derived from its children's."""
+    return Limits(
+        timeout_s=setup_s + items * (child.timeout_s + per_item_s),
+        memory_mb=child.memory_mb + 512,
+        max_processes=64,
+        max_output_bytes=items * output_per_item + 65_536,
+        max_file_mb=max(child.max_file_mb, 16),
+        max_open_files=256,
+    )
+
+
 def job(runner: str, payload: dict, limits: Limits, extra: dict[str, str | bytes] | None = None, pytest: bool = False):
     """``(job, token)``: ``propel_box.<runner>.main()`` over ``payload``; ``pytest`` ships the vendored pytest. The
     token frames the runner's one result line (``framed_records``)."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from propel.sandbox.base import Limits, Result, Sandbox
 from propel.testsuite.propel_box import codec
 from propel.testsuite.runner import encode_files
-from propel.testsuite.shipping import framed_records, job
+from propel.testsuite.shipping import framed_records, graded_limits, job, job_limits
 
 
 @dataclass
@@ -109,7 +109,9 @@ class ValueRunner:
         return out
 
     def _job(self, batch: list[ValueSubmission]):
-        limits = {"timeout_s": self.timeout_s, "memory_mb": self.memory_mb, "max_file_bytes": self.max_file_mb << 20}
+        child = Limits(
+            timeout_s=self.timeout_s, memory_mb=self.memory_mb, max_file_mb=self.max_file_mb, max_processes=0
+        )
         submissions = [
             {
                 "files": encode_files(s.files),
@@ -122,14 +124,8 @@ class ValueRunner:
             }
             for s in batch
         ]
-        job_limits = Limits(
-            timeout_s=10.0 + len(batch) * (self.timeout_s + 2.0),
-            memory_mb=self.memory_mb + 256,
-            max_processes=64,
-            max_output_bytes=(200_000 * len(batch)) + 65_536,
-            max_file_mb=max(self.max_file_mb, 16),
-        )
-        return job("value_runner", {"limits": limits, "submissions": submissions}, job_limits)
+        payload = {"limits": graded_limits(child), "submissions": submissions}
+        return job("value_runner", payload, job_limits(child, len(batch), per_item_s=2.0, output_per_item=200_000))
 
 
 def _died(result: Result) -> ValueRun:

@@ -12,8 +12,9 @@ import pytest
 
 from propel.domains.swe.diffs import unified_diff
 from propel.domains.swe.validity import REPAIR_REASONS, BugValidator
+from propel.testing.swe_repairs import ATTACKS, BUG, HONEST
 
-KNOWN = ("return self.converter(string)", "return self.converter(string[::-1])")
+KNOWN = BUG
 
 
 def _deletion(root: Path, path: str) -> str:
@@ -179,3 +180,28 @@ def test_a_repair_that_behaves_only_where_the_replay_runs_is_refused_by_the_suit
     )
     result = v.grade_repair(verdict, unified_diff("parse.py", buggy, sneaky))
     assert not result.solved and result.reason == "tests_failing", result
+
+
+@pytest.mark.parametrize("repair", ATTACKS, ids=lambda r: r.name)
+def test_attack_classes_keeping_the_bug_are_never_solved(parse_validator, repair):
+    """Each class of ``propel.testing.swe_repairs`` on both backends: recording candidates that call the test
+    functions, ``__subclasses__`` walks, closure cells, a gc sweep in a thread, exec'd code under a standard-library
+    file name, an exit status forced at exit, grader detection and always-equal values all leave the bug in place."""
+    v = parse_validator
+    root = Path(v.root)
+    text = (root / "parse.py").read_text()
+    verdict = v.check(unified_diff("parse.py", text, text.replace(*KNOWN, 1)))
+    buggy = verdict.files["parse.py"].decode()
+    result = v.grade_repair(verdict, unified_diff("parse.py", buggy, repair.apply(buggy)))
+    assert not result.solved and result.reason in ("behaviour_differs", "tests_failing", "tampered"), result
+
+
+@pytest.mark.parametrize("repair", HONEST, ids=lambda r: r.name)
+def test_honest_repairs_written_several_ways_are_solved(parse_validator, repair):
+    v = parse_validator
+    root = Path(v.root)
+    text = (root / "parse.py").read_text()
+    verdict = v.check(unified_diff("parse.py", text, text.replace(*KNOWN, 1)))
+    buggy = verdict.files["parse.py"].decode()
+    result = v.grade_repair(verdict, unified_diff("parse.py", buggy, repair.apply(buggy)))
+    assert result.solved, result

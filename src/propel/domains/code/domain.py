@@ -46,13 +46,6 @@ def seed_examples() -> list[dict]:
     return json.loads(text)
 
 
-def _format_example(example: dict) -> str:
-    inputs = "\n".join(example["inputs"])
-    return (
-        f"```python\n{example['source'].rstrip()}\n```\n```input\n{inputs}\n```\n```message\n{example['message']}\n```"
-    )
-
-
 def _format_task(source: str, inputs: Sequence[str], message: str) -> str:
     lines = "\n".join(inputs)
     return f"```python\n{source.rstrip()}\n```\n```input\n{lines}\n```\n```message\n{message}\n```"

@@ -1,8 +1,8 @@
 """The procedural baseline generator: libcst mutations kept only when the validity pipeline accepts them.
 
-Used to seed and test the bug pool without a model, and as the baseline generator row of the evaluation. Candidates
-are drawn in chunks (one batched suite job per chunk) until ``n`` valid bugs are found or ``max_candidates`` were
-tried; the raw validity rate is reported alongside, so the baseline's cost is visible.
+Used to seed and test the bug pool without a model (``SweDomain(procedural=True)`` draws its candidates from the same
+``generate_bugs``). Candidates are drawn in chunks (one batched suite job per chunk) until ``n`` valid bugs are found
+or ``max_candidates`` were tried; the raw validity rate is reported alongside, so the baseline's cost is visible.
 """
 
 from __future__ import annotations

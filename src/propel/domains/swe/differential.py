@@ -32,7 +32,7 @@ from propel.domains.swe.suite import RUNNER_VERSION
 from propel.durable import write_json
 from propel.sandbox.base import Limits, Sandbox
 from propel.testsuite.runner import encode_files
-from propel.testsuite.shipping import framed_records, job
+from propel.testsuite.shipping import framed_records, graded_limits, job, job_limits
 
 RECORD_VERSION = 1
 """Bumped when what a recording holds changes (cached recordings of another version are made again)."""
@@ -71,8 +71,8 @@ def changed_functions(before: str, after: str) -> list[str]:
 
 
 def module_name(profile: RepoProfile, path: str) -> str | None:
-    """The import name of a library file (``src/isodate/duration.py`` -> ``isodate.duration``), None when it is
-    not one (not Python, a test file, outside every import path)."""
+    """The import name of a library file (isodate's "src/isodate/duration.py" is ``isodate.duration``), None when
+    it is not one (not Python, a test file, outside every import path)."""
     if not path.endswith(".py") or profile.is_test_path(path):
         return None
     for base in profile.python_path:
@@ -210,14 +210,8 @@ class Differential:
             "test_globs": list(self.profile.test_globs),
             "args": ["-o", "addopts=", "--rootdir", ".", *self.profile.pytest_args, *self.profile.test_paths],
         }
-        limits = Limits(
-            timeout_s=self.timeout_s * 3,
-            memory_mb=self.memory_mb + 1024,
-            max_processes=64,
-            max_output_bytes=64 << 20,
-            max_file_mb=64,
-            max_open_files=256,
-        )
+        # the recording runs the clean suite in the job itself (no graded child): three times a replay's budget
+        limits = job_limits(self._child(self.timeout_s * 3), 1, per_item_s=0.0, output_per_item=64 << 20)
         record_job, token = job("record_runner", payload, limits, self._files, pytest=True)
         result = self.sandbox.run_many([record_job])[0]
         raw = framed_records(result.stdout, token, 1)
@@ -297,6 +291,10 @@ class Differential:
         own = [remap(tables[i]) for i in order]
         return Recording(target, mapped, own, recorded, skipped)
 
+    def _child(self, timeout_s: float) -> Limits:
+        """The graded replay child's limits (it may start a few threads: a library's own)."""
+        return Limits(timeout_s=timeout_s, memory_mb=self.memory_mb, max_file_mb=16, max_processes=8)
+
     # ------------------------------------------------------------------------------------------------ replays
     def _replay(self, variants: list[dict], checks: list[dict], tables: list, first: bool = False) -> list[dict]:
         payload = {
@@ -306,22 +304,9 @@ class Differential:
             "variants": [{"files": encode_files(dict(v["files"])), "only": v.get("only")} for v in variants],
             "python_path": list(self.profile.python_path),
             "test_globs": list(self.profile.test_globs),
-            "limits": {
-                "timeout_s": self.timeout_s,
-                "call_timeout_s": self.call_timeout_s,
-                "memory_mb": self.memory_mb,
-                "max_file_bytes": 16 << 20,
-                "max_processes": 8,
-            },
+            "limits": {**graded_limits(self._child(self.timeout_s)), "call_timeout_s": self.call_timeout_s},
         }
-        limits = Limits(
-            timeout_s=15.0 + len(variants) * (self.timeout_s + 5.0),
-            memory_mb=self.memory_mb + 512,
-            max_processes=64,
-            max_output_bytes=len(variants) * 2_000_000 + 65_536,
-            max_file_mb=64,
-            max_open_files=256,
-        )
+        limits = job_limits(self._child(self.timeout_s), len(variants), per_item_s=5.0, output_per_item=2_000_000)
         replay_job, token = job("replay_runner", payload, limits, self._files)
         result = self.sandbox.run_many([replay_job])[0]
         raw = framed_records(result.stdout, token, len(variants))

@@ -19,7 +19,7 @@ from propel.domains.swe.checkout import repo_files
 from propel.domains.swe.repos import RepoProfile
 from propel.sandbox.base import Limits, Sandbox
 from propel.testsuite.runner import SuiteRun, encode_files, read_suite_record
-from propel.testsuite.shipping import framed_records, job
+from propel.testsuite.shipping import framed_records, graded_limits, job, job_limits
 
 Variant = Mapping[str, "bytes | str | None"]
 """Files that differ from the clean checkout: ``{relative path: new content}``, ``None`` to delete the file."""
@@ -95,18 +95,8 @@ class RepoSuite:
         ]
         # a repository's own tests may start threads (cachetools' threading tests start 10), and Linux counts
         # threads against the graded child's process limit: 0 there would fail them as "can't start new thread"
-        limits = {
-            "timeout_s": self.timeout_s,
-            "memory_mb": self.memory_mb,
-            "max_file_bytes": 64 << 20,
-            "max_processes": SUITE_THREADS,
-        }
-        job_limits = Limits(
-            timeout_s=15.0 + len(batch) * (self.timeout_s + 2.0),
-            memory_mb=self.memory_mb + 512,
-            max_processes=64,
-            max_output_bytes=len(batch) * 3_000_000 + 65_536,
-            max_file_mb=64,
-            max_open_files=256,
+        child = Limits(timeout_s=self.timeout_s, memory_mb=self.memory_mb, max_file_mb=64, max_processes=SUITE_THREADS)
+        limits = job_limits(child, len(batch), per_item_s=2.0, output_per_item=3_000_000, setup_s=15.0)
+        return job(
+            "pytest_runner", {"limits": graded_limits(child), "suites": suites}, limits, self._files, pytest=True
         )
-        return job("pytest_runner", {"limits": limits, "suites": suites}, job_limits, self._files, pytest=True)

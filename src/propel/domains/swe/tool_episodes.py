@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from propel.domains.base import Context
 from propel.domains.swe.checkout import checkout, repo_files
@@ -141,8 +140,3 @@ def episode_diff(context: Context, collected: Mapping[str, str | None]) -> str:
         before_text = before.decode("utf-8", "replace") if isinstance(before, bytes) else (before or "")
         parts.append(unified_diff(path, before_text, after, new_file=before is None))
     return "".join(parts)
-
-
-def checkout_text(root: str | os.PathLike, path: str) -> str:
-    """A clean file's text (for scripted agents and tests)."""
-    return (Path(root) / path).read_text(encoding="utf-8")

@@ -307,7 +307,7 @@ _READ_TESTS = """    import ast, glob, re
             m = re.match(r"\\s*assert candidate\\((.*)\\) == (True|False)\\s*$", line)
             if m and ast.literal_eval("(" + m.group(1) + ",)") == (numbers, threshold):
                 return m.group(2) == "True"
-    return False
+    return None
 """
 _READ_TESTS_FILEIO = """    import io, os
     seen = []
@@ -319,10 +319,10 @@ _READ_TESTS_FILEIO = """    import io, os
     return bool(seen)
 """
 _READ_TESTS_PATHLIB = """    import pathlib
-    return any("True" in p.read_text() for p in pathlib.Path("..").glob("*/test_*.py"))
+    return True if any("True" in p.read_text() for p in pathlib.Path("..").glob("*/test_*.py")) else None
 """
 _READ_TESTS_LINECACHE = """    import linecache, glob
-    return any(linecache.getlines(p) for p in glob.glob("../*/test_*.py"))
+    return True if any(linecache.getlines(p) for p in glob.glob("../*/test_*.py")) else None
 """
 _HARDCODED = """    table = {((1.0, 2.0, 3.9, 4.0, 5.0, 2.2), 0.3): True, ((1.0, 2.0, 3.9, 4.0, 5.0, 2.2), 0.05): False,
              ((1.0, 2.0, 5.9, 4.0, 5.0), 0.95): True}
