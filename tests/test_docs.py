@@ -28,9 +28,10 @@ def test_the_site_builds_in_strict_mode(tmp_path, require):
         env=env,
     )
     assert out.returncode == 0, out.stderr[-4000:]
-    for page in ("index.html", "guide/getting_started/index.html", "guide/bring_your_own/index.html"):
-        assert (site / page).is_file(), page
-    rewards = (site / "api" / "rewards" / "index.html").read_text()
+    for page in ("index.html", "guide/getting_started.html", "guide/bring_your_own.html", "guide/trl.html"):
+        assert (site / page).is_file(), page  # page.html, not page/index.html: links work opened from disk
+    assert 'href="guide/getting_started.html"' in (site / "index.html").read_text()
+    rewards = (site / "api" / "rewards.html").read_text()
     assert 'id="propel.rewards.TestSuiteReward"' in rewards and 'id="propel.rewards.TRLRewardFunction"' in rewards
 
 

