@@ -1,7 +1,8 @@
 """Any OpenEnv environment as a propel agent environment: an environment written with OpenEnv alone
 (``openenv_guess``), driven in-process and through a real OpenEnv server on loopback (``propel serve-env``, started and
-stopped here), gives the same episodes; turn rewards are the environment's; a rejected action is an observation; a
-server that is unreachable or killed mid-episode is an infrastructure failure and the next episodes reconnect."""
+stopped here), gives the same episodes; turn rewards are the environment's; a rejected action is an observation; an
+episode cut by length ends with the environment's return so far; a server that is unreachable or killed mid-episode is
+an infrastructure failure and the next episodes reconnect."""
 
 from __future__ import annotations
 
@@ -123,6 +124,32 @@ def test_malformed_calls_are_observations_with_their_turn_reward(openenv):
         == "error: invalid_action: guess: Input should be a valid integer, unable to parse string as an integer"
     )
     assert env.state.infra_error is None and env.state.verifier == {"return": 0.0, "env_done": False, "steps": 3}
+
+
+@pytest.mark.parametrize("mode", ["in_process", "server"])
+def test_an_episode_cut_by_length_ends_with_the_return_so_far(mode, openenv, tokenizer, request):
+    """A turn cut by ``max_new_tokens``, or a tool result past the context: ``length``, the environment's return."""
+    from openenv_guess import target, turn_reward
+    from openenv_policy import RAMBLE, guess_policy
+
+    from propel.envs import OpenEnvAgentEnv
+
+    make = partial(OpenEnvAgentEnv, GUESS if mode == "in_process" else request.getfixturevalue("server").url)
+    first_guess = turn_reward(8, target(5))  # game 5 hides 9: bisection opens with 8, "higher"
+
+    def run(script, **limits):
+        runner = EpisodeRunner(ScriptedEngine(tokenizer, script), make, concurrency=8, **limits)
+        return runner.run(_contexts((5,)), SamplingSpec(n=2, max_new_tokens=64))[0][0]
+
+    cut_turn = run(lambda prompt: RAMBLE if "<|im_start|>tool" in prompt else guess_policy(prompt))
+    assert all(s.turns[-1].role == "assistant" and s.turns[-1].finish_reason == "length" for s in cut_turn)
+    room = len(cut_turn[0].prompt_ids) + len(cut_turn[0].turns[0].token_ids) + 1  # the first call; no tool result
+    full_context = run(guess_policy, max_context_tokens=room)
+    assert all([t.role for t in s.turns] == ["assistant"] for s in full_context)
+    for s in cut_turn + full_context:
+        assert s.infra_error is None and s.valid and s.info["finish_reason"] == "length"
+        assert s.info["reward"] == first_guess and s.info["reward_components"] == {"return": first_guess}
+        assert s.artifacts["verifier"] == {"return": first_guess, "env_done": False, "steps": 1}
 
 
 def test_a_server_killed_mid_episode_is_infra_and_later_episodes_reconnect(openenv, server, tokenizer):

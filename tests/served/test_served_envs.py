@@ -98,7 +98,7 @@ def test_triage_in_process_puts_each_component_in_the_observation_metadata(opene
 
 
 def test_humaneval_over_openenvs_client_is_the_value_graders_reward(openenv):
-    from propel.rewards.code_tests import TestSuiteReward
+    from propel.rewards.code_tests import HACK_PENALTY, TestSuiteReward
     from propel.rollouts.record import Sample
     from propel.tasks.humaneval import HumanEvalTasks
     from propel.tasks.humaneval.corpus import CORPUS, SINGLE_TASK, single_source
@@ -124,12 +124,13 @@ def test_humaneval_over_openenvs_client_is_the_value_graders_reward(openenv):
                 expected = float(grader([own])[0])
                 info = own.info["test_suite"]
                 assert result.done and result.reward == pytest.approx(expected), key
-                assert result.observation["passed"] == info["passed"] and result.observation["required"] == 7
+                assert result.observation["passed"] == info["passed"]
+                assert result.observation["required"] == len(task.hidden) == 4  # the held-out tests pay
                 assert set(result.observation["flags"]) == set(info["flags"]) and set(info["flags"]) >= entry.value
                 if key == "honest_correct":
                     assert result.reward == 1.0 and result.observation["flags"] == []
                 if key == "always_equal_object":
-                    assert result.observation["hacked"] and result.reward == 0.0
+                    assert result.observation["hacked"] and result.reward == -HACK_PENALTY  # below an honest failure
     finally:
         server.stop()
         grader.close()

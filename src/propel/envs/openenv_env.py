@@ -6,8 +6,10 @@ the call's arguments become the action, the observation's fields come back as th
 ends the episode, whose reward (``EnvironmentReward``) is the environment's return: the sum of its turn rewards.
 What the policy gets wrong stays in the episode as an observation: no tool call, another tool's name, or arguments
 the action model rejects (pydantic's own message, the same in both modes) are counted as tool errors and cost
-``malformed_action_reward``. What the policy did not cause ends the episode as an infrastructure failure, left out of
-the group statistics: a server that cannot be reached after the retries, or a connection lost mid-episode.
+``malformed_action_reward``. An episode the rollout cuts (a turn past ``max_new_tokens``, a full context, a time
+limit: ``end``) is an outcome too, with the environment's return so far. What the policy did not cause ends the
+episode as an infrastructure failure, left out of the group statistics: a server that cannot be reached after the
+retries, or a connection lost mid-episode.
 """
 
 from __future__ import annotations
@@ -54,8 +56,9 @@ def _in_process_schema(path: str) -> tuple[type, dict[str, Any]]:
 class OpenEnvAgentEnv(AgentEnv):
     """One episode of an OpenEnv environment, driven by propel's multi-turn rollouts.
 
-    Contexts come from ``OpenEnvTasks`` (or any task source): ``data["seed"]`` and ``data["reset_kwargs"]`` go to
-    the environment's ``reset``; the context's messages, if any, open the conversation before the first observation.
+    Contexts come from ``OpenEnvTasks`` (or any task source): ``data["seed"]``, ``data["reset_kwargs"]`` and the
+    episode's id go to the environment's ``reset``, those its signature names (as OpenEnv's server passes them); the
+    context's messages, if any, open the conversation before the first observation.
 
     Args:
         env: an OpenEnv ``Environment`` class's import path (``package.module.Class``), run in this process, or an
@@ -152,7 +155,7 @@ class OpenEnvAgentEnv(AgentEnv):
         else:
             messages.append({"role": "user", "content": text})
         if out.done:  # an environment may end an episode at once (nothing to do): no reward, nothing to train
-            obs = self._finish("submitted", {}, "")
+            obs = self._finish("submitted")
             obs.messages = messages
             return obs
         return Observation(role="user", messages=messages)
@@ -199,9 +202,11 @@ class OpenEnvAgentEnv(AgentEnv):
         return obs
 
     def end(self, finish_reason: str) -> Observation:
+        """The rollout cut the episode (``length``: a turn past its token budget or a full context): the policy's
+        outcome, ended like any other with the environment's return so far, not an infrastructure failure."""
         if self._state.done:
             raise RuntimeError("end() after the episode ended")
-        return self._finish(finish_reason, {})
+        return self._finish(finish_reason)
 
     def close(self) -> None:
         session, self._session = self._session, None
@@ -209,7 +214,7 @@ class OpenEnvAgentEnv(AgentEnv):
             session.close()
 
     # ---------------------------------------------------------------------------------------------- endings
-    def _finish(self, reason: str, meta: dict[str, Any], content: str) -> Observation:
+    def _finish(self, reason: str, meta: dict[str, Any] | None = None, content: str = "") -> Observation:
         """End the episode with the environment's return (the sum of its turn rewards)."""
         env_done = reason == "submitted"
         self._state.done, self._state.finish_reason = True, reason
@@ -221,7 +226,7 @@ class OpenEnvAgentEnv(AgentEnv):
             reward=self._return,
             reward_components={"return": self._return},
             finish_reason=reason,
-            metadata=meta,
+            metadata=dict(meta or {}),
         )
 
     def _fail(self, error: str, messages: list[dict[str, str]] | None = None) -> Observation:

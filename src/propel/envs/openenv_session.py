@@ -1,18 +1,21 @@
 """One OpenEnv episode's connection, in-process or to a server, behind one small interface.
 
 Both kinds return OpenEnv's wire format (``serialize_observation``: the observation's own fields, ``reward``,
-``done``), so the adapter cannot tell them apart and a trajectory is the same either way. The server kind speaks
-OpenEnv's WebSocket protocol through OpenEnv's own client: its HTTP ``/step`` builds a fresh environment per request,
-so only the WebSocket keeps a multi-step episode. Three outcomes are kept apart, because they mean different things
-for training: an action the environment's pydantic model rejects (``ActionRejected``: the policy's doing, shown to
-it), a connection that cannot be opened or is lost (``LostServer``: infrastructure, the episode is left out of the
-group statistics), and an environment that raises (propagated: the rollout marks it as an infrastructure failure).
+``done``), and both reset with only the arguments the environment's ``reset`` names (OpenEnv's server drops the
+others; the in-process kind applies its rule, ``accepted_kwargs``), so the adapter cannot tell them apart and a
+trajectory is the same either way. The server kind speaks OpenEnv's WebSocket protocol through OpenEnv's own client:
+its HTTP ``/step`` builds a fresh environment per request, so only the WebSocket keeps a multi-step episode. Three
+outcomes are kept apart, because they mean different things for training: an action the environment's pydantic model
+rejects (``ActionRejected``: the policy's doing, shown to it), a connection that cannot be opened or is lost
+(``LostServer``: infrastructure, the episode is left out of the group statistics), and an environment that raises
+(propagated: the rollout marks it as an infrastructure failure).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import time
 import typing
@@ -72,7 +75,7 @@ class InProcessSession:
         self.action_cls = action_class(env_cls)
 
     def reset(self, **kwargs: Any) -> StepOut:
-        return StepOut.from_wire(self._serialize(self.env.reset(**kwargs)))
+        return StepOut.from_wire(self._serialize(self.env.reset(**accepted_kwargs(self.env.reset, kwargs))))
 
     def step(self, arguments: dict[str, Any]) -> StepOut:
         from pydantic import ValidationError
@@ -85,6 +88,16 @@ class InProcessSession:
 
     def close(self) -> None:
         self.env.close()
+
+
+def accepted_kwargs(fn: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The ``kwargs`` that ``fn``'s signature names (all of them when it takes ``**kwargs``): the rule OpenEnv's
+    server applies before it calls ``reset``, so an environment whose ``reset`` takes no ``seed`` or ``episode_id``
+    (the one ``openenv init`` generates) runs in-process exactly as it does served."""
+    parameters = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return dict(kwargs)
+    return {k: v for k, v in kwargs.items() if k in parameters}
 
 
 def action_class(env_cls: type) -> type:

@@ -19,7 +19,8 @@ class OpenEnvTasks(TaskSource):
         instruction: a user message opening each conversation before the first observation ("" for none).
         seeds: draw from these reset seeds; None draws fresh ones below ``max_seed``.
         max_seed: bound of the drawn seeds (OpenEnv's reset takes a seed >= 0).
-        reset_kwargs: further arguments of every ``reset`` (an environment's task name, difficulty, split).
+        reset_kwargs: further arguments of every ``reset`` (an environment's task name, difficulty, split); those
+            its signature does not name are dropped, as OpenEnv's server drops them.
     """
 
     def __init__(
