@@ -57,7 +57,7 @@ class StepOut:
 def openenv_missing(err: ImportError) -> ImportError:
     """The one-line install hint for a missing ``openenv-core``."""
     return ImportError(
-        f"OpenEnv support needs openenv-core ({err}): pip install 'propel-rl[openenv]' && "
+        f"OpenEnv support needs openenv-core ({err}): pip install -e '.[openenv]' (from propel's checkout) && "
         "pip install --no-deps openenv-core==0.3.0 (scripts/setup.sh does both)"
     )
 
