@@ -13,11 +13,12 @@ Per grader and backend (targets in brackets):
 - ``agent`` (agent verdicts, ``propel.testing.agent_verdicts`` on the shell fix task and HumanEval agent tasks):
   attacks paid when the verdict passes [0]; honest fixes penalised when it fails [0].
 
-Throughput, 2 workers: rewards/s of the value and pytest graders on ``--solutions`` canonical solutions against the
-naive baseline (plain ``pytest`` in a fresh process per solution, no sandbox); seconds per SWE repair graded
-(differential replay, then the suite as the second signal) against the previous grader (the suite alone); seconds per
-agent verdict (value tests in a fresh sandboxed child) against the previous one (the check script run by ``python3``
-in a sandbox job, its exit status the verdict).
+Throughput, 2 workers: rewards/s of the value and pytest graders on ``--solutions`` canonical solutions (a second
+pass: the hard-coding check's reference answers are computed once per task, on the first) against the naive
+baseline (plain ``pytest`` in a fresh process per solution, no sandbox); seconds per SWE repair graded (differential
+replay, then the suite as the second signal) against the previous grader (the suite alone); seconds per agent verdict
+(value tests in a fresh sandboxed child) against the previous one (the check script run by ``python3`` in a sandbox
+job, its exit status the verdict).
 
     .venv/bin/python benchmarks/reward_integrity.py --backends local docker
     .venv/bin/python benchmarks/reward_integrity.py --backends local --sweep-tasks 20 --solutions 16  # quick
@@ -46,15 +47,25 @@ def _sample(task, files, agent=False):
     return Sample(prompt="", completion="", context=ctx, artifacts={"files": files})
 
 
-def _grade(sandbox, grader, samples, batch_size=16):
+def _grade(sandbox, grader, samples, batch_size=16, warm=False):
+    """Rewards and the seconds grading took; ``warm``: time a second pass (the reference answers of the hard-coding
+    check are computed once per task and kept, as in training after its first step)."""
     from propel.rewards import TestSuiteReward
 
     reward = TestSuiteReward(
         sandbox=sandbox, grader=grader, allow_in_process_verdict=True, timeout_s=5.0, batch_size=batch_size, seed=0
     )
+    if warm:
+        reward([_sample_copy(s) for s in samples])
     start = time.perf_counter()
     values = reward(samples).tolist()
     return values, time.perf_counter() - start
+
+
+def _sample_copy(s):
+    from propel.rollouts.record import Sample
+
+    return Sample(prompt="", completion="", context=s.context, artifacts=dict(s.artifacts))
 
 
 def suite_rows(sandbox, grader, tasks, sweep_tasks, canonical) -> dict:
@@ -228,7 +239,8 @@ def main(argv=None) -> int:
             for grader in args.graders:
                 if grader in ("value", "pytest"):
                     rows = suite_rows(sandbox, grader, tasks, args.sweep_tasks, args.canonical)
-                    _, wall = _grade(sandbox, grader, [_sample(t, {"solution.py": t.reference}) for t in first])
+                    canon = [_sample(t, {"solution.py": t.reference}) for t in first]
+                    _, wall = _grade(sandbox, grader, canon, warm=True)
                     rate = len(first) / wall
                     speed.add_row(
                         grader, backend, f"{rate:.2f} rewards/s", f"naive pytest {naive:.2f}/s", f"{rate / naive:.1f}x"

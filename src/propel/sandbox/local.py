@@ -50,10 +50,6 @@ SCRUBBED_ENV = {
     # new thread: at 512 MiB a job could start only 14 threads (a repository suite's threading tests failed with
     # "can't start new thread"). Two arenas keep the limit about memory used, not address space reserved (54 threads).
     "MALLOC_ARENA_MAX": "2",
-    # One string-hash seed for every job (jobs fork from long-lived workers, each of which would draw its own): a
-    # suite whose parametrised test ids follow a set's order (isodate's TEST_CASES) gets the same ids in every job,
-    # so the manifest's passing tests are the ones a later run names (a repair was graded "tests gone" before).
-    "PYTHONHASHSEED": "0",
 }
 
 

@@ -1,4 +1,4 @@
-"""The procedural generator yields valid bugs on every shipped repo (2 per repo, from at most 6 candidates each, to
+"""The procedural generator yields valid bugs on every shipped repo (2 per repo, from at most 12 candidates each, to
 keep CI fast); its rejected candidates are only ever semantically inert, suite-breaking or beyond what the suite's
 replayable calls show (``untrusted``), never malformed."""
 
@@ -19,7 +19,7 @@ def test_procedural_bugs_are_valid_on_every_shipped_repo(swe_repo, sandbox):
     def run(item):
         profile, root, manifest = item
         validator = BugValidator(profile, root, sandbox, manifest=manifest, batch_size=PER_REPO)
-        return profile, manifest, baseline_bugs(validator, PER_REPO, seed=0, max_candidates=3 * PER_REPO)
+        return profile, manifest, baseline_bugs(validator, PER_REPO, seed=0, max_candidates=6 * PER_REPO)
 
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(run, ready))

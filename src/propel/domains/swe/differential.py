@@ -212,7 +212,7 @@ class Differential:
         }
         # the recording runs the clean suite in the job itself (no graded child): three times a replay's budget
         limits = job_limits(self._child(self.timeout_s * 3), 1, per_item_s=0.0, output_per_item=64 << 20)
-        record_job, token = job("record_runner", payload, limits, self._files, pytest=True)
+        record_job, token = job("record_runner", payload, limits, self._files, pytest=True, hash_seed=0)
         result = self.sandbox.run_many([record_job])[0]
         raw = framed_records(result.stdout, token, 1)
         if raw is None:

@@ -24,10 +24,11 @@ from propel.testsuite.shipping import framed_records, graded_limits, job, job_li
 Variant = Mapping[str, "bytes | str | None"]
 """Files that differ from the clean checkout: ``{relative path: new content}``, ``None`` to delete the file."""
 
-RUNNER_VERSION = 4
+RUNNER_VERSION = 6
 """Bumped when how a suite runs changes what it reports (manifests record it and are rebuilt on a mismatch); 3: the
-graded child may start threads (``SUITE_THREADS``); 4: every job runs with one string-hash seed (test ids that follow
-a set's order are the same in every run)."""
+graded child may start threads (``SUITE_THREADS``); 6: test ids without pytest's positional auto-ids
+(``runner.stable_test_id``: isodate's parameters come from a set whose order changes with every process, so a repair
+was graded "tests gone") and every suite job runs with string-hash seed 0."""
 SUITE_THREADS = 32
 """Tasks (threads, or processes the audit hook did not stop) a repository suite's graded child may start."""
 

@@ -28,7 +28,7 @@ class Gone(Exception):
 class Child:
     """One graded process and its pipes."""
 
-    def __init__(self, script, ws, tmp, out_path, config, limits, max_processes=0, env=None):
+    def __init__(self, script, ws, tmp, out_path, config, limits, max_processes=0, env=None, hash_seed=None):
         read_fd, write_fd = os.pipe()
         out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
@@ -36,15 +36,19 @@ class Child:
             os.setsid()
             confine.apply_limits(limits, max_processes)
 
+        # -I (isolated) ignores PYTHONHASHSEED; a fixed seed runs with the same isolation spelt out (no user site, no
+        # PYTHON* variable but the seed: the environment below is the whole of it)
+        flags = ["-I", "-S", "-B"] if hash_seed is None else ["-s", "-S", "-B"]
+        seed = {} if hash_seed is None else {"PYTHONHASHSEED": str(int(hash_seed))}
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-B", os.path.join(os.getcwd(), "propel_box", script)],
+            [sys.executable, *flags, os.path.join(os.getcwd(), "propel_box", script)],
             stdin=subprocess.PIPE,
             stdout=out,
             stderr=out,
             pass_fds=(write_fd,),
             preexec_fn=setup,
             cwd=ws,
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", **(env or {})},
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", **(env or {}), **seed},
         )
         os.close(write_fd)
         os.close(out)

@@ -61,7 +61,7 @@ class Replay:
                 config,
                 self.limits,
                 int(self.limits.get("max_processes") or 0),
-                env={"PYTHONHASHSEED": "0"},
+                hash_seed=0,
             )
             self.child.read(self.deadline)
             self.landlock = max(self.landlock, self.child.landlock)
