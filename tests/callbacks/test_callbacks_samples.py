@@ -59,3 +59,19 @@ def test_table_interval_continues_across_a_resume():
     run(resumed, 25, 31)
     run(SampleTable(every_n_steps=10), 31, 35)  # a checkpoint without the table's state
     assert logger.steps == [10, 20, 30]
+
+
+def test_rows_go_to_a_local_file_too(tmp_path):
+    """With ``file``, every logged table's rows are appended as JSON lines (what a run without W&B shows)."""
+    import json
+
+    module = SimpleNamespace(rollout_state=RolloutState(step=0, samples=[Sample("p", "c", True)], rewards=None))
+    path = tmp_path / "run" / "samples.jsonl"
+    table = SampleTable(every_n_steps=1, file=str(path))
+    trainer = SimpleNamespace(global_step=0, is_global_zero=True, loggers=[])
+    table.on_train_start(trainer, module)
+    for step in (1, 2):
+        trainer.global_step = step
+        table.on_train_batch_end(trainer, module, None, None, 0)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2] and rows[0]["completion"] == "c" and rows[0]["valid"] is True

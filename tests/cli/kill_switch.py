@@ -1,5 +1,6 @@
-"""A callback that SIGKILLs its own process in the middle of a training step (after the rollouts and the backward
-pass, before the optimizer step): how a preempted or OOM-killed job ends, with no chance to save anything."""
+"""Callbacks that end their own process in the middle of a training step: ``KillMidStep`` SIGKILLs it (after the
+rollouts and the backward pass, before the optimizer step), how a preempted or OOM-killed job ends with no chance to
+save anything; ``SignalMidStep`` sends it a stop signal (Ctrl-C's SIGINT, SIGTERM), which it may handle."""
 
 from __future__ import annotations
 
@@ -16,3 +17,17 @@ class KillMidStep(Callback):
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
         if trainer.global_step == self.at_step:
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+class SignalMidStep(Callback):
+    """Sends ``signal`` to its own process in the middle of the step after ``at_step`` (rollouts sampled, the stream's
+    cursor and RNG advanced, no optimizer step yet), as a Ctrl-C or a ``kill`` landing there would; once only (the
+    ``marker`` file records it), so the same command reruns without it."""
+
+    def __init__(self, signal: str, at_step: int, marker: str):
+        self.signum, self.at_step, self.marker = signal, at_step, marker
+
+    def on_before_backward(self, trainer, pl_module, loss) -> None:
+        if trainer.global_step == self.at_step and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), getattr(signal, self.signum))

@@ -243,17 +243,25 @@ def test_propel_test_base_vs_trained(cli_run, tiny_model_dir):
         assert image.format == "PNG" and min(image.size) > 200 and len(set(image.convert("L").getdata())) > 2
 
 
-def test_resume_names_config_values_the_checkpoint_replaces(cli_run, tiny_model_dir):
+def test_resume_from_a_named_checkpoint_applies_and_names_a_changed_lr(cli_run, tiny_model_dir, capsys):
+    """``--ckpt_path FILE``: Lightning would put the checkpoint's lr over the config's without a word; here the
+    config's is the one used, named, and recorded."""
     tmp, artifact = cli_run
     ckpt = tmp / "ckpt" / "epoch=0-step=2.ckpt"
-    with pytest.warns(UserWarning, match=r"model\.init_args\.lr: 0\.5 -> 0\.001"):  # config value -> checkpoint's
-        _fit(
-            "-c",
-            str(_config(tmp, tiny_model_dir, artifact, max_steps=2)),  # already reached: restores, trains nothing
-            "--model.init_args.lr=0.5",
-            "--ckpt_path",
-            str(ckpt),
-        )
+    capsys.readouterr()
+    _fit(
+        "-c",
+        str(_config(tmp, tiny_model_dir, artifact, max_steps=3)),
+        "--model.init_args.lr=0.5",
+        "--ckpt_path",
+        str(ckpt),
+    )
+    err = capsys.readouterr().err
+    assert f"propel: resuming from {ckpt} at step 2 of 3" in err
+    assert "model.init_args.lr: 0.001 -> 0.5 (set on the restored optimizer)" in err
+    last = torch.load(tmp / "ckpt" / "last.ckpt", weights_only=False)
+    assert last["global_step"] == 3 and last["hyper_parameters"]["lr"] == 0.5
+    assert [g["lr"] for g in last["optimizer_states"][0]["param_groups"]] == [0.5]
 
 
 def _lora_weights(ckpt: Path) -> dict[str, torch.Tensor]:

@@ -1,8 +1,10 @@
-"""A SIGTERM (``kill``, SLURM, container runtimes) stops ``propel`` promptly, keeps what was written, and the same
-command resumes: here mid-labeling with the tiny model, through the real console entry point."""
+"""A SIGTERM (``kill``, SLURM, container runtimes) stops ``propel`` promptly, keeps what was written and says what,
+and the same command resumes: here mid-labeling with the tiny model, through the real console entry point (training:
+``test_stop_resume``)."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -66,10 +68,13 @@ def test_sigterm_mid_labeling_stops_promptly_and_the_rerun_completes_the_same_po
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == EXIT_SIGTERM, err[-3000:]
-    assert "stopped by SIGTERM" in err and "Traceback" not in err, err[-3000:]
+    assert "stopped by SIGTERM; kept the " in err and "Traceback" not in err, err[-3000:]
     assert stopped_in < 15, f"took {stopped_in:.1f}s to stop after SIGTERM"
     kept = _parts(pool)
-    assert 0 < sum(len(pd.read_parquet(pool / name)) for name in kept) < N_TASKS  # cut short, rows kept
+    rows = sum(len(pd.read_parquet(pool / name)) for name in kept)
+    assert 0 < rows < N_TASKS  # cut short, rows kept
+    said = re.search(r"kept the (\d+) labeled rows this run wrote to (\S+): rerun `propel predict -c ", err)
+    assert said and int(said[1]) <= rows and said[2] == str(pool), err[-3000:]  # the rows it knew it had written
     assert not (pool / "summary.json").exists()  # the pool is not marked finished
 
     rerun = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -9,7 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import lightning.pytorch as pl
+from lightning.pytorch.trainer.states import TrainerFn
 
+from propel.callbacks.last_checkpoint import in_optimizer_step
+from propel.cli import stops
+from propel.cli.resume import shown
 from propel.durable import publish_dir
 from propel.errors import ConfigError
 from propel.lit_modules.lora_policy import LoRAPolicyModule
@@ -28,7 +32,8 @@ def save_adapter(policy, tokenizer, directory: str | Path) -> Path:
 
 
 class AdapterSaver(pl.Callback):
-    """Every ``every_n_steps`` optimizer steps (and at the end of fit) save ``dirpath/step-<N>``.
+    """Every ``every_n_steps`` optimizer steps, at the end of fit and when a signal stops it (Ctrl-C, SIGTERM: the
+    adapter of the last finished step, unless the stop came inside an optimizer update) save ``dirpath/step-<N>``.
 
     The interval continues across a resume (the last step seen is in the checkpoint, and ``global_step`` at the start
     of fit is taken as seen), so a resumed run saves on the next multiple, not at its first step.
@@ -47,7 +52,7 @@ class AdapterSaver(pl.Callback):
             raise ConfigError(f"every_n_steps must be >= 1, got {every_n_steps}")
         self.dirpath, self.every_n_steps, self.save_last = Path(dirpath), every_n_steps, save_last
         self.saved: list[Path] = []
-        self._last_step = 0
+        self._last_step = self._start_step = 0
 
     def _save(self, trainer, pl_module) -> None:
         step = trainer.global_step
@@ -61,6 +66,7 @@ class AdapterSaver(pl.Callback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._last_step = trainer.global_step  # a resumed run continues the interval: no off-interval save first
+        self._start_step = trainer.global_step
 
     def state_dict(self) -> dict:
         return {"last_step": self._last_step, "saved": [str(p) for p in self.saved]}
@@ -78,3 +84,11 @@ class AdapterSaver(pl.Callback):
     def on_train_end(self, trainer, pl_module) -> None:
         if self.save_last and trainer.global_step:
             self._save(trainer, pl_module)
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        stopped = isinstance(exception, KeyboardInterrupt) and trainer.state.fn == TrainerFn.FITTING
+        if not stopped or not self.save_last or trainer.global_step <= self._start_step or in_optimizer_step(trainer):
+            return
+        self._save(trainer, pl_module)
+        if trainer.is_global_zero:
+            stops.note(f"wrote the adapter {shown(self.saved[-1])}", resumable=False)

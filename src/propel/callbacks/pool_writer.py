@@ -1,7 +1,8 @@
 """Writes labeled tasks to a Parquet pool as they are produced (one atomic part file per batch) and summarizes.
 
 A kill loses at most the batch in flight: finished parts are complete files (``propel.pools.write_part``) and
-``TaskPoolDataModule`` skips their ids on the rerun.
+``TaskPoolDataModule`` skips their ids on the rerun. A stop on a signal notes how many rows this run kept, for the
+command's last line (``propel.cli.stops``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 
+from propel.cli import stops
 from propel.lit_modules.labeling import LabelingModule
 from propel.pools.io import read_pool, write_part
 from propel.pools.summary import pool_summary, print_summary_table
@@ -34,6 +36,10 @@ class PoolWriter(BasePredictionWriter):
             return
         write_part(self.output_dir, prediction, rank=trainer.global_rank)
         self.rows_written += len(prediction)
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        if isinstance(exception, KeyboardInterrupt):  # each process notes its own parts (rank in their names)
+            stops.note(f"kept the {self.rows_written} labeled rows this run wrote to {self.output_dir}", resumable=True)
 
     def on_predict_end(self, trainer, pl_module) -> None:
         # every rank's parts are on disk before rank 0 reads the pool; the row count is all ranks'

@@ -1,6 +1,10 @@
-"""A W&B table of the tasks the policy sampled, with their rewards: what the numbers on the curves look like."""
+"""A W&B table of the tasks the policy sampled, with their rewards: what the numbers on the curves look like; and the
+same rows as a local file (JSON lines), for a run without W&B or a quick look with ``tail``."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import lightning.pytorch as pl
 
@@ -26,6 +30,8 @@ class SampleTable(pl.Callback):
         prompt_chars: trailing characters of the prompt to show (few-shot prompts are long and repetitive).
         info_keys: ``sample.info`` entries to show as extra columns, dotted for nested ones (e.g.
             ``test_suite.flags``, ``test_suite.reason``: the test-suite reward's hack flags and verdict).
+        file: also append the rows to this JSON-lines file (one object per sample: the columns as keys), e.g.
+            ``${trainer.default_root_dir}/samples.jsonl``; None: the table only.
     """
 
     def __init__(
@@ -35,11 +41,13 @@ class SampleTable(pl.Callback):
         key: str = "samples",
         prompt_chars: int = 200,
         info_keys: list[str] | None = None,
+        file: str | None = None,
     ):
         if every_n_steps < 1 or max_rows < 1:
             raise ConfigError(f"every_n_steps and max_rows must be >= 1, got {every_n_steps}, {max_rows}")
         self.every_n_steps, self.max_rows, self.key, self.prompt_chars = every_n_steps, max_rows, key, prompt_chars
         self.info_keys = list(info_keys or [])
+        self.file = file
         self._last_step = -1
 
     def rows(self, step: int, samples, breakdown) -> tuple[list[str], list[list]]:
@@ -80,6 +88,12 @@ class SampleTable(pl.Callback):
         for logger in trainer.loggers:
             if hasattr(logger, "log_text"):
                 logger.log_text(key=self.key, columns=columns, data=data, step=step)
+        if self.file:
+            path = Path(self.file)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a", encoding="utf-8") as f:
+                for row in data:
+                    f.write(json.dumps(dict(zip(columns, row, strict=True)), default=str) + "\n")
 
 
 def _info_text(info: dict, key: str) -> str:

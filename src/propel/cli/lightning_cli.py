@@ -3,6 +3,8 @@
 The pipeline runs its Lightning stages through it: the very parser a user runs by hand
 (``propel <subcommand> -c config.yaml``). In ``omegaconf+`` mode ``${...}`` is resolved once every file and flag is
 merged, so a base file's ``${trainer.default_root_dir}/checkpoints`` follows the root an overlay or a flag sets.
+``fit`` resumes from the run folder's ``last.ckpt`` by default and compares the settings with the checkpoint's
+(``propel.cli.resume``); every checkpoint carries the run's config for that comparison (``SaveConfig``).
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import yaml
-from jsonargparse import ArgumentError, Namespace, set_parsing_settings
+from jsonargparse import ArgumentError, set_parsing_settings
 from lightning.pytorch import LightningDataModule, LightningModule
-from lightning.pytorch.cli import LightningCLI
-from lightning.pytorch.utilities import rank_zero_warn
+from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
+from propel.cli import resume
 from propel.cli.errors import explain, init_error
 from propel.cli.quiet import quiet_dependencies
+from propel.cli.resume import flat_keys
 from propel.errors import ConfigError
 
 DEFAULT_LOGGER = {
@@ -29,8 +33,30 @@ DEFAULT_LOGGER = {
 }
 
 
+class SaveConfig(SaveConfigCallback):
+    """LightningCLI's ``config.yaml`` writer, which also puts the run's config into every checkpoint
+    (``resume.CONFIG_KEY``): what a resume compares its settings with, and the record of the values in use."""
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        if not hasattr(self, "_text"):
+            self._text = self.parser.dump(self.config, skip_none=False)
+        checkpoint[resume.CONFIG_KEY] = self._text
+
+
+@rank_zero_only
+def say(line: str) -> None:
+    """One line for the user on stderr (rank 0 only: every rank of a multi-process run parses the same config)."""
+    print(line, file=sys.stderr, flush=True)
+
+
 class PropelCLI(LightningCLI):
-    """LightningCLI with propel's defaults: class paths for model and data, W&B logger, omegaconf interpolation."""
+    """LightningCLI with propel's defaults: class paths for model and data, W&B logger, omegaconf interpolation;
+    ``fit`` resumes by default (``propel.cli.resume``)."""
+
+    finished = False
+    """``fit`` found its checkpoint already at ``max_steps``: nothing is built or run."""
+    _plan_lines: list[str] = []
+    """What ``fit`` says about its checkpoint as it starts (``resume.Plan.lines``)."""
 
     def __init__(self, args=None, run: bool = True):
         quiet_dependencies()
@@ -44,6 +70,7 @@ class PropelCLI(LightningCLI):
             subclass_mode_data=True,
             parser_kwargs={"parser_mode": "omegaconf+", "exit_on_error": False},
             trainer_defaults={"logger": DEFAULT_LOGGER},
+            save_config_callback=SaveConfig,
             save_config_kwargs={"overwrite": True},
             auto_configure_optimizers=False,
             args=args,
@@ -61,6 +88,8 @@ class PropelCLI(LightningCLI):
     def instantiate_classes(self) -> None:
         """Build the classes as LightningCLI does; a value a class refuses in ``__init__`` (``group_size: 1``)
         raises a one-line ``ConfigError`` naming the key instead of jsonargparse's nested traceback."""
+        if self.finished:
+            return
         try:
             super().instantiate_classes()
         except (ValueError, TypeError) as err:
@@ -76,10 +105,25 @@ class PropelCLI(LightningCLI):
         except Exception:  # noqa: BLE001 (suggestions only)
             return []
 
+    def _run_subcommand(self, subcommand: str) -> None:
+        for line in self._plan_lines:  # once the config has built: a bad config still ends with its one line
+            say(line)
+        if not self.finished:
+            super()._run_subcommand(subcommand)
+
     def _parse_ckpt_path(self) -> None:
-        """Lightning puts a checkpoint's saved hyperparameters over the config on ``--ckpt_path``, so a changed
-        ``--model.init_args.lr`` would be ignored without a word (open upstream): name every value it replaces."""
+        """``fit``: which checkpoint to continue from and what the resume changes (``propel.cli.resume``), said once.
+        The other subcommands evaluate a checkpoint as it was trained: Lightning puts its saved hyperparameters over
+        the config, and every value it replaces is named (a changed ``--model.init_args.lr`` would be ignored
+        without a word, open upstream)."""
         sub = self.config.get("subcommand")
+        if sub == "fit":
+            config = self.config[sub]
+            plain = yaml.safe_load(self._parser(sub).dump(config, skip_none=False))
+            decision = resume.plan(plain, config.get("ckpt_path"))
+            config.ckpt_path = decision.ckpt_path
+            self.finished, self._plan_lines = decision.finished, decision.lines
+            return
         before = flat_keys(self.config[sub].get("model")) if sub else {}
         super()._parse_ckpt_path()
         if not sub:
@@ -93,23 +137,6 @@ class PropelCLI(LightningCLI):
                 f"resuming from {self.config[sub].get('ckpt_path')}: the checkpoint's hyperparameters replace the "
                 f"config's ({'; '.join(changed)}). A resumed run continues as it was; start a new run to change them."
             )
-
-
-def flat_keys(node, prefix: str = "") -> dict:
-    """``{"init_args.lr": 1e-4, "callbacks.0.init_args.dirpath": ...}`` from nested Namespaces, dicts and lists of
-    them (keys starting with ``_`` are jsonargparse's own and skipped)."""
-    if isinstance(node, Namespace):
-        node = vars(node)
-    if isinstance(node, dict):
-        items = [(k, v) for k, v in node.items() if not str(k).startswith("_")]
-    elif isinstance(node, (list, tuple)) and any(isinstance(v, (dict, list, tuple, Namespace)) for v in node):
-        items = list(enumerate(node))
-    else:
-        return {prefix.rstrip("."): list(node) if isinstance(node, tuple) else node} if prefix else {}
-    out = {}
-    for key, value in items:
-        out.update(flat_keys(value, f"{prefix}{key}."))
-    return out
 
 
 def _cli(args: list[str]) -> None:

@@ -6,19 +6,23 @@ what the objects are), so the jobs above it are found through their entry points
 
 This module imports nothing heavy: ``propel --help``, ``propel --version`` and the checks a config file can fail
 without its classes (a missing file, broken YAML) answer in well under a second; torch and Lightning load only
-once a subcommand runs. A SIGTERM (``kill``, SLURM, container runtimes) stops every subcommand as Ctrl-C does:
-what was written is kept, and rerunning the same command resumes.
+once a subcommand runs. Ctrl-C, a SIGTERM (``kill``, SLURM, container runtimes) or SLURM's early warning stop every
+subcommand the same way (``propel.cli.stops``): through every ``finally`` and Lightning's graceful shutdown, where a
+training run writes its ``last.ckpt`` (``propel.callbacks.last_checkpoint``); the last line says what was written
+and what rerunning the same command does.
 """
 
 from __future__ import annotations
 
 import difflib
+import shlex
 import signal
 import sys
 import threading
 from pathlib import Path
 
 from propel import __version__
+from propel.cli import stops
 from propel.errors import ConfigError, PropelError
 
 __all__ = ["main", "subcommands"]
@@ -56,8 +60,10 @@ def subcommands() -> dict[str, str]:
     return {**LIGHTNING, **registered}
 
 
-EXIT_SIGTERM = 128 + signal.SIGTERM
-"""Exit status after a SIGTERM (the shell's convention for a process ended by signal 15)."""
+EXIT_SIGTERM = stops.exit_code(signal.SIGTERM)
+"""Exit status after a SIGTERM (the shell's convention for a process ended by signal 15; 130 after Ctrl-C)."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""The signals that stop every subcommand (SLURM's SIGUSR1 is taken during training: ``LastCheckpoint``)."""
 
 
 def usage() -> str:
@@ -76,19 +82,6 @@ def usage() -> str:
         "`propel <subcommand> --help` lists a subcommand's options; configs live in configs/ (see README.md).",
     ]
     return "\n".join(lines)
-
-
-class Terminated(KeyboardInterrupt):
-    """Raised in the main thread on SIGTERM: Lightning and every ``finally`` handle it as they handle Ctrl-C."""
-
-
-_terminated: list[int] = []
-
-
-def _on_sigterm(signum, frame) -> None:
-    _terminated.append(signum)
-    if len(_terminated) == 1:  # a second SIGTERM during the shutdown must not cut the cleanup short
-        raise Terminated()
 
 
 def _check_config_files(argv: list[str]) -> list[dict]:
@@ -168,15 +161,14 @@ def main(args=None) -> None:
         hint = f" Did you mean: {hint[0]!r}?" if hint else ""
         print(f"propel: error: unknown subcommand {argv[0]!r}.{hint} (see `propel --help`)", file=sys.stderr)
         raise SystemExit(2)
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
-    _terminated.clear()
+    previous = _catch_stop_signals()
+    stops.reset()
     try:
         _run(argv)
-    except (Terminated, SystemExit):  # Lightning ends an interrupted run with exit(1) after its graceful shutdown
-        if _terminated:
-            print(_stopped(argv), file=sys.stderr)
-            raise SystemExit(EXIT_SIGTERM) from None
+    except (KeyboardInterrupt, SystemExit):  # Lightning ends an interrupted run with exit(1) after its shutdown
+        if stops.received:
+            print(_stopped(argv, stops.received[0]), file=sys.stderr)
+            raise SystemExit(stops.exit_code(stops.received[0])) from None
         raise
     except ConfigError as err:
         print(f"propel: config error: {_one_line(err)}  (see `propel {argv[0]} --help`)", file=sys.stderr)
@@ -185,14 +177,27 @@ def main(args=None) -> None:
         print(f"propel: error: {_one_line(err)}", file=sys.stderr)
         raise SystemExit(2) from None
     finally:
-        if in_main:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
-def _stopped(argv: list[str]) -> str:
+def _catch_stop_signals() -> dict:
+    """Route the stop signals to ``stops.on_signal`` (main thread only); the handlers they replace. A SIGINT that is
+    ignored (a background job of a non-interactive shell) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous = {}
+    for signum in STOP_SIGNALS:
+        if signum == signal.SIGINT and signal.getsignal(signum) is signal.SIG_IGN:
+            continue
+        previous[signum] = signal.signal(signum, stops.on_signal)
+    return previous
+
+
+def _stopped(argv: list[str], signum: int) -> str:
     if argv[0] == "serve-env":  # a server has nothing to resume
-        return "propel: serve-env stopped by SIGTERM"
-    return f"propel: stopped by SIGTERM; what was written is kept: rerun `propel {' '.join(argv)}` to resume"
+        return f"propel: serve-env stopped by {signal.Signals(signum).name}"
+    return stops.summary(signum, f"propel {shlex.join(argv)}")
 
 
 def _one_line(err: BaseException) -> str:

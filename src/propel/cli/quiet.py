@@ -15,6 +15,8 @@ NOT_ACTIONABLE = (
     # the task-pool and rollout loaders are iterables of ready batches, one process per rank, no workers
     r".*Your `IterableDataset` has `__len__` defined",
     r".*Couldn't infer the batch indices fetched from your dataloader",
+    # `propel fit` resumes from the run folder by default, and says so (or that it starts over there) itself
+    r".*Checkpoint directory .* exists and is not empty",
 )
 """Lightning warnings that describe propel's own, deliberate loader and checkpoint set-up: nothing a user can change."""
 

@@ -35,6 +35,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.utilities import rank_zero_info
 
 from propel.engines.base import Engine, SamplingSpec
 from propel.engines.factory import check_kind, make_policy_engine
@@ -69,6 +70,15 @@ def _plain(value: Any) -> bool:
     if isinstance(value, dict):
         return all(isinstance(k, str) and _plain(v) for k, v in value.items())
     return False
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal optimizer settings (a tensor ``lr`` included)."""
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return torch.equal(torch.as_tensor(a), torch.as_tensor(b))
+    return a == b
 
 
 def save_plain_hyperparameters(module: pl.LightningModule, frame) -> None:
@@ -397,6 +407,25 @@ class LoRAPolicyModule(pl.LightningModule):
         self.update_guard.load(checkpoint.get("steps_without_update", [0, 0]))
         if not any("lora_" in k for k in checkpoint.get("state_dict", {})):
             raise ValueError(f"checkpoint has no LoRA weights: it was not written by {type(self).__name__}")
+
+    def on_train_start(self) -> None:
+        """Give the optimizer this run's settings (lr, weight decay, betas, ...) after a resume: restoring the
+        checkpoint's optimizer state restores its param groups' settings too, so a changed ``lr`` would be dropped
+        without a word while the config and the next checkpoint claimed it. Each group takes the settings
+        ``configure_optimizers`` gives now (a throwaway optimizer: no state until it steps); every change is said."""
+        fresh = self.configure_optimizers()
+        live = self.optimizers(use_pl_optimizer=False)
+        live = live[0] if isinstance(live, list) else live
+        if not isinstance(fresh, torch.optim.Optimizer) or not isinstance(live, torch.optim.Optimizer):
+            return
+        changed = {}
+        for group, wanted in zip(live.param_groups, fresh.param_groups, strict=False):
+            for key, value in wanted.items():
+                if key != "params" and not _same(group.get(key), value):
+                    changed[key] = f"{key} {group.get(key)!r} -> {value!r}"
+                    group[key] = value
+        if changed:
+            rank_zero_info(f"the restored optimizer takes this run's settings: {', '.join(changed.values())}")
 
 
 class _StopRolloutWorker(pl.Callback):
