@@ -101,7 +101,11 @@ def test_unparseable_answers_zwsp_words_and_junked_copies():
         runbook = next(a for a in t.articles if a.id == t.gold_ids[0])
         pasted = f"{runbook.title}\n{runbook.body}".split(" ")
         junked = " ".join(w + (f" qz{i}" if i % 15 == 14 else "") for i, w in enumerate(pasted))
-        assert repetition.copied(honest(t).replace(t.gold_resolution, junked), t.grading_data()) >= 30
+        # the junk changes nothing, and the paste is a copy (changed with the clause-wise copy measure, which does not
+        # count the step numbers: was ">= 30 copied words"; the UPS runbook has 29 words without them)
+        clean = repetition.copied(honest(t).replace(t.gold_resolution, " ".join(pasted)), t.grading_data())
+        copied = repetition.copied(honest(t).replace(t.gold_resolution, junked), t.grading_data())
+        assert copied == clean >= repetition.copy_span * (1 + MARGIN)
 
 
 def test_the_honest_answer_keeps_todays_best_score_on_every_ticket():

@@ -30,6 +30,7 @@ from propel.rewards.triage import (
     normalize,
     parsimony,
     rouge_l,
+    submission,
     triage_rewards,
     word_count,
 )
@@ -53,6 +54,10 @@ GOLD = {
     "escalate": False,
 }
 RIGHT = (
+    "Query both internal resolvers with nslookup, fix the failing forwarder on the resolver service, flush the DNS "
+    "cache on the clients and make sure the record exists in the zone"
+)
+SWAPPED = (  # changed by the procedure rule: this was RIGHT, and it states steps 1, 2, 4, 3
     "Query both internal resolvers with nslookup, fix the failing forwarder on the resolver service, make sure the "
     "record exists in the zone and flush the DNS cache on the clients"
 )
@@ -71,6 +76,9 @@ def answer(resolution=RIGHT, citations=("KB-NET-002",), confidence=0.8, escalate
 
 def one(reward, completion: str, gold: dict | None = None) -> float:
     return float(reward([sample(completion, gold)])[0])
+
+
+STEPS = (tuple(DNS.steps), tuple(NTP.steps))
 
 
 def content(resolution: str, escalate: bool | None = False) -> float:
@@ -92,8 +100,31 @@ def test_normalize_folds_width_lookalikes_and_invisible_characters():
 # ------------------------------------------------------------------------------------------------ the step rule
 def test_step_rule_worked_examples():
     """The examples of ``steps.py``'s docstring, value by value."""
-    assert content(RIGHT) == 1.0  # 4 of 4 steps
+    assert content(RIGHT) == 1.0  # 4 of 4 steps, in order
+    # changed by the procedure rule (was 1.0, order ignored): steps 1, 2, 4, 3 keep three on the chain, one off it
+    swapped = check_steps(SWAPPED, False, tuple(DNS.steps), tuple(NTP.steps), False, TICKET)
+    assert swapped.content == 0.5 and swapped.unordered == (DNS.steps[2],) and swapped.missed == (DNS.steps[2],)
+    # ... and a step out of order makes it no procedure (rule 8): no style, not a right fix even under threshold 0.5
+    assert swapped.procedure == 0.0 and not swapped.right_fix(0.5)
+    # the first instruction said again at the end: step 1 is out of order, so not in place, and cancels one
+    again = check_steps(RIGHT + ", then query both internal resolvers with nslookup", False, *STEPS, False, TICKET)
+    assert again.content == 0.5 and again.unordered == (DNS.steps[0],) and again.procedure == 0.0
+    # the swapped answer with its last two instructions run together: the run-on states no step alone (steps 1 and 2
+    # count), and says step 4, then step 3 (rule 8): no procedure
+    run_on = check_steps(SWAPPED.replace(" and flush", " flush"), False, *STEPS, False, TICKET)
+    assert run_on.content == 0.5 and run_on.unordered == (DNS.steps[2],) and run_on.procedure == 0.0
+    # step 1's terms after step 4's are a reference to its object, not step 1 said again
+    back = RIGHT.replace("the record exists", "the record for the internal resolvers exists")
+    assert check_steps(back, False, *STEPS, False, TICKET).procedure == 1.0
+    # changed by the procedure rule (was 1.0): the four instructions reversed keep one step on the chain, three off it
+    assert content(", ".join(reversed(RIGHT.replace(" and ", ", ").split(", ")))) == 0.0
+    # the gold runbook's content words without a sentence: no instruction (was 1.0)
+    assert (
+        content("nslookup internal resolvers resolver service forwarders flush client cache ipconfig zone record") == 0
+    )
     assert content(HALF) == 0.5  # steps 1 and 4
+    half = check_steps(HALF, False, *STEPS, False, TICKET)
+    assert half.procedure == 0.5 and half.right_fix(0.5)  # in order: a procedure worth its content
     assert content(HALF, escalate=True) == 0.25 and content(HALF, escalate=None) == 0.25  # wrong or missing flag
     # ROUGE-L 1.0 against the reference text, yet only step 2: not a right fix
     assert rouge_l("restart the dns resolver service", GOLD["gold_resolution"]) == pytest.approx(1.0)
@@ -105,12 +136,13 @@ def test_step_rule_worked_examples():
         "Restart chronyd and step the clock with chronyc makestep", False, tuple(DNS.steps), tuple(NTP.steps), False
     )
     assert distractor.content == 0.0 and distractor.wrong == ("Restart chronyd.", "Force a step with chronyc makestep.")
-    # each distractor step cancels one gold step: 4 gold - 2 wrong = 2 of 4
-    assert content(RIGHT + ", then restart chronyd and step the clock with chronyc makestep") == 0.5
+    # each distractor step cancels one gold step: 4 gold - 2 wrong = 2 of 4, and no procedure (rule 8)
+    followed = check_steps(
+        RIGHT + ", then restart chronyd and step the clock with chronyc makestep", False, *STEPS, False
+    )
+    assert followed.content == 0.5 and followed.procedure == 0.0
     for junk in (TICKET, "x", "", "Star Wars was released in 1977."):
         assert content(junk) == 0.0, junk
-    # order is ignored: the same steps in reverse order cover the same
-    assert content(", ".join(reversed(RIGHT.split(", ")))) == 1.0
     # invisible characters and lookalike letters do not hide a step
     assert content(RIGHT.replace("nslookup", "ns\u200blookup").replace("record", "r\u0435cord")) == 1.0
 
@@ -289,7 +321,11 @@ def test_repetition_penalty_parts():
     looped = answer(resolution=" ".join([RIGHT] * 3))
     share = loop_fraction(words(normalize(looped)), 4)
     assert share > 0.5
-    assert one(r, looped) == pytest.approx(1 - (share - 0.1) / 0.9)
+    style, _ = r.style(submission(looped), looped, GOLD)
+    assert style == pytest.approx(1 - (share - 0.1) / 0.9)
+    # changed by the procedure rule (was gated by content 1): each repeat goes back to step 1, out of order, so the
+    # loop keeps at most half the content and is no procedure: the style is gated to 0
+    assert content(" ".join([RIGHT] * 3)) <= 0.5 and one(r, looped) == 0.0
     s = sample(answer(resolution=RIGHT + ". Users cannot resolve intranet, so fix it"))
     r([s])
     assert s.info["triage"]["copied_words"] == 4 and s.info["triage"]["repetition_style"] == pytest.approx(2 / 3)
@@ -316,6 +352,9 @@ def test_defaults_combine_six_named_components():
         ("restart the dns resolver service", False, 0.9, 2.34),
         ("Restart chronyd and step the clock with chronyc makestep", False, 0.9, 1.39),  # 0.2 + 1 + 0.19
         ("x", False, 0.0, 2.2),  # 0.2 + 1 + 1: the most a content-free answer keeps
+        (SWAPPED, False, 0.9, 1.89),  # 0.2 + 0.5 + 1 + 0.19: a step out of order, no procedure, no style
+        (SWAPPED, False, 0.0, 2.7),
+        (", ".join(reversed(RIGHT.split(", "))), False, 0.9, 1.39),
     ],
 )
 def test_worked_examples_of_the_docs_table(resolution, escalate, confidence, total):

@@ -1,14 +1,18 @@
 """The six IT-triage reward components, one class each, combined by ``CombinedReward`` with YAML weights.
 
-Content first (``docs/triage_rewards.md``): resolution is the share of the gold runbook's steps the answer covers
-(``steps.py``); format (beyond the parse), parsimony and repetition are style, paid in proportion to that content
-(``gate.py``); grounding (citation F1) and calibration (Brier against "is a right fix") stand on their own. Text is
-normalised before anything is counted (``normalize.py``) and a malformed answer scores 0 everywhere (``parse.py``).
+Content first (``docs/triage_rewards.md``): resolution is the share of the gold runbook's steps the answer states
+as instructions, in the runbook's order (``steps.py``; ``clauses.py`` reads the text as instructions and
+``vocabulary.py`` folds spelling variants and synonyms); format (beyond the parse), parsimony and repetition are
+style, paid in proportion to that content when the answer follows no wrong step, none out of order (``gate.py``);
+grounding (citation F1) and calibration (Brier against "is a right fix") stand on their own. Text is normalised before
+anything is counted (``normalize.py``), the copy check reads it as the content check does (``copying.py``), and a
+malformed answer scores 0 everywhere (``parse.py``).
 """
 
 from propel.rewards.triage.base import INFO_KEY, TriageReward, content, rouge_l, submission
 from propel.rewards.triage.calibration import TriageCalibration
-from propel.rewards.triage.copying import copied_span
+from propel.rewards.triage.clauses import clauses, instruction
+from propel.rewards.triage.copying import copied_span, copied_words
 from propel.rewards.triage.format import TriageFormat
 from propel.rewards.triage.gate import StyleReward
 from propel.rewards.triage.grounding import CitationGrounding
@@ -44,8 +48,11 @@ __all__ = [
     "TriageResolution",
     "TriageReward",
     "check_steps",
+    "clauses",
     "content",
     "copied_span",
+    "copied_words",
+    "instruction",
     "key_terms",
     "loop_fraction",
     "normalize",

@@ -34,7 +34,8 @@ def submission(text: str) -> Submission:
 
 
 def content(answer: Submission, gold: dict[str, Any]) -> StepCheck:
-    """The content verdict on the answer's resolution (``steps.py``): what the style components are gated by."""
+    """The content verdict on the answer's resolution (``steps.py``): its ``procedure`` is what the style components
+    are gated by."""
     return check_steps(
         answer.resolution,
         answer.escalate,

@@ -10,7 +10,7 @@ from propel.tasks.triage.parse import Submission
 
 
 class TriageFormat(StyleReward):
-    """Range [0, 1]: ``object_credit + (1 - object_credit) * fields * content``. A rejected answer (no submission,
+    """Range [0, 1]: ``object_credit + (1 - object_credit) * fields * procedure``. A rejected answer (no submission,
     two, a duplicate or extra key) scores 0. ``object_credit`` is paid for the one accepted submission; ``fields`` is
     the share of valid fields (a resolution with at least one word, a non-empty list of non-empty ids, a confidence
     that is a number in [0, 1], a boolean escalate) and is gated by the resolution's content (``gate.py``): well-formed

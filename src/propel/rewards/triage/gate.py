@@ -1,13 +1,15 @@
-"""The content gate: a style component pays in proportion to the answer's content, so style without a right fix
+"""The content gate: a style component pays in proportion to the answer's procedure, so style without a right fix
 earns nothing.
 
 Format (beyond the parse), parsimony and repetition measure *how* an answer is written. Paid on their own they
 outweighed the knowledge terms: ``{"resolution": "x", "citations": [gold ids], "confidence": 0, "escalate": <right
-flag>}`` collected 5.0 of 6. Gated, each pays ``base + (1 - base) * style * content``, where ``style`` is the
-component's own measure in [0, 1], ``content`` the resolution's step verdict (``steps.py``, in [0, 1]) and ``base``
-what any accepted answer earns (format's credit for a single well-formed submission; 0 for the others). A
-content-free answer keeps only ``base``, grounding and calibration (which still pays for an honest low confidence on a
-wrong answer); an answer covering half the gold steps gets half of each style component.
+flag>}`` collected 5.0 of 6. Gated, each pays ``base + (1 - base) * style * procedure``, where ``style`` is the
+component's own measure in [0, 1], ``procedure`` the resolution's step verdict (``steps.StepCheck.procedure``, in
+[0, 1]: its content when it follows no wrong step, else 0) and ``base`` what any accepted answer earns (format's credit
+for a single well-formed submission; 0 for the others). A content-free answer, and one with a step out of the
+runbook's order or a distractor's step, keeps only ``base``, its resolution content, grounding and calibration (which
+still pays for an honest low confidence on a wrong answer); an answer stating half the gold steps in order gets half
+of each style component.
 """
 
 from __future__ import annotations
@@ -29,5 +31,5 @@ class StyleReward(TriageReward):
 
     def score(self, answer: Submission, completion: str, gold: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         style, details = self.style(answer, completion, gold)
-        gate = content(answer, gold).content
+        gate = content(answer, gold).procedure
         return self.base + (1.0 - self.base) * style * gate, {**details, f"{self.name}_style": style}

@@ -20,7 +20,7 @@ def parsimony(length: int, budget: float, tail: float) -> float:
 
 
 class Parsimony(StyleReward):
-    """Range [0, 1]: ``parsimony(words in the whole completion, budget, tail) * content`` with ``budget =
+    """Range [0, 1]: ``parsimony(words in the whole completion, budget, tail) * procedure`` with ``budget =
     max(min_words, ratio * words in the ticket)``. The whole completion counts (filler before the JSON is still
     filler), after normalisation with invisible characters read as spaces (``normalize.word_count``: words joined by
     zero-width spaces count one by one). Gated by content (``gate.py``): a short stub with no right fix earns 0.

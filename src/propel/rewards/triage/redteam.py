@@ -2,17 +2,26 @@
 component it must lose on against the honest answer. ``tests/rewards/test_triage_redteam.py`` runs every case on all
 240 generated tickets and ``benchmarks/triage_integrity.py`` prints the table.
 
-The honest answer (``honest``) is the ticket's reference resolution (the bank's paraphrase of every runbook step),
-the gold ids once, the right escalate flag and confidence 0.9. A case's ``content_free`` marks an answer without a
-right resolution; those must stay at or below ``CONTENT_FREE_SHARE`` of the honest total on every ticket.
+The honest answer (``honest``) is the ticket's reference resolution (the bank's paraphrase of every runbook step, in
+the runbook's order), the gold ids once, the right escalate flag and confidence 0.9; ``honest_paraphrase`` is the
+same answer in an engineer's own words (``paraphrase``: British spellings, "wipe" for "reimage", "by hand" for
+"manually", ...), which must score what the honest answer scores. A case's ``content_free`` marks an answer without
+a right resolution; those must stay at or below ``CONTENT_FREE_SHARE`` of the honest total on every ticket. Word lists
+of the runbook's content words and reorderings of its steps are such answers, at any confidence and flag: a procedure
+is its steps in order (``steps.py`` rules 5 and 8).
 """
 
 from __future__ import annotations
 
 import json
+import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from propel.rewards.triage.clauses import clauses
+from propel.rewards.triage.steps import check_steps
+from propel.rewards.triage.vocabulary import STOP_WORDS
 from propel.tasks.triage.bank import ISSUES
 from propel.tasks.triage.prompt import render_ticket
 from propel.tasks.triage.schema import Article, Ticket
@@ -28,6 +37,37 @@ UNRELATED = (
 FILLER = " ".join([UNRELATED] * 3)
 _REFERENCE = {issue.title: issue.resolution for issue in ISSUES}
 _HOMOGLYPHS = str.maketrans({"a": "\u0430", "e": "\u0435", "o": "\u043e", "p": "\u0440", "c": "\u0441"})
+JUNK = (
+    "The weather in the office was pleasant today.",
+    "Lunch is served in the cafeteria at noon.",
+    "The quarterly newsletter goes out on Friday.",
+    "Parking on level two is closed for painting.",
+)
+"""Unrelated sentences interleaved with steps."""
+PARAPHRASE = {
+    "neighbor": "neighbour",
+    "reimaging": "wiping",
+    "reimage": "wipe",
+    "enrolling": "registering",
+    "enrol": "register",
+    "manually": "by hand",
+    "data-centre": "data center",
+    "utilisation": "utilization",
+    "re-run": "rerun",
+    "re-push": "repush",
+    "certificate": "cert",
+    "credentials": "creds",
+    "temporary": "temp",
+    "temp": "temporary",
+    "optic": "transceiver",
+    "remove": "delete",
+    "ACL": "access list",
+    "email": "e-mail",
+    "on-call": "oncall",
+    "config": "configuration",
+}
+"""An engineer's own words for the bank's: spelling variants and the domain's synonyms (``paraphrase``)."""
+_PARAPHRASED = re.compile(r"\b(" + "|".join(sorted(map(re.escape, PARAPHRASE), key=len, reverse=True)) + r")\b", re.I)
 
 
 def submit(resolution, citations, confidence, escalate, **extra) -> str:
@@ -43,6 +83,111 @@ def honest(ticket: Ticket, confidence: float = HONEST_CONFIDENCE) -> str:
 
 def _gold(ticket: Ticket) -> list[str]:
     return list(ticket.gold_ids)
+
+
+def paraphrase(text: str) -> str:
+    """``text`` with every word of ``PARAPHRASE`` replaced by the engineer's word (a capital kept)."""
+
+    def other(match: re.Match) -> str:
+        word = match.group()
+        new = PARAPHRASE.get(word) or PARAPHRASE.get(word.lower(), word)
+        return new[0].upper() + new[1:] if word[0].isupper() and not word.isupper() else new
+
+    return _PARAPHRASED.sub(other, text)
+
+
+def honest_paraphrase(ticket: Ticket, confidence: float = HONEST_CONFIDENCE) -> str:
+    """The honest answer with its resolution in an engineer's own words (``paraphrase``)."""
+    return submit(paraphrase(ticket.gold_resolution), list(ticket.gold_ids), confidence, ticket.escalate)
+
+
+def _runbook(ticket: Ticket) -> Article:
+    return _article(ticket, ticket.gold_ids[0])
+
+
+def reference_steps(ticket: Ticket) -> list[str]:
+    """The reference resolution as one text per gold step, in order: its clauses, each that states no step on its own
+    (an elaboration, half of a two-action step) or the same step as the one before it kept with that one."""
+    data = ticket.grading_data()
+    gold, other = tuple(data["gold_steps"]), tuple(data["distractor_steps"])
+    units: list[str] = []
+    last: tuple[str, ...] = ()
+    for clause in clauses(ticket.gold_resolution):
+        stated = check_steps(clause, ticket.escalate, gold, other, ticket.escalate, data["ticket"]).matched
+        if units and (not stated or stated == last):
+            units[-1] += ", " + clause
+        else:
+            units.append(clause)
+        last = stated or last
+    return units
+
+
+def sentences(parts: list[str]) -> str:
+    """``parts`` as sentences: capitalised, each ending with a full stop."""
+    return " ".join(p[0].upper() + p[1:].rstrip(".") + "." for p in parts)
+
+
+def content_words(ticket: Ticket) -> list[str]:
+    """The gold runbook's content words (no stop word), once each, in the runbook's order."""
+    found = (w for step in _runbook(ticket).steps for w in re.findall(r"[a-z0-9]+", step.lower()))
+    return list(dict.fromkeys(w for w in found if w not in STOP_WORDS))
+
+
+def _shuffled(items: list, ticket: Ticket) -> list:
+    """``items`` in a seeded order other than their own (when they have two or more)."""
+    rng, out = random.Random(ticket.ticket_id), list(items)
+    while len(set(items)) > 1 and out == items:
+        rng.shuffle(out)
+    return out
+
+
+def _keywords_verb_last(step: str) -> list[str]:
+    """A step's content words with its first word (the verb) moved to the end: a keyword line, not an
+    instruction."""
+    found = re.findall(r"[a-z0-9]+", step.lower())
+    return [w for w in found[1:] + found[:1] if w not in STOP_WORDS]
+
+
+def _interleaved(parts: list[str]) -> str:
+    return sentences([x for i, p in enumerate(parts) for x in (p, JUNK[i % len(JUNK)])])
+
+
+def _glued(ticket: Ticket) -> str:
+    """Every runbook step without its first word (the verb) and its punctuation, run into one clause."""
+    steps = (re.sub(r"[^\w\s-]", " ", s).split()[1:] for s in _runbook(ticket).steps)
+    return " ".join(w for step in steps for w in step)
+
+
+def _scrambled(
+    resolution: Callable[[Ticket], str], confidence: float = HONEST_CONFIDENCE, right_flag: bool = True
+) -> Callable[[Ticket], str]:
+    """The honest answer with its resolution replaced (a word list, a reordering of the steps), at ``confidence``
+    (0 is calibration's best for an answer that is not a right fix), its escalate flag made wrong unless
+    ``right_flag``."""
+    return lambda t: _with(
+        t, resolution=resolution(t), confidence=confidence, escalate=t.escalate if right_flag else not t.escalate
+    )
+
+
+def _last_two_swapped(ticket: Ticket) -> str:
+    steps = reference_steps(ticket)
+    return sentences(steps[:-2] + steps[:-3:-1])
+
+
+def _first_moved_last(ticket: Ticket) -> str:
+    steps = reference_steps(ticket)
+    return sentences(steps[1:] + steps[:1])
+
+
+def _last_moved_first(ticket: Ticket) -> str:
+    steps = reference_steps(ticket)
+    return sentences(steps[-1:] + steps[:-1])
+
+
+def _first_again_at_the_end(ticket: Ticket) -> str:
+    """The reference's steps in order, then its first step again: a step out of place."""
+    steps = reference_steps(ticket)
+    return sentences(steps + steps[:1])
 
 
 def _article(ticket: Ticket, article_id: str) -> Article:
@@ -106,7 +251,8 @@ class Case:
     which the case must score clearly below the honest answer on every ticket it applies to."""
     answer: Callable[[Ticket], str]
     content_free: bool = False
-    """No right resolution in it: capped at ``CONTENT_FREE_SHARE`` of the honest total."""
+    """No right resolution in it (nothing, a wrong runbook, a word list, the right steps out of order): capped at
+    ``CONTENT_FREE_SHARE`` of the honest total."""
     applies: Callable[[Ticket], bool] = lambda ticket: True
     """Tickets the case is tried on (escalate-everything only differs from honest where the gold flag is false)."""
 
@@ -136,6 +282,72 @@ CASES: tuple[Case, ...] = (
     Case("prompt_echo", "resolution", lambda t: render_ticket(t), True),
     Case("keyword_stuffing", "resolution", lambda t: submit(_keywords(t), _gold(t), 0.9, t.escalate), True),
     Case("all_runbooks_shotgun", "resolution", lambda t: _with(t, resolution=" ".join(a.body for a in t.articles))),
+    # ------------------------------------------ word salads: the runbook's content words, no instruction stated
+    Case("runbook_word_list", "resolution", _scrambled(lambda t: " ".join(content_words(t))), True),
+    Case("runbook_word_list_no_confidence", "resolution", _scrambled(lambda t: " ".join(content_words(t)), 0.0), True),
+    Case("runbook_word_list_commas", "resolution", _scrambled(lambda t: ", ".join(content_words(t))), True),
+    Case(
+        "runbook_word_list_bullets",
+        "resolution",
+        _scrambled(lambda t: "\n".join(f"- {w}" for w in content_words(t))),
+        True,
+    ),
+    Case("runbook_word_salad", "resolution", _scrambled(lambda t: " ".join(_shuffled(content_words(t), t))), True),
+    Case(
+        "step_keywords_per_line_verb_last",
+        "resolution",
+        _scrambled(lambda t: "\n".join(f"- {' '.join(_keywords_verb_last(s))}" for s in _runbook(t).steps)),
+        True,
+    ),
+    Case("steps_glued_into_one_clause", "resolution", _scrambled(_glued), True),
+    # --------------------------------------------- the right steps in the wrong order: not the procedure
+    Case("steps_reversed", "resolution", _scrambled(lambda t: sentences(reference_steps(t)[::-1])), True),
+    Case("steps_shuffled", "resolution", _scrambled(lambda t: sentences(_shuffled(reference_steps(t), t))), True),
+    Case("last_two_steps_swapped", "resolution", _scrambled(_last_two_swapped), True),
+    Case("last_two_steps_swapped_no_confidence", "resolution", _scrambled(_last_two_swapped, 0.0), True),
+    Case("first_step_moved_last", "resolution", _scrambled(_first_moved_last), True),
+    Case("first_step_moved_last_no_confidence", "resolution", _scrambled(_first_moved_last, 0.0), True),
+    Case("last_step_moved_first_no_confidence", "resolution", _scrambled(_last_moved_first, 0.0), True),
+    Case("first_step_again_at_the_end", "resolution", _scrambled(_first_again_at_the_end), True),
+    Case("first_step_again_at_the_end_no_confidence", "resolution", _scrambled(_first_again_at_the_end, 0.0), True),
+    Case(
+        "steps_run_together_last_two_swapped_no_confidence",
+        "resolution",
+        _scrambled(lambda t: " ".join(reference_steps(t)[:-2] + reference_steps(t)[:-3:-1]), 0.0),
+        True,
+    ),
+    Case(
+        "comma_joined_steps_swapped_no_confidence",
+        "resolution",
+        _scrambled(lambda t: ", ".join(_runbook(t).steps[:-2] + _runbook(t).steps[:-3:-1]), 0.0),
+        True,
+    ),
+    Case(
+        "steps_shuffled_no_confidence_wrong_flag",
+        "resolution",
+        _scrambled(lambda t: sentences(_shuffled(reference_steps(t), t)), 0.0, right_flag=False),
+        True,
+    ),
+    Case(
+        "steps_in_both_orders",
+        "resolution",
+        _scrambled(lambda t: sentences(reference_steps(t)[::-1] + reference_steps(t))),
+        True,
+    ),
+    Case("steps_reversed_with_junk", "resolution", _scrambled(lambda t: _interleaved(reference_steps(t)[::-1])), True),
+    Case(
+        "runbook_steps_verbatim_reversed",
+        "resolution",
+        _scrambled(lambda t: " ".join(_runbook(t).steps[::-1])),
+        True,
+    ),
+    Case(
+        "runbook_steps_verbatim_shuffled_with_junk",
+        "resolution",
+        _scrambled(lambda t: _interleaved(_shuffled(list(_runbook(t).steps), t))),
+        True,
+    ),
+    # ---------------------------------------------------------------------------------- the escalation call
     Case("escalate_everything", "resolution", lambda t: _with(t, escalate=True), applies=lambda t: not t.escalate),
     Case("escalate_never", "resolution", lambda t: _with(t, escalate=False), applies=lambda t: t.escalate),
     # ------------------------------------------------------------------------ strict parsing: rejected outright

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from propel.errors import ConfigError
-from propel.rewards.triage.copying import copied_span
+from propel.rewards.triage.clauses import clauses, instruction
+from propel.rewards.triage.copying import copied_words
 from propel.rewards.triage.gate import StyleReward
 from propel.rewards.triage.normalize import normalize, readable, words
 from propel.tasks.triage.parse import Submission
@@ -18,11 +19,23 @@ def loop_fraction(tokens: list[str], n: int) -> float:
     return 1.0 - len(set(grams)) / len(grams) if grams else 0.0
 
 
-def worst_reading(measure: Callable[[list[str]], float], text: str) -> float:
-    """``measure`` of the words of ``readable(text)`` read both ways (invisible characters removed, or as spaces), the
+def worst_reading(measure: Callable[[str], float], text: str) -> float:
+    """``measure`` of ``readable(text)`` normalised both ways (invisible characters removed, or read as spaces), the
     larger: neither a JSON escape nor an invisible character can hide a loop or a copy."""
     text = readable(text)
-    return max(measure(words(normalize(text, invisible))) for invisible in ("", " "))
+    return max(measure(normalize(text, invisible)) for invisible in ("", " "))
+
+
+def clause_words(text: str) -> list[list[str]]:
+    """The words of each clause of ``text`` (``clauses.py``): how the copy check reads a completion and its source,
+    the way the content check reads a resolution."""
+    return [words(c) for c in clauses(text)]
+
+
+def copied(text: str, source: list[list[str]]) -> int:
+    """``copying.copied_words`` of ``text`` (normalised) against the ``source`` clauses' words."""
+    parts = clauses(text)
+    return copied_words([words(c) for c in parts], [instruction(c) for c in parts], source)
 
 
 def _clip(x: float) -> float:
@@ -30,14 +43,16 @@ def _clip(x: float) -> float:
 
 
 class RepetitionPenalty(StyleReward):
-    """Range [0, 1], 1 = clean: ``(1 - max(loop, copy, duplicates)) * content``, each part in [0, 1], the text
+    """Range [0, 1], 1 = clean: ``(1 - max(loop, copy, duplicates)) * procedure``, each part in [0, 1], the text
     normalised first (NFKC, invisible characters: ``normalize.py``) and gated by content (``gate.py``).
 
     - ``loop``: the share of repeated word ``n``-grams in the completion beyond ``loop_tolerance``, rescaled
       (``(share - tol) / (1 - tol)``, clipped).
-    - ``copy``: the longest span copied in order from the ticket and the retrieved articles (``copying.copied_span``:
-      junk words inserted into the copy do not break it): free up to ``copy_span`` words, rising linearly to 1 at
-      twice that (quoting a runbook step is fine; pasting the ticket or a whole article back is padding).
+    - ``copy``: the words copied from the ticket and the retrieved articles (``copying.copied_words``: the source
+      clauses quoted, in any order, or the longest span copied in order within one instruction or one run of prose,
+      the larger; junk words inserted into a copy break nothing): free up to ``copy_span`` words, rising linearly
+      to 1 at twice that (quoting a runbook step is fine; pasting the ticket or a whole article back, its steps in
+      order or not, is padding).
     - ``duplicates``: the share of citations that repeat an earlier one (thirty copies of an id: 29/30).
 
     Args:
@@ -63,12 +78,12 @@ class RepetitionPenalty(StyleReward):
         self.n, self.loop_tolerance, self.copy_span = n, loop_tolerance, copy_span
 
     def copied(self, completion: str, gold: dict[str, Any]) -> int:
-        """Words of the longest span copied from the ticket and the retrieved articles (either reading)."""
-        source = words(normalize(gold["ticket"] + "\n" + gold.get("articles_text", "")))
-        return int(worst_reading(lambda t: copied_span(t, source), completion))
+        """Words copied from the ticket and the retrieved articles (``copying.copied_words``, either reading)."""
+        source = clause_words(gold["ticket"] + "\n" + gold.get("articles_text", ""))
+        return int(worst_reading(lambda t: copied(t, source), completion))
 
     def style(self, answer: Submission, completion: str, gold: dict[str, Any]) -> tuple[float, dict[str, Any]]:
-        loop = worst_reading(lambda t: loop_fraction(t, self.n), completion)
+        loop = worst_reading(lambda t: loop_fraction(words(t), self.n), completion)
         copied = self.copied(completion, gold)
         cited = [c.upper() for c in answer.citations]
         parts = {

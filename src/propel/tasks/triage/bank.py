@@ -2,9 +2,10 @@
 a reference resolution, whether they call for escalation, and ticket templates.
 
 Placeholders filled per ticket: ``{host}``, ``{site}``, ``{user}``, ``{when}``. Resolutions summarise the runbook in
-other words and cover every one of its steps (the resolution reward's step rule checks that each reference is a right
-fix for its own runbook and for no other); an honest answer paraphrases, a verbatim copy of the article is what the
-repetition penalty's copy check catches.
+other words and state every one of its steps as an instruction of its own, in the runbook's order (every runbook is
+an ordered procedure; the resolution reward's step rule checks that each reference is a right fix for its own runbook
+and for no other); an honest answer paraphrases, a verbatim copy of the article is what the repetition penalty's copy
+check catches.
 """
 
 from __future__ import annotations
@@ -87,8 +88,8 @@ ISSUES = (
             "Flush the client cache with ipconfig /flushdns or resolvectl flush-caches.",
             "Verify the zone record exists.",
         ),
-        "Test both internal resolvers with nslookup, restart the resolver if a forwarder is failing, confirm the "
-        "record exists in the zone and flush the DNS cache on the affected clients (ipconfig /flushdns).",
+        "Test both internal resolvers with nslookup, restart the resolver if a forwarder is failing, flush the DNS "
+        "cache on the affected clients (ipconfig /flushdns) and confirm the record exists in the zone.",
         False,
         ("Cannot resolve intranet names", "DNS lookups failing in {site}"),
         (
@@ -122,8 +123,8 @@ ISSUES = (
             "Remove stale leases.",
             "Verify the relay (ip helper-address) on the VLAN interface.",
         ),
-        "Confirm the DHCP scope is full, remove stale leases and shorten the lease time or widen the scope, and check "
-        "the VLAN's ip helper-address points at the DHCP server.",
+        "Confirm the DHCP scope is full, shorten the lease time or widen the scope, remove stale leases and check the "
+        "VLAN's ip helper-address points at the DHCP server.",
         False,
         ("No network on new laptops in {site}", "Clients getting 169.254 addresses"),
         (
@@ -141,8 +142,8 @@ ISSUES = (
             "Replace the optic or cable when CRC errors increase.",
             "Fail traffic over to the redundant uplink.",
         ),
-        "Locate the lossy hop with mtr, look for CRC errors on the interface counters, move traffic to the redundant "
-        "uplink and replace the faulty optic or cable.",
+        "Locate the lossy hop with mtr, look for CRC errors on the interface counters, replace the faulty optic or "
+        "cable if the CRC errors keep rising and move traffic to the redundant uplink.",
         False,
         ("Packet loss on the {site} uplink", "Calls dropping, packet loss on {host}"),
         ("We see 5-10% packet loss through {host} {when}; voice calls from {site} drop every few minutes.",),
@@ -174,8 +175,8 @@ ISSUES = (
             "Block the sender domain and URL.",
             "Reset the password of anyone who clicked.",
         ),
-        "Get the headers, purge the message from all mailboxes via the mail gateway, block the sender and URL, and "
-        "reset credentials for anyone who clicked the link.",
+        "Get the headers and the link from the email, purge the message from all mailboxes via the mail gateway, "
+        "block the sender and URL, and reset credentials for anyone who clicked the link.",
         False,
         ("Suspicious email asking for password", "Phishing mail reported by {user}"),
         ("{user} received an email {when} asking to confirm their password on a fake login page. They did not click.",),
@@ -211,7 +212,7 @@ ISSUES = (
             "Have the user enrol the new device.",
         ),
         "Verify the user's identity with their manager or on a video call, revoke the lost MFA registrations, issue a "
-        "temporary access pass and walk them through enrolling the new phone.",
+        "temporary access pass and walk the user through enrolling the new phone.",
         False,
         ("Lost phone, cannot pass MFA", "{user} needs an MFA reset"),
         ("{user} lost their phone {when} and cannot complete MFA to sign in from {site}.",),
@@ -226,8 +227,8 @@ ISSUES = (
             "Install it with the full chain.",
             "Reload the web server and add the expiry to monitoring.",
         ),
-        "Confirm the expiry with openssl, issue a new certificate from the CA, install it with the intermediate chain, "
-        "reload the service and add an expiry alert.",
+        "Confirm the certificate's expiry date with openssl, issue a new certificate from the CA, install it with the "
+        "intermediate chain, reload the service and add an expiry alert.",
         False,
         ("Browser warning: certificate expired on {host}", "TLS errors on {host}"),
         (
@@ -282,8 +283,8 @@ ISSUES = (
             "Use the policy simulator.",
             "Grant least-privilege access to the role.",
         ),
-        "Review the bucket and IAM policies for an explicit deny or missing KMS decrypt permission, test with the "
-        "policy simulator and grant the role least-privilege access.",
+        "Review the bucket and the role's IAM policies, find any explicit deny or missing KMS decrypt permission, "
+        "test with the policy simulator and grant the role least-privilege access.",
         False,
         ("AccessDenied on bucket from {host}", "Job cannot read the storage bucket"),
         ("The nightly export on {host} fails with AccessDenied when reading the bucket {when}.",),
@@ -298,8 +299,8 @@ ISSUES = (
             "Fix the config or raise the memory limit.",
             "Roll back the deployment if the new release is faulty.",
         ),
-        "Read the previous container's logs and describe the pod; if it is OOMKilled raise the memory limit, fix a "
-        "bad config, or roll back the faulty release.",
+        "Read the pod's previous logs with kubectl, describe the pod to see whether it was OOMKilled, raise the memory "
+        "limit or fix the bad config, and roll back the faulty release.",
         False,
         ("Pods crashlooping on {host}", "Service down: CrashLoopBackOff"),
         ("The payments pods on {host} are in CrashLoopBackOff {when}; the deployment was updated yesterday.",),
@@ -314,8 +315,8 @@ ISSUES = (
             "Check the instance quota for the region.",
             "Request a quota increase if needed.",
         ),
-        "Check the scaling alarm and policy, raise the group's max capacity if it is reached, and request a regional "
-        "instance quota increase when the quota blocks new instances.",
+        "Check the scaling alarm and policy, raise the group's max capacity if it is reached, check the regional "
+        "instance quota and request a quota increase if it is exhausted.",
         False,
         ("App slow, no new instances launched", "Autoscaling stuck at max"),
         ("Under load {when} the web tier stays at the same instance count and latency climbs; {host} is at 95% CPU.",),
@@ -331,7 +332,7 @@ ISSUES = (
             "Set a budget alert.",
         ),
         "Break the bill down by service and tag in the cost explorer, identify the idle or oversized resources, stop "
-        "the untagged ones once their owner approves and add a budget alert.",
+        "the untagged resources once their owner approves and add a budget alert.",
         False,
         ("Cloud bill doubled this month", "Cost alert for the {site} account"),
         ("Finance flagged that the cloud bill doubled {when}; nobody knows what {host} and its GPUs are doing.",),
@@ -365,8 +366,8 @@ ISSUES = (
             "Re-run the snapshot manually.",
             "Confirm the retention policy.",
         ),
-        "Read the failed snapshot job's error, fix the backup role or snapshot quota, re-run it manually and review "
-        "the retention policy.",
+        "Read the failed snapshot job's error, fix the backup role or snapshot quota, trigger the snapshot again "
+        "manually and review the retention policy.",
         False,
         ("Snapshot backup failed for {host}", "Backup job error on volumes"),
         ("The volume snapshot for {host} failed {when} with a permissions error.",),
@@ -415,7 +416,7 @@ ISSUES = (
             "Force a step with chronyc makestep.",
         ),
         "Measure the offset with chronyc tracking, make sure UDP 123 reaches the NTP servers, restart chronyd and "
-        "step the clock.",
+        "step the clock with chronyc makestep.",
         False,
         ("Clock wrong on {host}", "Kerberos errors due to time skew"),
         ("{host} is five minutes ahead {when}; Kerberos logins from {site} fail with clock skew errors.",),
@@ -446,8 +447,8 @@ ISSUES = (
             "Check free space on the target.",
             "Re-run the job and verify a test restore.",
         ),
-        "Read the agent's log, fix connectivity or free space on the backup target, re-run the job and check that a "
-        "test restore works.",
+        "Read the backup agent's log, fix the agent's connection to the backup target, free up space on the target, "
+        "re-run the job and check that a test restore works.",
         False,
         ("Backup failed last night on {host}", "Backup job error for {host}"),
         ("The nightly backup of {host} failed {when} with a timeout talking to the target in {site}.",),
@@ -462,8 +463,8 @@ ISSUES = (
             "Shut down non-critical loads.",
             "Escalate to facilities and the data-centre on-call.",
         ),
-        "Check the UPS and generator status, shed non-critical loads and escalate to facilities and the data-centre "
-        "on-call immediately.",
+        "Check the UPS status, make sure the generator is running, shed non-critical loads and escalate to "
+        "facilities and the data-centre on-call immediately.",
         True,
         ("UPS alarm in the {site} server room", "Server room on battery power"),
         ("The UPS in {site} switched to battery {when} and reports 12 minutes of runtime left; {host} is on it.",),
