@@ -62,7 +62,7 @@ bench-vllm: setup-vllm
 	.venv-vllm/bin/python benchmarks/grpo_step.py --propel-engines hf vllm vllm-merged --steps 10
 
 # Experiments (longer than the demo; each resumable, each writes report.md + curves under runs/experiments/).
-# GRPO learns like the reference: propel vs TRL GRPOTrainer on reasoning-gym letter_counting, 40 steps x 3 seeds each
+# Does propel's GRPO learn like TRL's? propel vs TRL GRPOTrainer on reasoning-gym letter_counting, 40 steps x 3 seeds each
 exp-grpo-vs-trl: setup
 	.venv/bin/python benchmarks/exp_grpo_vs_trl.py --out runs/experiments/grpo_vs_trl
 
@@ -70,7 +70,7 @@ exp-grpo-vs-trl: setup
 exp-triage-style: setup
 	.venv/bin/python benchmarks/exp_triage_style.py --out runs/experiments/triage_style
 
-# Turn-targeted KL stays on its turn: targeted vs whole-sequence divergence (+ an unrelated-hint control), 3 seeds x 12
+# Does turn-targeted KL stay on its turn? targeted vs whole-sequence divergence (+ an unrelated-hint control), 3 seeds x 12
 # steps each on the bundled model, off-target drift compared at equal target-turn gain
 exp-turn-kl-scope: setup
 	.venv/bin/python benchmarks/exp_turn_kl_scope.py --out runs/experiments/turn_kl_scope
