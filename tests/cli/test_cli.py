@@ -79,7 +79,17 @@ def test_missing_config_file(tmp_path, capsys):
     assert code == 2 and "does not exist" in err
 
 
-def test_probe_route_help_and_one_line_errors(capsys):
+@pytest.fixture()
+def inputs_in_place(tmp_path, monkeypatch):
+    """A folder holding what the shipped GRPO and probe configs read (earlier jobs' outputs are checked before the
+    values a class refuses at init); ``configs/...`` finds the shipped files from it."""
+    monkeypatch.chdir(tmp_path)
+    for folder in ("runs/probe/artifact", "pools/math_expression"):
+        (tmp_path / folder).mkdir(parents=True)
+    return tmp_path
+
+
+def test_probe_route_help_and_one_line_errors(capsys, inputs_in_place):
     code, out, _ = _main(capsys, "probe", "--help")
     assert code == 0 and "--sweep.split" in out and "--rvp.gate.mode" in out
     code, _, err = _main(capsys, "probe", "-c", "configs/probe/sweep.yaml", "--sweep.splitz", "x")
@@ -129,7 +139,7 @@ def test_innermost_cause_in_one_line_with_a_close_match(capsys, args, expected):
         (("--data.init_args.contexts_per_step", "0"), "data.init_args.contexts_per_step: must be >= 1"),
     ],
 )
-def test_a_value_a_class_refuses_at_init_is_one_line_and_exit_2(capsys, args, expected):
+def test_a_value_a_class_refuses_at_init_is_one_line_and_exit_2(capsys, inputs_in_place, args, expected):
     """Values that parse but that the class refuses in ``__init__`` (``group_size: 1``) used to end in a 54-line
     jsonargparse traceback with exit 1."""
     code, _, err = _main(capsys, "fit", *GRPO, *args, "--trainer.logger", "false", "--trainer.max_steps", "1")
@@ -194,3 +204,62 @@ def test_building_propel_cli_directly_silences_adverts():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "Tip" not in out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ("fit", "-c", "grpo/base", "-c", "math/grpo"),
+            "runs/probe/artifact does not exist (model.init_args.rewards[0].init_args.artifact: the probe artifact): "
+            "run `propel predict -c math/label`, then `propel probe -c probe/sweep` first",
+        ),
+        (
+            ("probe", "-c", "probe/sweep"),
+            "pools/math_expression does not exist (pool: the labeled pool): run `propel predict -c math/label` first",
+        ),
+        (
+            ("fit", "-c", "grpo/base", "-c", "swe/grpo"),
+            "runs/swe/probe/artifact does not exist (model.init_args.rewards[0].init_args.artifact: the probe "
+            "artifact): run `propel predict -c swe/label`, then `propel probe -c swe/probe` first",
+        ),
+        (
+            ("test", "-c", "math/eval", "--model.init_args.adapter", "runs/grpo/adapters/step-200"),
+            "runs/grpo/adapters/step-200 does not exist (model.init_args.adapter: the trained adapter): train one "
+            "first",
+        ),
+    ],
+)
+def test_a_job_before_its_inputs_exist_says_what_to_run_first(tmp_path, args, expected):
+    """From an empty folder, a job that reads an earlier job's output ends in one line naming the commands that
+    write it, before anything heavy loads (it used to be a 20-frame traceback from the reward's setup)."""
+    code = (
+        "import sys\nfrom propel.cli import main\n"
+        f"try:\n    main({list(args)!r})\n"
+        "except SystemExit as e:\n    assert e.code == 2, e.code\n"
+        "heavy = [m for m in ('torch', 'lightning', 'transformers') if m in sys.modules]\n"
+        "assert not heavy, heavy"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"propel: error: {expected}"), out.stderr
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_a_run_that_fails_while_it_is_built_writes_no_config(tmp_path):
+    """The resolved config.yaml is written into the run's own folder once the run starts: a run that fails while it
+    is built (here: loading a model that is not there) leaves neither that file nor a shared runs/config.yaml."""
+    args = [
+        "fit",
+        "-c",
+        "grpo/base",
+        "-c",
+        "agent/grpo",
+        f"--trainer.default_root_dir={tmp_path / 'run'}",
+        f"--model.init_args.model={tmp_path / 'no-such-model'}",
+        "--trainer.logger=false",
+    ]
+    out = _run(*args, cwd=tmp_path)
+    assert out.returncode != 0
+    assert not (tmp_path / "run" / "config.yaml").exists() and not (tmp_path / "runs" / "config.yaml").exists()

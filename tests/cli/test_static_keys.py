@@ -9,7 +9,14 @@ import yaml
 
 from propel.cli.config_files import read_config_files
 from propel.cli.errors import class_keys
-from propel.cli.static_keys import TRAINER, _class_nodes, accepted_keys, check_keys, merged_config
+from propel.cli.static_keys import (
+    TRAINER,
+    accepted_keys,
+    check_keys,
+    class_nodes,
+    merged_config,
+    nested_dataclass,
+)
 from propel.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,7 +28,7 @@ def _shipped_classes() -> set[str]:
     for path in (ROOT / "configs").rglob("*.yaml"):
         data = yaml.safe_load(path.read_text()) or {}
         for section in ("model", "data"):
-            found |= {cls for _, cls, _ in _class_nodes(data.get(section), section)}
+            found |= {cls for _, cls, _ in class_nodes(data.get(section), section)}
     return found
 
 
@@ -100,6 +107,16 @@ def test_a_later_class_path_replaces_the_section_and_unknown_classes_pass():
             "Did you mean: 'model.init_args.lr'?",
         ),
         (
+            ["fit", "-c", "grpo/base", "-c", "math/grpo", "--model.init_args.loss.betaa", "0.1"],
+            "model.init_args.loss.init_args.betaa: option 'betaa' is not accepted by propel.losses.LossSpec. "
+            "Did you mean: 'model.init_args.loss.init_args.beta'?",
+        ),
+        (
+            ["predict", "-c", "math/label", "--model.init_args.domain.init_args.lenient_expresion", "true"],
+            "model.init_args.domain.init_args.lenient_expresion: option 'lenient_expresion' is not accepted by "
+            "propel.domains.MathExpressionDomain. Did you mean: 'model.init_args.domain.init_args.lenient_expression'?",
+        ),
+        (
             ["pipeline", "-c", "configs/demo.yaml", "evaluate.data.init_args.n_taks=1"],
             "pipeline config key 'evaluate.data.init_args.n_taks': option 'n_taks' is not accepted by "
             "propel.datamodules.task_pool.TaskPoolDataModule. Did you mean: 'evaluate.data.init_args.n_tasks'?",
@@ -123,3 +140,40 @@ def test_a_bad_key_fails_fast_without_heavy_imports(argv, expected):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     assert expected in out.stderr
+
+
+def test_a_typo_in_a_nested_mapping_or_a_fragment_fails_fast(tmp_path):
+    """A key inside a dataclass argument given as a mapping (``loss: {betaa: ...}``) and one inside a fragment file
+    the config names (``domain: domain.yaml``) are refused from the source too (they took the full parser, 14-27 s
+    under load)."""
+    (tmp_path / "domain.yaml").write_text("class_path: propel.domains.MathExpressionDomain\ninit_args:\n  seedd: 1\n")
+    (tmp_path / "fragment.yaml").write_text("data:\n  init_args:\n    domain: domain.yaml\n")
+    (tmp_path / "loss.yaml").write_text("model:\n  init_args:\n    loss:\n      loss_type: dapo\n      betaa: 0.1\n")
+    expected = {
+        "fragment.yaml": "data.init_args.domain.init_args.seedd: option 'seedd' is not accepted by "
+        "propel.domains.MathExpressionDomain",
+        "loss.yaml": "model.init_args.loss.init_args.betaa: option 'betaa' is not accepted by propel.losses.LossSpec",
+    }
+    for name, message in expected.items():
+        argv = ["fit", "-c", "grpo/base", "-c", "math/grpo", "-c", str(tmp_path / name)]
+        code = (
+            "import sys\nfrom propel.cli import main\n"
+            f"try:\n    main({argv!r})\n"
+            "except SystemExit as e:\n    assert e.code == 2, e.code\n"
+            "assert 'torch' not in sys.modules and 'lightning' not in sys.modules"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert out.returncode == 0 and message in out.stderr, out.stderr[-2000:]
+
+
+def test_nested_dataclass_arguments_are_read_from_the_annotation():
+    assert nested_dataclass("propel.lit_modules.grpo.GRPOModule", "loss") == "propel.losses.LossSpec"
+    assert nested_dataclass("propel.lit_modules.grpo.GRPOModule", "lora") == "propel.models.LoRASpec"  # a base's
+    assert nested_dataclass("propel.lit_modules.grpo.GRPOModule", "rewards") is None  # a list of classes
+    assert nested_dataclass("propel.lit_modules.grpo.GRPOModule", "lr") is None
+    fine = merged_config(
+        [read_config_files([BASE, ROOT / "configs/math/grpo.yaml"])],
+        [("model.init_args.loss.beta", "0.1"), ("model.init_args.lora.r", "8"), ("model.init_args.rewards[0]", "x")],
+    )
+    assert fine["model"]["init_args"]["loss"] == {"beta": "0.1"} and "rewards[0]" not in fine["model"]["init_args"]
+    check_keys(fine)

@@ -1,6 +1,7 @@
 """The installed package runs the main job: the wheel is built from this checkout, installed into a fresh virtual
-environment (its dependencies borrowed from the test environment, without its editable propel), and ``propel
-pipeline -c demo`` runs at toy scale from an empty folder, finding its stage templates inside the package."""
+environment (its dependencies borrowed from the test environment, without its editable propel), ``propel pipeline -c
+demo`` runs at toy scale from an empty folder, finding its stage templates inside the package, and ``propel configs``
+copies the shipped configs out."""
 
 from __future__ import annotations
 
@@ -76,3 +77,5 @@ def test_the_wheel_installs_and_runs_the_pipeline_from_an_empty_folder(tmp_path,
         assert (workdir / stage / "summary.json").is_file(), stage
     assert json.loads((workdir / "grpo" / "summary.json").read_text())["steps"] == 1
     assert (workdir / "report" / "report.md").is_file()
+    _run([venv / "bin" / "propel", "configs", "mine"], cwd=empty, env=env)  # the shipped configs, copied out to edit
+    assert (empty / "mine" / "grpo" / "base.yaml").read_text() == (site / "propel/configs/grpo/base.yaml").read_text()

@@ -42,6 +42,12 @@ def _inline_fragments(node: Any, folder: Path, seen: tuple[Path, ...]) -> Any:
     return node
 
 
+def inline_fragments(data: dict, path: str | Path) -> dict:
+    """``data``, the YAML mapping of the config file ``path``, with the fragments it names inlined."""
+    path = Path(path)
+    return _inline_fragments(data, path.parent.resolve(), (path.resolve(),))
+
+
 def _merge(base: DictConfig, layer: dict, where: str = "") -> None:
     """Merge ``layer`` into ``base`` in place: mappings key by key, lists replaced, ``key+`` lists appended."""
     for key, value in layer.items():

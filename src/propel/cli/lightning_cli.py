@@ -23,6 +23,7 @@ from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
 from propel.cli import resume
 from propel.cli.errors import explain, init_error
+from propel.cli.main import config_values
 from propel.cli.quiet import quiet_dependencies
 from propel.cli.resume import flat_keys
 from propel.errors import ConfigError
@@ -34,8 +35,47 @@ DEFAULT_LOGGER = {
 
 
 class SaveConfig(SaveConfigCallback):
-    """LightningCLI's ``config.yaml`` writer, which also puts the run's config into every checkpoint
-    (``resume.CONFIG_KEY``): what a resume compares its settings with, and the record of the values in use."""
+    """LightningCLI's ``config.yaml`` writer, writing into the run's own folder (``trainer.default_root_dir``) once
+    the run has started, and putting the run's config into every checkpoint (``resume.CONFIG_KEY``): what a resume
+    compares its settings with, and the record of the values in use.
+
+    Lightning writes it into the logger's ``save_dir`` as the trainer is set up: every run from one folder replaced
+    one shared ``runs/config.yaml``, a run that failed while it was built included. Here a run without a
+    ``default_root_dir`` of its own writes no file (its checkpoints still carry the config), and a run folder whose
+    ``config.yaml`` is the run's own ``-c`` file (the pipeline's stages) keeps it as written."""
+
+    def __init__(self, *args, given: list[str] = (), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.given = {Path(p).resolve() for p in given}
+        """The run's ``-c`` files: never replaced by the resolved config."""
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        """Nothing yet: the file is written when the run starts (``_save``)."""
+
+    def _save(self, trainer) -> None:
+        if self.already_saved or not trainer.is_global_zero:
+            return
+        self.already_saved = True
+        root = self.config.get("trainer.default_root_dir")
+        if root is None:
+            return
+        path = Path(root) / self.config_filename
+        if path.resolve() in self.given:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.parser.save(self.config, str(path), skip_none=False, overwrite=True, multifile=self.multifile)
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._save(trainer)
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self._save(trainer)
+
+    def on_test_start(self, trainer, pl_module) -> None:
+        self._save(trainer)
+
+    def on_predict_start(self, trainer, pl_module) -> None:
+        self._save(trainer)
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
         if not hasattr(self, "_text"):
@@ -60,6 +100,7 @@ class PropelCLI(LightningCLI):
 
     def __init__(self, args=None, run: bool = True):
         quiet_dependencies()
+        argv = sys.argv[1:] if args is None else list(args) if isinstance(args, list | tuple) else []
         # Configs write ${trainer.x} from the config's root; under a subcommand the root is ``fit.``: jsonargparse
         # rewrites such absolute interpolations as relative ones when it loads a file.
         set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
@@ -71,11 +112,26 @@ class PropelCLI(LightningCLI):
             parser_kwargs={"parser_mode": "omegaconf+", "exit_on_error": False},
             trainer_defaults={"logger": DEFAULT_LOGGER},
             save_config_callback=SaveConfig,
-            save_config_kwargs={"overwrite": True},
+            save_config_kwargs={"overwrite": True, "given": [value for _, value in config_values(argv)]},
             auto_configure_optimizers=False,
             args=args,
             run=run,
         )
+
+    def instantiate_trainer(self, **kwargs):
+        """The trainer, with propel's progress display (``propel.callbacks.progress.StepProgress``: steps of
+        ``max_steps`` and the phase inside a step; plain lines without a terminal) unless the config names a
+        progress bar of its own or turns it off."""
+        from lightning.pytorch.callbacks.progress import ProgressBar
+
+        from propel.callbacks.progress import StepProgress
+
+        trainer = {**self._get(self.config_init, "trainer", default={}), **kwargs}
+        given = trainer.get("callbacks") or []
+        given = list(given) if isinstance(given, list | tuple) else [given]
+        if trainer.get("enable_progress_bar") is not False and not any(isinstance(c, ProgressBar) for c in given):
+            kwargs["callbacks"] = [*given, StepProgress()]
+        return super().instantiate_trainer(**kwargs)
 
     def parse_arguments(self, parser, args) -> None:
         """Parse as LightningCLI does; a bad key or value raises a one-line ``ConfigError`` with jsonargparse's

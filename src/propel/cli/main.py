@@ -1,12 +1,15 @@
 """The ``propel`` command: LightningCLI (fit / validate / test / predict) over YAML configs in omegaconf+ mode, plus
 the commands other packages register under the ``propel.commands`` entry-point group: propel's own ``probe`` (the
-probe job), ``pipeline`` (every PROPEL stage in order) and ``serve-env`` (an OpenEnv environment behind OpenEnv's
-server), and any a user's package adds. The command sits on a low floor (it knows how a YAML becomes objects, not
-what the objects are), so the jobs above it are found through their entry points, never imported here by name.
+probe job), ``pipeline`` (every PROPEL stage in order), ``serve-env`` (an OpenEnv environment behind OpenEnv's
+server) and ``configs`` (the shipped configs copied out to edit), and any a user's package adds. The command sits on
+a low floor (it knows how a YAML becomes objects, not what the objects are), so the jobs above it are found through
+their entry points, never imported here by name.
 
 This module imports nothing heavy: ``propel --help``, ``propel --version`` and the checks a config file can fail
-without its classes (a missing file, broken YAML) answer in well under a second; torch and Lightning load only
-once a subcommand runs. Ctrl-C, a SIGTERM (``kill``, SLURM, container runtimes) or SLURM's early warning stop every
+without its classes (a missing file, broken YAML, a misspelled key, an earlier job's output that is not there yet)
+answer in well under a second; torch and Lightning load only once a subcommand runs. Every ``-c`` value is a path
+or the name of a shipped config (``-c grpo/base``: ``propel.paths.config_path``), so an installed wheel runs its
+configs from any folder. Ctrl-C, a SIGTERM (``kill``, SLURM, container runtimes) or SLURM's early warning stop every
 subcommand the same way (``propel.cli.stops``): through every ``finally`` and Lightning's graceful shutdown, where a
 training run writes its ``last.ckpt`` (``propel.callbacks.last_checkpoint``); the last line says what was written
 and what rerunning the same command does.
@@ -14,6 +17,7 @@ and what rerunning the same command does.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import shlex
 import signal
@@ -28,23 +32,24 @@ from propel.errors import ConfigError, PropelError
 __all__ = ["main", "subcommands"]
 
 LIGHTNING = {
-    "fit": "train: GRPO (configs/grpo/base.yaml + configs/math/grpo.yaml), agents: GRPO and turn-targeted distillation "
-    "(configs/agent/), a probe",
+    "fit": "train: GRPO (-c grpo/base -c math/grpo, after `probe`), agents: GRPO and turn-targeted distillation "
+    "(-c grpo/base -c agent/grpo), a probe",
     "validate": "run a LightningModule's validation loop on a config",
-    "test": "evaluate a task generator with real solver trials (configs/math/eval.yaml)",
-    "predict": "collect and label a task pool with solver trials (configs/math/label.yaml)",
+    "test": "evaluate a task generator with real solver trials (-c math/eval)",
+    "predict": "collect and label a task pool with solver trials (-c math/label)",
 }
 """The LightningCLI subcommands, with their one-line help."""
 ENTRY_POINTS = "propel.commands"
 """The entry-point group of the other subcommands (``name = "package.module:function"``, the function takes argv)."""
 HELP = {
-    "probe": "labeled pool -> activations -> probe sweep -> selected probe artifact (configs/probe/sweep.yaml)",
-    "pipeline": "every PROPEL stage in order (label, probe, grpo, evaluate) and a report (configs/demo.yaml)",
+    "probe": "labeled pool (after `predict`) -> activations -> probe sweep -> probe artifact (-c probe/sweep)",
+    "pipeline": "every PROPEL stage in order (label, probe, grpo, evaluate) and a report (-c demo)",
     "serve-env": "an OpenEnv environment behind OpenEnv's server on loopback: propel serve-env triage (or humaneval)",
+    "configs": "copy the shipped configs into a folder to edit them: propel configs [DEST] (default ./configs)",
 }
 """One-line help of propel's own registered commands (``--help`` must not import them to describe them)."""
-CONFIG_FILES = ("probe",)
-"""Registered commands whose ``-c`` files are checked here before anything heavy loads."""
+CONFIG_FILES = ("probe", "pipeline")
+"""Registered commands whose ``-c`` values name config files (resolved by name, and checked here for ``probe``)."""
 
 
 def commands() -> dict:
@@ -79,30 +84,51 @@ def usage() -> str:
         "subcommands:",
         *(f"  {name:<{width}}  {text}" for name, text in listed.items()),
         "",
-        "`propel <subcommand> --help` lists a subcommand's options; configs live in configs/ (see README.md).",
+        "`propel <subcommand> --help` lists a subcommand's options. A config is a path or a shipped config's name",
+        "(`-c grpo/base -c math/grpo`); `propel configs` copies the shipped ones out to edit (see README.md).",
     ]
     return "\n".join(lines)
 
 
-def _check_config_files(argv: list[str]) -> list[dict]:
-    """Every ``-c``/``--config`` file exists and is a YAML mapping (a one-line ``ConfigError`` otherwise), before
-    any heavy import; their contents in order. Inline YAML strings (text with a newline or ``: ``) are left to the
-    parser."""
-    import yaml
-
-    loaded = []
+def config_values(argv: list[str]) -> list[tuple[int, str]]:
+    """``(index in argv, value)`` of each ``-c FILE`` / ``--config FILE`` / ``--config=FILE``; YAML text given
+    inline (a newline or ``: `` in it) is not a file and is left out."""
+    out = []
     for i, arg in enumerate(argv):
         if arg in ("-c", "--config") and i + 1 < len(argv):
-            value = argv[i + 1]
+            out.append((i + 1, argv[i + 1]))
         elif arg.startswith("--config="):
-            value = arg.split("=", 1)[1]
-        else:
-            continue
-        if "\n" in value or ": " in value:
-            continue
+            out.append((i, arg[len("--config=") :]))
+    return [(i, value) for i, value in out if "\n" not in value and ": " not in value]
+
+
+def resolve_config_names(argv: list[str]) -> list[str]:
+    """``argv`` with each ``-c``/``--config`` value that names a shipped config (``grpo/base``,
+    ``configs/grpo/base.yaml`` outside a checkout) given as its path; files and inline YAML as given."""
+    from propel.paths import config_path
+
+    out = list(argv)
+    for i, value in config_values(argv):
+        out[i] = ("--config=" if out[i].startswith("--config=") else "") + str(config_path(value))
+    return out
+
+
+def _check_config_files(argv: list[str]) -> list[dict]:
+    """Every ``-c``/``--config`` file exists and is a YAML mapping (a one-line ``ConfigError`` otherwise), before
+    any heavy import; their contents in order, with the fragments they name inlined (``domain: domain.yaml``). Inline
+    YAML strings are left to the parser."""
+    import yaml
+
+    from propel.cli.config_files import inline_fragments
+
+    loaded = []
+    for _, value in config_values(argv):
         path = Path(value)
         if not path.is_file():
-            raise ConfigError(f"config file does not exist: {value}")
+            raise ConfigError(
+                f"config file does not exist: {value} (neither a file nor a shipped config such as grpo/base; "
+                "`propel configs` copies the shipped ones out)"
+            )
         try:
             data = yaml.safe_load(path.read_text())
         except yaml.YAMLError as err:
@@ -111,22 +137,46 @@ def _check_config_files(argv: list[str]) -> list[dict]:
             raise ConfigError(f"config file {value}: not valid YAML{where}: {getattr(err, 'problem', err)}") from None
         if data is not None and not isinstance(data, dict):
             raise ConfigError(f"config file {value}: expected a mapping of keys, got {type(data).__name__}")
+        with contextlib.suppress(yaml.YAMLError, OSError):  # a broken fragment: the full parser reports it
+            data = inline_fragments(data or {}, path)
         loaded.append(data or {})
     return loaded
 
 
-def _check_keys(argv: list[str], files: list[dict]) -> None:
-    """Refuse a misspelled trainer key or init argument under ``model``/``data`` from the classes' source, before
-    the heavy imports (``propel.cli.static_keys``); what the source does not settle is left to the full
-    parser."""
+def _overrides(argv: list[str]) -> list[tuple[str, str]]:
+    """``(key, value)`` of each ``--key value`` / ``--key=value`` flag (``-c`` files aside)."""
+    out = []
+    for i, arg in enumerate(argv):
+        if arg.startswith("--") and not arg.startswith("--config"):
+            key, eq, value = arg[2:].partition("=")
+            out.append((key, value if eq else (argv[i + 1] if i + 1 < len(argv) else "")))
+    return out
+
+
+def _check_lightning(argv: list[str], files: list[dict]) -> None:
+    """Refuse a misspelled trainer key or init argument under ``model``/``data`` from the classes' source
+    (``propel.cli.static_keys``; what the source does not settle is left to the full parser), then an earlier
+    job's output the run reads that is not there (``propel.cli.prerequisites``), before the heavy imports."""
+    from propel.cli import prerequisites
     from propel.cli.static_keys import check_keys, merged_config
 
-    overrides = []
-    for i, arg in enumerate(argv):
-        if arg.startswith(("--model.", "--data.", "--trainer.")):
-            key, eq, value = arg[2:].partition("=")
-            overrides.append((key, value if eq else (argv[i + 1] if i + 1 < len(argv) else "")))
-    check_keys(merged_config(files, overrides))
+    flags = [(k, v) for k, v in _overrides(argv) if k.startswith(("model.", "data.", "trainer."))]
+    config = merged_config(files, flags)
+    check_keys(config)
+    if "--print_config" not in argv and not any(a.startswith("--print_config=") for a in argv):
+        prerequisites.check(prerequisites.lightning_inputs(config))
+
+
+def _check_probe(argv: list[str], files: list[dict]) -> None:
+    """The probe job's labeled pool exists (``propel.cli.prerequisites``)."""
+    from propel.cli import prerequisites
+
+    config: dict = {}
+    for data in files:
+        config.update(data)
+    config.update((k, v) for k, v in _overrides(argv) if k in prerequisites.PROBE_INPUTS)
+    if "--print_config" not in argv:
+        prerequisites.check(prerequisites.probe_inputs(config))
 
 
 def _run(argv: list[str]) -> None:
@@ -135,13 +185,15 @@ def _run(argv: list[str]) -> None:
     command = argv[0]
     quiet_dependencies()
     checked = "-h" not in argv and "--help" not in argv
+    if command in LIGHTNING or command in CONFIG_FILES:
+        argv = [command, *resolve_config_names(argv[1:])]
     if command not in LIGHTNING:
-        if checked and command in CONFIG_FILES:
-            _check_config_files(argv[1:])
+        if checked and command == "probe":
+            _check_probe(argv[1:], _check_config_files(argv[1:]))
         commands()[command].load()(argv[1:])
         return
     if checked:
-        _check_keys(argv[1:], _check_config_files(argv[1:]))
+        _check_lightning(argv[1:], _check_config_files(argv[1:]))
     from propel.cli.lightning_cli import PropelCLI
 
     PropelCLI(args=argv)

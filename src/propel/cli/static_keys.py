@@ -5,13 +5,16 @@ jsonargparse, the authority, needs the class imported (``propel.cli.errors.class
 Lightning alone takes seconds. This module answers only what it can answer for certain: a class whose ``__init__``
 it can follow to the end (``**kwargs`` passed on to bases it can read, up to ``LightningModule`` /
 ``LightningDataModule`` / ``object``). Anything else (a base outside the readable packages, ``**kwargs`` used some
-other way) is "unknown", and the key is left to the full parser. A test holds the key sets equal to jsonargparse's
-for every class the shipped configs name.
+other way) is "unknown", and the key is left to the full parser. A mapping without ``class_path`` is checked when
+the argument's annotation names one dataclass (``loss: LossSpec | None``: ``loss: {betaa: 0.1}``), and a command-line
+key reaches as deep as its dots (``--model.init_args.loss.betaa``). A test holds the key sets equal to
+jsonargparse's for every class the shipped configs name.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import importlib.util
 from collections.abc import Iterator, Mapping
 from functools import cache
@@ -128,6 +131,16 @@ def _is_dataclass(node: ast.ClassDef) -> bool:
     return any(name(d) == "dataclass" for d in node.decorator_list)
 
 
+def _init(node: ast.ClassDef) -> ast.FunctionDef | None:
+    return next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+
+
+def _fields(node: ast.ClassDef) -> dict[str, ast.expr]:
+    """A dataclass's own fields and their annotations (``ClassVar`` ones are not fields)."""
+    annotated = [n for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)]
+    return {n.target.id: n.annotation for n in annotated if "ClassVar" not in ast.unparse(n.annotation)}
+
+
 @cache
 def accepted_keys(class_path: str) -> frozenset[str] | None:
     """Every init argument ``class_path`` accepts, or None when its source does not settle it."""
@@ -135,10 +148,9 @@ def accepted_keys(class_path: str) -> frozenset[str] | None:
     if found is None:
         return None
     module, node = found
-    init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    init = _init(node)
     if init is None and _is_dataclass(node):
-        own = {n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
-        return _with_bases(module, node, frozenset(own))
+        return _with_bases(module, node, frozenset(_fields(node)))
     if init is None:
         return _with_bases(module, node, frozenset())
     args = init.args
@@ -160,7 +172,7 @@ def init_default(class_path: str, key: str, depth: int = 0) -> object:
     if found is None:
         return _NO_DEFAULT
     module, node = found
-    init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    init = _init(node)
     if init is not None:
         args = init.args
         positional = [*args.posonlyargs, *args.args]
@@ -202,18 +214,98 @@ def _with_bases(module: str, node: ast.ClassDef, own: frozenset[str]) -> frozens
     return frozenset(keys)
 
 
-def _class_nodes(value: object, key: str) -> Iterator[tuple[str, str, Mapping]]:
-    """``(key, class_path, init_args)`` of every ``class_path`` mapping under ``value`` (lists included)."""
+def _annotation(class_path: str, name: str, depth: int = 0) -> tuple[str, ast.expr] | None:
+    """``(module, annotation)`` of init argument (or dataclass field) ``name`` of ``class_path``, followed through
+    ``**kwargs`` into the bases; None when the source does not settle it."""
+    found = _find_class(class_path) if depth < 8 else None
+    if found is None:
+        return None
+    module, node = found
+    init = _init(node)
+    if init is not None:
+        args = init.args
+        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+            if arg.arg == name:
+                return (module, arg.annotation) if arg.annotation is not None else None
+        if args.kwarg is None or not _forwards_kwargs(init, args.kwarg.arg):
+            return None
+    elif _is_dataclass(node) and name in _fields(node):
+        return module, _fields(node)[name]
+    for base in node.bases:
+        path = _base_path(module, base)
+        if path is not None and path.rpartition(".")[2] not in TERMINAL:
+            hit = _annotation(path, name, depth + 1)
+            if hit is not None:
+                return hit
+    return None
+
+
+def _named_class(module: str, annotation: ast.expr) -> str | None:
+    """The class an annotation names when it names exactly one (``X``, ``X | None``, ``Optional[X]``)."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        annotation = ast.parse(annotation.value, mode="eval").body
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        sides = [s for s in (annotation.left, annotation.right) if not _is_none(s)]
+        return _named_class(module, sides[0]) if len(sides) == 1 else None
+    if isinstance(annotation, ast.Subscript) and ast.unparse(annotation.value).endswith("Optional"):
+        return _named_class(module, annotation.slice)
+    if isinstance(annotation, ast.Name | ast.Attribute):
+        return _base_path(module, annotation)
+    return None
+
+
+def _is_none(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Constant) and node.value is None) or ast.unparse(node) == "None"
+
+
+def _public_path(class_path: str) -> str:
+    """The shortest import path of ``class_path`` (``propel.losses.LossSpec``): how jsonargparse names it."""
+    module, _, name = class_path.rpartition(".")
+    target = _find_class(class_path)
+    parts = module.split(".")
+    for i in range(1, len(parts)):
+        shorter = f"{'.'.join(parts[:i])}.{name}"
+        if _find_class(shorter) == target:
+            return shorter
+    return class_path
+
+
+@cache
+def nested_dataclass(class_path: str, name: str) -> str | None:
+    """The dataclass that init argument ``name`` of ``class_path`` is annotated with (``loss: LossSpec | None``),
+    whose fields a mapping without ``class_path`` gives; None for anything else."""
+    hit = _annotation(class_path, name)
+    path = _named_class(*hit) if hit is not None else None
+    found = _find_class(path) if path is not None else None
+    return _public_path(path) if found is not None and _is_dataclass(found[1]) else None
+
+
+def class_nodes(value: object, key: str) -> Iterator[tuple[str, str, Mapping]]:
+    """``(key, class_path, init_args)`` of every ``class_path`` mapping under ``value`` (lists included), and of
+    every mapping given for an argument annotated with a dataclass."""
     if isinstance(value, Mapping):
         if isinstance(value.get("class_path"), str):
             init_args = value.get("init_args") or {}
             if isinstance(init_args, Mapping):
                 yield key, value["class_path"], init_args
-                for name, inner in init_args.items():
-                    yield from _class_nodes(inner, f"{key}.init_args.{name}")
+                yield from _arguments(value["class_path"], init_args, key)
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            yield from _class_nodes(item, f"{key}[{i}]")
+            yield from class_nodes(item, f"{key}[{i}]")
+
+
+def _arguments(class_path: str, init_args: Mapping, key: str) -> Iterator[tuple[str, str, Mapping]]:
+    for name, inner in init_args.items():
+        where = f"{key}.init_args.{name}"
+        typed = nested_dataclass(class_path, str(name).removesuffix("+"))
+        if isinstance(inner, Mapping) and "class_path" not in inner and typed is not None:
+            fields = {k: v for k, v in inner.items() if k != "init_args"}
+            if isinstance(inner.get("init_args"), Mapping):
+                fields.update(inner["init_args"])
+            yield where, typed, fields
+            yield from _arguments(typed, fields, where)
+        else:
+            yield from class_nodes(inner, where)
 
 
 def check_keys(config: Mapping) -> None:
@@ -227,7 +319,7 @@ def check_keys(config: Mapping) -> None:
                 hint = f". Did you mean: 'trainer.{hit}'?" if hit else ""
                 raise ConfigError(f"trainer.{name}: option 'trainer.{name}' is not accepted{hint}")
     for section in SECTIONS:
-        for key, class_path, init_args in _class_nodes(config.get(section), section):
+        for key, class_path, init_args in class_nodes(config.get(section), section):
             accepted = accepted_keys(class_path)
             if accepted is None:
                 continue
@@ -241,10 +333,10 @@ def check_keys(config: Mapping) -> None:
 
 def merged_config(files: list[dict], overrides: list[tuple[str, str]]) -> dict:
     """The ``trainer``/``model``/``data`` sections as the parser would see their keys: later files update earlier
-    ones (a new ``class_path`` replaces the section), then ``--model.init_args.x value`` and ``--trainer.x value``
-    overrides (values are not checked)."""
+    ones (a new ``class_path`` replaces the section), then ``--trainer.x value`` and ``--model.init_args.x value``
+    overrides, nested ones included (``--model.init_args.loss.beta``; values are not checked)."""
     out: dict = {}
-    for data in files:
+    for data in copy.deepcopy(files):
         if isinstance(data.get("trainer"), Mapping):
             out.setdefault("trainer", {}).update(data["trainer"])
         for section in SECTIONS:
@@ -257,9 +349,23 @@ def merged_config(files: list[dict], overrides: list[tuple[str, str]]) -> dict:
             else:
                 out[section] = {"class_path": new.get("class_path"), "init_args": dict(new.get("init_args") or {})}
     for key, value in overrides:
-        section, _, rest = key.partition(".")
-        if section == "trainer" and rest and "." not in rest:
-            out.setdefault("trainer", {})[rest] = value
-        if section in SECTIONS and rest.startswith("init_args.") and "." not in rest[len("init_args.") :]:
-            out.setdefault(section, {}).setdefault("init_args", {})[rest[len("init_args.") :]] = value
+        section, *path = key.split(".")
+        if "[" in key or not path or path[-1] == "class_path":  # list items, a new class: the full parser's
+            continue
+        if section == "trainer" and len(path) == 1:
+            out.setdefault("trainer", {})[path[0]] = value
+        if section in SECTIONS and len(path) > 1 and path[0] == "init_args":
+            _put(out.setdefault(section, {}), path, value)
     return out
+
+
+def _put(node: dict, path: list[str], value: object) -> None:
+    """``node[path[0]][path[1]]... = value``, making the mappings on the way; a step through a value that is not a
+    mapping (a class given by name, a fragment's path) sets nothing."""
+    for name in path[:-1]:
+        if node.get(name) is None:
+            node[name] = {}
+        if not isinstance(node[name], dict):
+            return
+        node = node[name]
+    node[path[-1]] = value

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from lightning.pytorch import LightningModule
 
+from propel.callbacks.progress import Phases
 from propel.domains.agents import writes_in_episodes
 from propel.domains.base import Context, Domain
 from propel.domains.trials import SolverSpec, Trials, solver_trials
@@ -94,6 +95,8 @@ class LabelingModule(LightningModule):
         self.engines: dict[str, Engine] = {}
         self._tasks = self._solver_tokens = 0
         self._seconds = 0.0
+        self.phases = Phases()
+        """Where the running batch is (generating, checking, solving) and the tasks done: the progress display's."""
 
     @property
     def n_trials(self) -> int:
@@ -127,12 +130,27 @@ class LabelingModule(LightningModule):
     def start(self, generator_engine: Engine | None = None) -> None:
         """Build the engines (the generator's may be given: a trained policy) and open the sandbox."""
         hp = self.hparams
+        self.phases.start("loading models")
         solver_model = self.solver.model or hp.generator
         self.generator_engine = generator_engine or self._engine(hp.generator)
         self.solver_engine = self._engine(solver_model)
         if self.domain.needs_oracle and hp.oracle is not None:
             self.domain.set_oracle(self._engine(hp.oracle))
         self.scorer.open()
+        self.phases.stop()
+        ahead = self._tasks_ahead()
+        if ahead is not None:
+            self.phases.totals["tasks"] = ahead
+
+    def _tasks_ahead(self) -> int | None:
+        """The contexts this run's predict or test loaders hold (ready-made batches), for the progress display."""
+        trainer = self._trainer
+        if trainer is None or not (trainer.predicting or trainer.testing):
+            return None
+        loaders = trainer.predict_dataloaders if trainer.predicting else trainer.test_dataloaders
+        loaders = loaders if isinstance(loaders, list | tuple) else [loaders]
+        batches = [getattr(getattr(loader, "dataset", None), "batches", None) for loader in loaders]
+        return None if None in batches else sum(len(batch) for every in batches for batch in every)
 
     def stop(self) -> None:
         """Release the engines and the sandbox this module started."""
@@ -165,6 +183,7 @@ class LabelingModule(LightningModule):
     def predict_step(self, batch: list[Context], batch_idx: int = 0, dataloader_idx: int = 0) -> list[dict]:
         start = time.perf_counter()
         hp = self.hparams
+        self.phases.reset()
         torch.manual_seed(zlib.crc32(f"{hp.seed}:{','.join(c.id for c in batch)}".encode()))
         spec = SamplingSpec(
             n=1,
@@ -176,10 +195,13 @@ class LabelingModule(LightningModule):
         # contexts that carry their task's text (``data["completion"]``: SWE's procedural bugs and recorded generator
         # episodes) skip the generator engine; the rest are sampled; all are scored together
         sampled = [c for c in batch if _given(c) is None]
+        self.phases.start("generating", total=len(sampled), unit="tasks")
         fresh = iter(g[0] for g in self._generate(sampled, spec)) if sampled else iter(())
         samples = [next(fresh) if _given(c) is None else Sample("", _given(c), context=c) for c in batch]
+        self.phases.start("checking", total=len(samples), unit="tasks")
         self.scorer.score(samples)
         valid = [s for s in samples if s.valid]
+        self.phases.start("solving", total=len(valid), unit=f"tasks x {self.n_trials} trials")
         trials = dict(zip(map(id, valid), self.run_trials(valid), strict=True))
         rows = []
         for s in samples:
@@ -188,6 +210,8 @@ class LabelingModule(LightningModule):
             rows.append(pool_row(s, self.domain.name, self.n_trials, t, self.band))
         self._tasks += len(batch)
         self._seconds += time.perf_counter() - start
+        self.phases.count(tasks=len(batch), valid=len(valid))
+        self.phases.stop()
         return rows
 
     def _generate(self, contexts: list[Context], spec: SamplingSpec) -> list[list[Sample]]:

@@ -37,6 +37,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.utilities import rank_zero_info
 
+from propel.callbacks.progress import Phases
 from propel.engines.base import Engine, SamplingSpec
 from propel.engines.factory import check_kind, make_policy_engine
 from propel.errors import ConfigError
@@ -195,6 +196,8 @@ class LoRAPolicyModule(pl.LightningModule):
         """The optimizer step whose weights sampled the latest rollouts (``global_step`` unless asynchronous)."""
         self.rollout_wait_s = 0.0
         """Seconds the latest step waited for its rollouts (asynchronous rollouts: generation not hidden)."""
+        self.phases = Phases()
+        """Where the running step is (rollouts, grading, update) and the seconds of each: the progress display's."""
 
     # ----------------------------------------------------------------------------------------------- setup
     def configure_model(self) -> None:
@@ -266,8 +269,10 @@ class LoRAPolicyModule(pl.LightningModule):
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         self.update_guard.start(self.global_step)
+        self.phases.reset()
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.phases.stop()
         for name, value in self.update_guard.end(self.global_step).items():
             self.log(name, value, on_step=True, batch_size=1)
 
@@ -297,13 +302,17 @@ class LoRAPolicyModule(pl.LightningModule):
         ``async_rollouts``, weights at most ``max_staleness`` optimizer steps old: ``rollout_version``)."""
         source = self.rollout_source
         source.on_before_rollout(batch)
+        self.phases.start("rollouts", total=len(batch.contexts) * self.sampling.n, unit="samples")
         if self.async_rollouts is None:
             self.sync_engine()
             self.rollout_version, self.rollout_wait_s = self.global_step, 0.0
-            return source.rollout(self.engine, batch, self.sampling)
-        got = self.async_rollouts.take(batch)
-        self.rollout_version, self.rollout_wait_s = got.version, got.wait_s
-        return got.rollout
+            rollout = source.rollout(self.engine, batch, self.sampling)
+        else:
+            got = self.async_rollouts.take(batch)
+            self.rollout_version, self.rollout_wait_s = got.version, got.wait_s
+            rollout = got.rollout
+        self.phases.start("grading")  # what the trainer makes of them before its update: rewards, targets
+        return rollout
 
     def optimizer_steps_per_batch(self) -> int:
         """Optimizer steps one training step takes at most (what staleness is counted in)."""
@@ -341,6 +350,7 @@ class LoRAPolicyModule(pl.LightningModule):
         from propel.models import reference_forward
 
         out = []
+        self.phases.start("update")
         with self.eval_mode():
             for rows in self.micro_batches(batch.input_ids.shape[0]):
                 sub = batch.select(rows)
@@ -380,11 +390,13 @@ class LoRAPolicyModule(pl.LightningModule):
         if n_rows == 0 and self.ranks.size > 1:
             n_rows, micro_loss = 1, self._join_loss
         micro = self.micro_batches(n_rows)
+        self.phases.start("update", total=len(micro), unit="micro-batches")
         totals: dict[str, float] = {}
         for k, rows in enumerate(micro):
             with opt.toggle_model(sync_grad=k == len(micro) - 1), self.eval_mode():  # dropout off: see the docstring
                 loss, stats = micro_loss(rows)
                 self.manual_backward(loss)
+            self.phases.advance()
             totals["loss"] = totals.get("loss", 0.0) + float(loss.detach())
             for name, value in stats.items():
                 totals[name] = totals.get(name, 0.0) + value
