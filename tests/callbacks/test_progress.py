@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from propel.callbacks.progress import Phases, clock
+from propel.lit_modules.phases import Phases, clock
 from tests.cli.test_cli_grpo import probe_artifact
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -59,7 +59,7 @@ def one_thread():
 def test_single_turn_grpo_on_humaneval_with_the_bundled_model(bundled_dir, tmp_path, one_thread):
     pl.seed_everything(0)
     reward = TestSuiteReward(timeout_s=5.0)
-    parts = [TestSuitePart(p) for p in ("pass_rate", "coverage", "hacked")]
+    parts = [TestSuitePart(p) for p in ("pass_rate", "visible_pass_rate", "hacked")]
     module = GRPOModule(
         model=str(bundled_dir),
         rewards=[reward, *parts],
@@ -93,9 +93,9 @@ def test_single_turn_grpo_on_humaneval_with_the_bundled_model(bundled_dir, tmp_p
     for s in samples:
         info = s.info["test_suite"]
         assert info["status"] in ("ran", "pytest_exit", "timeout", "killed", "no_report", "no_solution")
-        assert info["reason"] and 0.0 <= info["reward"] <= 1.1
+        assert info["reason"] and -0.5 <= info["reward"] <= 1.0
     columns, table_rows = table.rows(1, samples, module.rollout_state.rewards)
     assert columns[-2:] == ["test_suite.reason", "test_suite.flags"] and len(table_rows) == 2
     curves = json.loads((tmp_path / "reward_curves.json").read_text())
-    assert set(curves) == {"total", "tests", "pass_rate", "coverage", "hacked"} and len(curves["tests"]) == 2
+    assert set(curves) == {"total", "tests", "pass_rate", "visible_pass_rate", "hacked"} and len(curves["tests"]) == 2
     assert all((tmp_path / f"reward_{name}.png").stat().st_size > 1000 for name in curves)

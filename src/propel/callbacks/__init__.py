@@ -4,8 +4,8 @@
 - ``adversarial``: ``AdversarialProbeMining``, the probe's false positives found with real solver trials.
 - ``collapse``: ``CollapseDetector``, mode collapse during RL: Self-BLEU up, Distinct-n down, one topic taking over.
 - ``last_checkpoint``: ``LastCheckpoint``, the run folder's ``last.ckpt`` written on a stop (signal) and at the end.
-- ``progress``: ``StepProgress``, steps of ``max_steps`` and the phase inside a step (``Phases``): a Rich bar in a
-  terminal, a plain line per step (reward, components, seconds) without one; ``propel`` adds it to every run.
+- ``progress``: ``StepProgress``, steps of ``max_steps`` and the phase inside a step (the module's ``Phases``): a Rich
+  bar in a terminal, a plain line per step (reward, components, seconds) without one; ``propel`` adds it to every run.
 - ``pool_writer``: ``PoolWriter``, labeled tasks written to a Parquet pool as they are produced, then summarized.
 - ``reward_curves``: ``RewardCurves``, per-component reward curves and the first-vs-last window table.
 - ``reward_floor``: ``RewardFloorCheck``, valid samples checked to sit above the invalid floor during GRPO.

@@ -103,3 +103,15 @@ def with_fragments_inlined(args: Sequence[str]) -> list[str]:
                 arg = prefix + yaml.safe_dump(inlined, sort_keys=False)
         out.append(arg)
     return out
+
+
+def config_values(argv: list[str]) -> list[tuple[int, str]]:
+    """``(index in argv, value)`` of each ``-c FILE`` / ``--config FILE`` / ``--config=FILE``; YAML text given
+    inline (a newline or ``: `` in it) is not a file and is left out."""
+    out = []
+    for i, arg in enumerate(argv):
+        if arg in ("-c", "--config") and i + 1 < len(argv):
+            out.append((i + 1, argv[i + 1]))
+        elif arg.startswith("--config="):
+            out.append((i, arg[len("--config=") :]))
+    return [(i, value) for i, value in out if "\n" not in value and ": " not in value]

@@ -22,8 +22,8 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
 from propel.cli import resume
+from propel.cli.config_files import config_values
 from propel.cli.errors import explain, init_error
-from propel.cli.main import config_values
 from propel.cli.quiet import quiet_dependencies
 from propel.cli.resume import flat_keys
 from propel.errors import ConfigError
@@ -32,6 +32,9 @@ DEFAULT_LOGGER = {
     "class_path": "propel.loggers.PropelWandbLogger",
     "init_args": {"project": "propel", "save_dir": "runs"},
 }
+DEFAULT_PROGRESS = {"class_path": "propel.callbacks.progress.StepProgress"}
+"""The progress display every run gets unless its config names a progress bar or turns it off; named by class path
+as configs name classes (the command sits below the callbacks it builds)."""
 
 
 class SaveConfig(SaveConfigCallback):
@@ -123,14 +126,13 @@ class PropelCLI(LightningCLI):
         ``max_steps`` and the phase inside a step; plain lines without a terminal) unless the config names a
         progress bar of its own or turns it off."""
         from lightning.pytorch.callbacks.progress import ProgressBar
-
-        from propel.callbacks.progress import StepProgress
+        from lightning.pytorch.cli import instantiate_class
 
         trainer = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         given = trainer.get("callbacks") or []
         given = list(given) if isinstance(given, list | tuple) else [given]
         if trainer.get("enable_progress_bar") is not False and not any(isinstance(c, ProgressBar) for c in given):
-            kwargs["callbacks"] = [*given, StepProgress()]
+            kwargs["callbacks"] = [*given, instantiate_class((), DEFAULT_PROGRESS)]
         return super().instantiate_trainer(**kwargs)
 
     def parse_arguments(self, parser, args) -> None:

@@ -90,21 +90,10 @@ def usage() -> str:
     return "\n".join(lines)
 
 
-def config_values(argv: list[str]) -> list[tuple[int, str]]:
-    """``(index in argv, value)`` of each ``-c FILE`` / ``--config FILE`` / ``--config=FILE``; YAML text given
-    inline (a newline or ``: `` in it) is not a file and is left out."""
-    out = []
-    for i, arg in enumerate(argv):
-        if arg in ("-c", "--config") and i + 1 < len(argv):
-            out.append((i + 1, argv[i + 1]))
-        elif arg.startswith("--config="):
-            out.append((i, arg[len("--config=") :]))
-    return [(i, value) for i, value in out if "\n" not in value and ": " not in value]
-
-
 def resolve_config_names(argv: list[str]) -> list[str]:
     """``argv`` with each ``-c``/``--config`` value that names a shipped config (``grpo/base``,
     ``configs/grpo/base.yaml`` outside a checkout) given as its path; files and inline YAML as given."""
+    from propel.cli.config_files import config_values
     from propel.paths import config_path
 
     out = list(argv)
@@ -119,7 +108,7 @@ def _check_config_files(argv: list[str]) -> list[dict]:
     YAML strings are left to the parser."""
     import yaml
 
-    from propel.cli.config_files import inline_fragments
+    from propel.cli.config_files import config_values, inline_fragments
 
     loaded = []
     for _, value in config_values(argv):

@@ -11,5 +11,6 @@
 - ``async_rollouts``: ``AsyncRollouts``, the next batches sampled on a worker thread, ``max_staleness`` steps at most.
 - ``ranks``: ``Ranks``, the data-parallel reductions that make every rank take the same decision.
 - ``state``: ``RolloutState``, what one RL step produced, published for callbacks.
+- ``phases``: ``Phases``, where a module is inside its step (rollouts, grading, update), for the progress display.
 - ``update_guard``: ``UpdateGuard``, steps without an optimizer step: counted, warned about, stopped after too many.
 """

@@ -15,13 +15,13 @@ from typing import Any
 import torch
 from lightning.pytorch import LightningModule
 
-from propel.callbacks.progress import Phases
 from propel.domains.agents import writes_in_episodes
 from propel.domains.base import Context, Domain
 from propel.domains.trials import SolverSpec, Trials, solver_trials
 from propel.engines.base import Engine, SamplingSpec
 from propel.engines.factory import check_kind, make_engine, make_policy_engine
 from propel.errors import ConfigError
+from propel.lit_modules.phases import Phases
 from propel.models.trained_policy import load_policy, lora_rank_of
 from propel.pools.rows import pool_row
 from propel.rollouts.agent_trials import AgentEpisodes, AgentSolver

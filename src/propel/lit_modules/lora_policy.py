@@ -37,11 +37,11 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.utilities import rank_zero_info
 
-from propel.callbacks.progress import Phases
 from propel.engines.base import Engine, SamplingSpec
 from propel.engines.factory import check_kind, make_policy_engine
 from propel.errors import ConfigError
 from propel.lit_modules.async_rollouts import AsyncRollouts
+from propel.lit_modules.phases import Phases
 from propel.lit_modules.ranks import Ranks
 from propel.lit_modules.state import RolloutState
 from propel.lit_modules.update_guard import UpdateGuard
