@@ -75,7 +75,7 @@ def build(args: argparse.Namespace, seed: int, scope: str):
 
     flags = [f"--seed_everything={seed}", f"--trainer.max_steps={args.steps}", "--trainer.logger=false",
              "--trainer.accelerator=cpu",
-             f"--model.init_args.model={args.model}", f"--model.init_args.episodes_per_context={args.episodes}",
+             f"--model.init_args.model={args.model}", f"--model.init_args.group_size={args.episodes}",
              f"--model.init_args.lr={args.lr}", f"--model.init_args.turn_kl.scope={scope}",
              "--model.init_args.turn_kl.teacher=base",
              f"--model.init_args.turn_kl.kl_coefficient={args.kl_coefficient}",
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     p.add_argument("--kl-coefficient", type=float, default=1.0)
     p.add_argument("--lr", type=float, default=2e-4)
-    p.add_argument("--episodes", type=int, default=2, help="episodes per task per step")
+    p.add_argument("--episodes", type=int, default=2, help="episodes per task per step (the module's group_size)")
     p.add_argument("--contexts", type=int, default=2, help="tasks per step")
     p.add_argument("--held-out", type=int, default=8, help="held-out tasks (2 episodes each)")
     p.add_argument("--samples", type=int, default=8, help="first-turn samples per held-out task")

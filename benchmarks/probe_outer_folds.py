@@ -31,7 +31,7 @@ from propel.metrics.held_out import compare_on_held_out
 from propel.pipeline.report import markdown_table
 from propel.pipeline.summary_report import held_out_table
 from propel.pipeline.verdicts import held_out_verdict
-from propel.probes.sweep import SweepConfig
+from propel.probes.sweep import SweepSpec
 
 KFOLD = ("stratified_kfold", "group_kfold")
 
@@ -42,7 +42,7 @@ def probe_config(workdir: Path) -> dict:
     if not path.exists():
         raise SystemExit(f"{path} does not exist: run the pipeline's probe stage first")
     config = yaml.safe_load(path.read_text())
-    split = (config.get("sweep") or {}).get("split", SweepConfig.split)
+    split = (config.get("sweep") or {}).get("split", SweepSpec.split)
     if split not in KFOLD:
         raise SystemExit(f"the probe sweep's split is {split!r}: outer folds need one of {KFOLD}")
     return config
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
     args = parser.parse_args(argv)
     config = probe_config(args.workdir)
-    n_folds = int((config.get("sweep") or {}).get("n_folds", SweepConfig.n_folds))
+    n_folds = int((config.get("sweep") or {}).get("n_folds", SweepSpec.n_folds))
     folds = args.folds if args.folds is not None else list(range(n_folds))
     if not folds or any(not 0 <= k < n_folds for k in folds):
         raise SystemExit(f"--folds must lie in 0..{n_folds - 1}, got {folds}")

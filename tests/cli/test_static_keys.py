@@ -126,6 +126,16 @@ def test_a_later_class_path_replaces_the_section_and_unknown_classes_pass():
             "pipeline config key 'constrained.model.init_args.group_sise': option 'group_sise' is not accepted by "
             "propel.lit_modules.grpo.GRPOModule. Did you mean: 'constrained.model.init_args.group_size'?",
         ),
+        (  # renamed keys (propel.cli.errors.RENAMED) are answered with the new name, however unlike it is
+            ["fit", "-c", "grpo/base", "-c", "agent/distill", "--model.init_args.episodes_per_context", "4"],
+            "model.init_args.episodes_per_context: option 'episodes_per_context' is not accepted by "
+            "propel.lit_modules.distill.TurnKLDistillModule. Did you mean: 'model.init_args.group_size'?",
+        ),
+        (
+            ["fit", "-c", "grpo/base", "-c", "agent/distill", "--model.init_args.max_steps_without_targets", "4"],
+            "model.init_args.max_steps_without_targets: option 'max_steps_without_targets' is not accepted by "
+            "propel.lit_modules.distill.TurnKLDistillModule. Did you mean: 'model.init_args.max_steps_without_update'?",
+        ),
     ],
 )
 def test_a_bad_key_fails_fast_without_heavy_imports(argv, expected):

@@ -18,7 +18,7 @@ import yaml
 from safetensors.torch import load_file
 
 from propel.cli import main
-from propel.cli.resume import CONFIG_KEY, plan
+from propel.cli.resume import CONFIG_KEY, changes, plan
 from propel.errors import ConfigError
 from tests.cli.test_cli_grpo import probe_artifact
 
@@ -186,3 +186,16 @@ def test_start_over_and_missing_checkpoints_are_said_before_anything_runs(straig
         plan(elsewhere, "last")
     with pytest.raises(ConfigError, match="no such checkpoint file"):
         plan(config, str(tmp_path / "missing.ckpt"))
+
+
+def test_a_checkpoint_written_before_a_rename_is_compared_under_the_new_name():
+    """A distillation checkpoint from before ``episodes_per_context`` became ``group_size`` and
+    ``max_steps_without_targets`` folded into ``max_steps_without_update`` resumes with no change to report (the
+    value in use, ``max_steps_without_update``, is the one compared); a changed value is named under the new name."""
+    distill = "propel.lit_modules.distill.TurnKLDistillModule"
+    old = {"episodes_per_context": 4, "max_steps_without_targets": 5, "max_steps_without_update": 20, "lr": 1e-4}
+    saved = {"model": {"class_path": distill, "init_args": old}}
+    now = {"group_size": 4, "max_steps_without_update": 20, "lr": 1e-4}
+    assert changes(saved, {"model": {"class_path": distill, "init_args": now}}) == ([], [])
+    more = {"model": {"class_path": distill, "init_args": {**now, "group_size": 8}}}
+    assert changes(saved, more) == ([], ["model.init_args.group_size: 4 -> 8"])

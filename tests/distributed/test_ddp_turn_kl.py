@@ -129,7 +129,7 @@ GRPO_TURN_KL = {
 DISTILL = {
     "class_path": "ddp_helpers.PromptSeededTurnKLDistill",
     "init_args": {
-        "episodes_per_context": 2,
+        "group_size": 2,
         "optimizer": sgd(20.0),  # the tiny model's divergences are ~1e-4: a step that moves the adapter
         "hints": {"class_path": "ddp_helpers.PlannedHints"},
         # kl_coefficient 1: float noise in the divergence scales with it (losses are compared within 1e-6)

@@ -33,7 +33,7 @@ def openenv(require):
 def server(openenv):
     from propel.served.process import ServerProcess
 
-    proc = ServerProcess(GUESS, pythonpath=[HERE], start_timeout_s=120).start()
+    proc = ServerProcess(GUESS, pythonpath=[HERE], startup_timeout_s=120).start()
     yield proc
     proc.stop()
 
@@ -111,7 +111,7 @@ def test_in_process_and_server_episodes_agree_and_turn_rewards_are_the_environme
 def test_malformed_calls_are_observations_with_their_turn_reward(openenv):
     from propel.envs import OpenEnvAgentEnv
 
-    env = OpenEnvAgentEnv(env=GUESS, malformed_action_reward=-0.25, max_turns=3)
+    env = OpenEnvAgentEnv(env=GUESS, malformed_call_reward=-0.25, max_turns=3)
     env.reset(_contexts([5])[0])
     prose = env.step("I think it is seven.")
     assert prose.content.startswith("error: no_tool_call") and prose.turn_reward == -0.25 and not prose.done

@@ -91,7 +91,7 @@ def test_the_config_trains_grpo_on_an_openenv_environment(mode, openenv, tiny_mo
     valid_steps = 0
     for s in samples:
         rewards = [t.info.get("reward") for t in s.turns if t.role == "tool"]
-        expected = [-0.1 if r is None else r for r in _env_rewards(s)]  # the config's malformed_action_reward
+        expected = [-0.1 if r is None else r for r in _env_rewards(s)]  # the config's malformed_call_reward
         assert rewards == expected
         valid_steps += sum(r is not None for r in _env_rewards(s))
         assert s.info["reward"] == pytest.approx(sum(r for r in _env_rewards(s) if r is not None))

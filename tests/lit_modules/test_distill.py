@@ -91,7 +91,7 @@ def _fit(model_dir, steps, tmp_path=None, ckpt_path=None, save=False, **kw):
                 model=str(model_dir),
                 lora=LoRASpec(r=4, alpha=8),
                 kl_coefficient=1.0,
-                episodes_per_context=2,
+                group_size=2,
                 max_new_tokens=6,
                 lr=1e-2,
                 **settings,
@@ -236,11 +236,11 @@ def test_held_out_drift_set_is_fixed_at_the_first_step_and_kept_in_checkpoints(t
 
 def test_steps_without_targets_use_the_policy_base_guard(tiny_model_dir):
     """A step with nothing to target takes no optimizer step; the base warns, counts and stops
-    after ``max_steps_without_targets`` in a row (the distillation trainer's name for ``max_steps_without_update``)."""
+    after ``max_steps_without_update`` in a row."""
     from propel.errors import PropelError
 
     with pytest.warns(UserWarning, match="no turn to target"), pytest.raises(PropelError, match="2 training step"):
-        _fit(tiny_model_dir, 5, hints=FunctionHints(lambda s: []), max_steps_without_targets=2)
+        _fit(tiny_model_dir, 5, hints=FunctionHints(lambda s: []), max_steps_without_update=2)
 
 
 def test_sequence_scope_reads_every_assistant_token_from_turn_t_and_no_observation(tiny_model_dir, tokenizer):

@@ -52,7 +52,7 @@ def _fit(model_dir, steps, cls=GRPOTurnKLModule, tmp_path=None, ckpt_path=None, 
     common = dict(model=str(model_dir), lora=LoRASpec(r=4, alpha=8), max_new_tokens=6,
                   optimizer=_sgd, gradient_clip_val=0.0)  # fmt: skip
     if cls is TurnKLDistillModule:
-        module = cls(**with_turn_kl(dict(episodes_per_context=2, control_hint=None, **common, **kw)))
+        module = cls(**with_turn_kl(dict(group_size=2, control_hint=None, **common, **kw)))
     else:
         grpo = dict(rewards=[FunctionReward("distinct", _distinct)], group_size=2, loss=LossSpec(beta=0.0))
         module = cls(**with_turn_kl({**common, **grpo, **kw}))

@@ -13,10 +13,10 @@ from propel.domains.base import Task
 from propel.domains.swe import SweDomain
 from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.errors import ConfigError
-from propel.jobs.probe import ProbeJob, RVPSettings
+from propel.jobs.probe import ProbeJob, RVPSpec
 from propel.pools.io import read_pool, write_part
 from propel.probes.gate import GateSpec
-from propel.probes.sweep import SweepConfig
+from propel.probes.sweep import SweepSpec
 
 REPOS = ["parse", "inflection", "isodate", "webcolors"]  # probe_train
 
@@ -58,7 +58,7 @@ def _pool(path, per_repo: int = 6, procedural: int = 1) -> list[dict]:
 
 
 def _job(tmp_path, tiny_model_dir, **kw) -> ProbeJob:
-    sweep = SweepConfig(archs=["linear"], balances=["weighted"], seeds=[0], split="group_kfold", n_folds=4, max_ece=1.0)
+    sweep = SweepSpec(archs=["linear"], balances=["weighted"], seeds=[0], split="group_kfold", n_folds=4, max_ece=1.0)
     args = dict(
         pool=str(tmp_path / "pool"),
         domain=SweDomain(REPOS),
@@ -80,7 +80,7 @@ def test_the_probe_reads_episodes_turn_by_turn_with_repo_folds(tmp_path, tiny_mo
     from propel.rollouts.record import Sample, Turn
 
     rows = _pool(tmp_path / "pool")
-    job = _job(tmp_path, tiny_model_dir, rvp=RVPSettings(contexts=0))
+    job = _job(tmp_path, tiny_model_dir, rvp=RVPSpec(contexts=0))
     summary = job.run()
     assert summary["rows"] == len(rows) and summary["split"] == "group_kfold" and summary["n_folds"] == 4
     held = summary["held_out"]  # the exported probe on its refit split's test rows, against three baselines
@@ -123,8 +123,8 @@ def test_the_probe_reads_episodes_turn_by_turn_with_repo_folds(tmp_path, tiny_mo
 def test_repo_folds_need_as_many_repos_and_rvp_needs_single_turn_generation(tmp_path, tiny_model_dir):
     _pool(tmp_path / "pool", per_repo=2, procedural=0)
     with pytest.raises(ConfigError, match="rvp.contexts: 0"):
-        _job(tmp_path, tiny_model_dir).run()  # RVPSettings() samples 8 contexts by default
-    job = _job(tmp_path, tiny_model_dir, rvp=RVPSettings(contexts=0))
+        _job(tmp_path, tiny_model_dir).run()  # RVPSpec() samples 8 contexts by default
+    job = _job(tmp_path, tiny_model_dir, rvp=RVPSpec(contexts=0))
     job.sweep.n_folds = 5
     with pytest.raises(ValueError, match="4 distinct groups cannot fill n_folds=5"):
         job.run()

@@ -18,9 +18,9 @@ from propel.probes.data import align_labels
 from propel.probes.gate import GateSpec
 from propel.probes.heads import ProbeHead
 from propel.probes.selection import select_probe
-from propel.probes.sweep import SweepConfig, run_sweep
+from propel.probes.sweep import SweepSpec, run_sweep
 from propel.probes.synthetic import synthetic_probe_data
-from propel.probes.training import LoopSettings
+from propel.probes.training import LoopSpec
 from propel.rewards.probe import ProbeReward
 from propel.rollouts.record import Sample
 
@@ -93,7 +93,7 @@ def test_sweep_reports_ece_before_and_after_and_selects_on_the_calibrated_value(
     corrects it, on the validation rows and on test rows it never saw."""
     ids, features, pool = synthetic_probe_data(n=1500, keys=("layer1/mean_full",), signal=(2.0,))
     rows = align_labels(ids, pool)
-    config = SweepConfig(archs=("linear",), seeds=(0, 1), loop=LoopSettings(max_epochs=15), logistic_baseline=False)
+    config = SweepSpec(archs=("linear",), seeds=(0, 1), loop=LoopSpec(max_epochs=15), logistic_baseline=False)
     result = run_sweep(features, rows, config, progress=False)
     runs, table = result.runs, result.table
     for col in ("val_ece", "val_ece_calibrated", "test_ece", "test_ece_calibrated", "calibration_scale"):

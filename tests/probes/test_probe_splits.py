@@ -8,8 +8,8 @@ import torch
 from propel.errors import ConfigError
 from propel.probes.data import align_labels
 from propel.probes.splits import check_classes, make_split, outer_split
-from propel.probes.sweep import SweepConfig, run_sweep
-from propel.probes.training import LoopSettings
+from propel.probes.sweep import SweepSpec, run_sweep
+from propel.probes.training import LoopSpec
 
 
 def rare_labels(n=100, positives=2):
@@ -46,7 +46,7 @@ def test_sweep_with_balance_none_refuses_a_one_class_split():
     pool = pd.DataFrame({"id": ids, "label": rare_labels(n, positives=2)})
     rows = align_labels(ids, pool)
     features = {"layer1/mean_full": torch.randn(n, 4)}
-    config = SweepConfig(archs=("linear",), balances=("none",), seeds=(0,), loop=LoopSettings(max_epochs=2))
+    config = SweepSpec(archs=("linear",), balances=("none",), seeds=(0,), loop=LoopSpec(max_epochs=2))
     with pytest.warns(UserWarning), pytest.raises(ConfigError, match="one class"):
         run_sweep(features, rows, config, progress=False)
 

@@ -14,18 +14,18 @@ from propel.probes.sweep import (
     BASELINE_ARCH,
     RUN_COLUMNS,
     RVPSample,
-    SweepConfig,
+    SweepSpec,
     refit_selected,
     run_sweep,
     split_indices,
 )
 from propel.probes.synthetic import rvp_features, synthetic_probe_data
-from propel.probes.training import LoopSettings
+from propel.probes.training import LoopSpec
 
 
 def small_config(**kw):
-    kw = {"seeds": (0, 1), "loop": LoopSettings(max_epochs=15), "max_ece": 0.3, **kw}
-    return SweepConfig(**kw)
+    kw = {"seeds": (0, 1), "loop": LoopSpec(max_epochs=15), "max_ece": 0.3, **kw}
+    return SweepSpec(**kw)
 
 
 def test_synthetic_sweep_selects_informative_features(tmp_path):
@@ -83,7 +83,7 @@ def _sweep_data():
     rows = align_labels(ids, pool)
     rvp_feats, valid = rvp_features(features, contexts=4, group_size=4)
     sample = RVPSample(rvp_feats, valid, group_size=4, gate=GateSpec(floor=-1.0))
-    config = small_config(archs=("linear",), seeds=(0, 1), loop=LoopSettings(max_epochs=4))
+    config = small_config(archs=("linear",), seeds=(0, 1), loop=LoopSpec(max_epochs=4))
     return features, rows, pool, sample, config
 
 
@@ -116,7 +116,7 @@ def test_resume_restarts_when_labels_features_or_recipe_change(tmp_path):
     first = run_sweep(features, rows, config, rvp_sample=sample, out_dir=tmp_path, progress=False)
 
     # selection-only settings reuse every finished run
-    loose = small_config(archs=("linear",), seeds=(0, 1), loop=LoopSettings(max_epochs=4), max_ece=1.0)
+    loose = small_config(archs=("linear",), seeds=(0, 1), loop=LoopSpec(max_epochs=4), max_ece=1.0)
     reused = run_sweep(features, rows, loose, rvp_sample=sample, out_dir=tmp_path, progress=False)
     pd.testing.assert_series_equal(reused.runs["seconds"], first.runs["seconds"])
 
@@ -128,7 +128,7 @@ def test_resume_restarts_when_labels_features_or_recipe_change(tmp_path):
     fresh = run_sweep(features, rows2, config, rvp_sample=sample, progress=False)
     assert_same_runs(relabeled.table, fresh.table)
 
-    changed = small_config(archs=("linear",), seeds=(0, 1), loop=LoopSettings(max_epochs=4), lr=3e-3)
+    changed = small_config(archs=("linear",), seeds=(0, 1), loop=LoopSpec(max_epochs=4), lr=3e-3)
     with pytest.warns(UserWarning, match="recipe"):
         run_sweep(features, rows2, changed, rvp_sample=sample, out_dir=tmp_path, progress=False)
     other = {k: v + 1.0 for k, v in features.items()}
@@ -160,7 +160,7 @@ def test_kfold_selection_never_sees_the_outer_test_fold(test_fold):
         split="stratified_kfold",
         n_folds=5,
         test_fold=test_fold,
-        loop=LoopSettings(max_epochs=4),
+        loop=LoopSpec(max_epochs=4),
         logistic_baseline=False,
     )
     splits = [split_indices(rows, config, k) for k in range(4)]

@@ -20,7 +20,7 @@ def openenv(require):
 def _serve(name):
     from propel.served.process import ServerProcess
 
-    return ServerProcess(name, start_timeout_s=120).start()
+    return ServerProcess(name, startup_timeout_s=120).start()
 
 
 def _client(url):

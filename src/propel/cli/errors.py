@@ -24,6 +24,13 @@ _REQUIRED = re.compile(r"(?:Option|Key) '([^']+)' is required")
 _GROUP = re.compile(r"Group '([^']+)' does not accept option '([^']+)'")
 _UNRECOGNIZED = re.compile(r"^Unrecognized arguments: (.*)$")
 _INNER_CLASS = re.compile(r"class_path='([^']+)'")
+RENAMED = {
+    "episodes_per_context": "group_size",  # TurnKLDistillModule, as GRPOModule names it
+    "max_steps_without_targets": "max_steps_without_update",  # TurnKLDistillModule, as LoRAPolicyModule names it
+    "malformed_action_reward": "malformed_call_reward",  # OpenEnvAgentEnv, as ToolEnv names it
+}
+"""Init arguments renamed to the name the same idea has elsewhere: old name -> new name. An old config's key is
+answered with the new one (``suggest``); a checkpoint's saved settings are read under it (``propel.cli.resume``)."""
 
 
 def _leaves(message: str) -> list[tuple[int, list[tuple[str, str]], str]]:
@@ -78,13 +85,15 @@ def class_keys(class_path: str) -> list[str]:
 
 def suggest(unknown: str, candidates: Iterable[str]) -> str | None:
     """The accepted key closest to ``unknown`` among those with the same parent (``trainer.max_stepz`` ->
-    ``trainer.max_steps``), or None when nothing is close."""
+    ``trainer.max_steps``; a renamed key's new name, ``RENAMED``), or None when nothing is close."""
     parent, _, name = unknown.rpartition(".")
     siblings = {}
     for key in candidates:
         key_parent, _, key_name = str(key).rpartition(".")
         if key_parent == parent and not key_name.startswith("__"):
             siblings[key_name] = str(key)
+    if RENAMED.get(name) in siblings:
+        return siblings[RENAMED[name]]
     hits = difflib.get_close_matches(name, list(siblings), n=1, cutoff=0.75)
     return siblings[hits[0]] if hits else None
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from propel.cli.errors import RENAMED
 from propel.errors import ConfigError
 
 CONFIG_KEY = "propel_config"
@@ -127,6 +128,22 @@ def saved_settings(checkpoint: dict) -> tuple[dict, bool]:
     return {"model": {"init_args": init_args}}, False
 
 
+def renamed(flat: dict) -> dict:
+    """``flat`` (``flat_keys``) with keys a checkpoint wrote under a name since renamed (``RENAMED``:
+    ``model.init_args.episodes_per_context``) under the current one (``model.init_args.group_size``); where it also
+    holds the current name, that value is kept (it was the one in use)."""
+    out = {}
+    for key, value in flat.items():
+        parent, _, name = key.rpartition(".")
+        if name in RENAMED:
+            new = f"{parent}.{RENAMED[name]}" if parent else RENAMED[name]
+            if new not in flat:
+                out[new] = value
+        else:
+            out[key] = value
+    return out
+
+
 def _under(key: str, prefix: str) -> bool:
     return key == prefix or key.startswith(prefix + ".")
 
@@ -139,7 +156,7 @@ def _show(value: Any) -> str:
 def changes(saved: dict, now: dict, whole: bool = True) -> tuple[list[str], list[str]]:
     """The keys that differ between ``saved`` and ``now``: ``(refused, applied)``, one ``"key: old -> new (why)"``
     each. ``whole``: ``saved`` is a whole config (else only its own keys are compared)."""
-    before, after = flat_keys(saved), flat_keys(now)
+    before, after = renamed(flat_keys(saved)), flat_keys(now)
     keys = sorted(set(before) | set(after)) if whole else sorted(before)
     refused, applied = [], []
     for key in keys:

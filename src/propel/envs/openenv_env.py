@@ -6,7 +6,7 @@ the call's arguments become the action, the observation's fields come back as th
 ends the episode, whose reward (``EnvironmentReward``) is the environment's return: the sum of its turn rewards.
 What the policy gets wrong stays in the episode as an observation: no tool call, another tool's name, or arguments
 the action model rejects (pydantic's own message, the same in both modes) are counted as tool errors and cost
-``malformed_action_reward``. An episode the rollout cuts (a turn past ``max_new_tokens``, a full context, a time
+``malformed_call_reward``. An episode the rollout cuts (a turn past ``max_new_tokens``, a full context, a time
 limit: ``end``) is an outcome too, with the environment's return so far. What the policy did not cause ends the
 episode as an infrastructure failure, left out of the group statistics: a server that cannot be reached after the
 retries, or a connection lost mid-episode.
@@ -68,7 +68,7 @@ class OpenEnvAgentEnv(AgentEnv):
         observation_field: show only this field of each observation; None shows its non-empty fields.
         system_prompt: the system message (the tool's schema is added by the chat template or the rollout).
         max_turns: actions before the episode ends (``max_turns``) if the environment has not ended it.
-        malformed_action_reward: the turn reward of an action that is not a valid call of the tool (0: none).
+        malformed_call_reward: the turn reward of an action that is not a valid call of the tool (0: none).
         connect_timeout_s: limit of one connection attempt (a server).
         message_timeout_s: limit of one reply of a server; past it the server counts as lost.
         retries: further attempts to connect and reset while a server is unreachable.
@@ -85,7 +85,7 @@ class OpenEnvAgentEnv(AgentEnv):
         observation_field: str | None = None,
         system_prompt: str = SYSTEM_PROMPT,
         max_turns: int = 8,
-        malformed_action_reward: float = 0.0,
+        malformed_call_reward: float = 0.0,
         connect_timeout_s: float = 10.0,
         message_timeout_s: float = 60.0,
         retries: int = 3,
@@ -103,7 +103,7 @@ class OpenEnvAgentEnv(AgentEnv):
             raise ConfigError("OpenEnvAgentEnv env_kwargs configure an in-process env; a server builds its own")
         self.env_path, self.url, self.env_kwargs = (None if url else env), url, dict(env_kwargs or {})
         self.tool, self.observation_field, self.system_prompt = tool, observation_field, system_prompt
-        self.max_turns, self.malformed_action_reward = max_turns, malformed_action_reward
+        self.max_turns, self.malformed_call_reward = max_turns, malformed_call_reward
         self.connect_timeout_s, self.message_timeout_s = connect_timeout_s, message_timeout_s
         self.retries, self.backoff_s = retries, backoff_s
         self._tools: list[dict[str, Any]] | None = None
@@ -198,7 +198,7 @@ class OpenEnvAgentEnv(AgentEnv):
 
     def _malformed(self, reason: str, meta: dict[str, Any] | None = None) -> Observation:
         obs = Observation(f"error: {reason}", metadata={"tool": None, **(meta or {}), "error": reason})
-        obs.turn_reward = self.malformed_action_reward or None
+        obs.turn_reward = self.malformed_call_reward or None
         return obs
 
     def end(self, finish_reason: str) -> Observation:

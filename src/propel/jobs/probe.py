@@ -2,7 +2,7 @@
 (cached, resumable) -> the layer x pooling x arch x balance sweep -> the selected probe refit and exported.
 
 Selection breaks ties with RVP measured on a fixed base-policy sample scored by the exact reward GRPO trains with
-(``RVPSettings``: its gate and group size are the GRPO run's; the pipeline copies them).
+(``RVPSpec``: its gate and group size are the GRPO run's; the pipeline copies them).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from propel.domains.base import Domain
 from propel.durable import write_json
 from propel.errors import ConfigError
 from propel.probes.gate import GateSpec
-from propel.probes.sweep import SweepConfig
+from propel.probes.sweep import SweepSpec
 
 SUMMARY = "summary.json"
 HELD_OUT_ROWS = "held_out_rows.json"
@@ -24,7 +24,7 @@ HELD_OUT_ROWS = "held_out_rows.json"
 
 
 @dataclass
-class RVPSettings:
+class RVPSpec:
     """The fixed base-policy sample RVP is measured on, and the reward it is scored with."""
 
     contexts: int = 8
@@ -70,8 +70,8 @@ class ProbeJob:
         batch_size: int = 8,
         max_length: int = 512,
         trajectory_pooling: str = "mean",
-        sweep: SweepConfig = SweepConfig(),  # noqa: B008 (frozen-by-convention defaults, copied below)
-        rvp: RVPSettings = RVPSettings(),  # noqa: B008
+        sweep: SweepSpec = SweepSpec(),  # noqa: B008 (frozen-by-convention defaults, copied below)
+        rvp: RVPSpec = RVPSpec(),  # noqa: B008
         engine: str = "hf",
         engine_kwargs: dict[str, Any] | None = None,
         seed: int = 0,

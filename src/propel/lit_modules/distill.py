@@ -54,10 +54,8 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         hints: which turns to target and with what (``propel.rollouts.hints.ErrorHints``, ``StaticHints``, ...).
         turn_kl: the turn term's settings (``TurnKLSpec``: divergence, teacher, coefficient, temperatures, hint
             message, control hint, EMA decay), the same object ``GRPOTurnKLModule`` takes.
-        episodes_per_context: episodes rolled out per task each step.
-        max_steps_without_targets: steps in a row that find nothing to target before the run stops with an error
-            (no optimizer step is taken without targets, so the step count would never reach ``max_steps``); it is
-            the base's ``max_steps_without_update`` for this trainer (each such step is also warned about and counted).
+        group_size: episodes rolled out per task each step, as GRPO's ``group_size`` (the same rollouts of the
+            same context); 1 is allowed here, since no advantage is taken within the group.
         on_policy: regenerate turn t with the student and take the loss on its own tokens (see the module docstring).
         importance_cap: truncation of the on-policy importance ratio (vLLM engines).
         hint_share: share of the named targets used, from the first step to the last (linear): ``[0.25, 1.0]``
@@ -68,15 +66,17 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         drift_set: which turns the drift is measured on: ``targeted`` (the step's targeted episodes' other turns)
             or ``held_out`` (a fixed set of assistant turns from the first step's untargeted episodes, never trained
             on, kept in the checkpoint; the targeted episodes' other turns stand in until such episodes exist).
-        **kwargs: the policy's settings (``LoRAPolicyModule``: model, lora, sampling, lr, gradient_clip_val, ...).
+        **kwargs: the policy's settings (``LoRAPolicyModule``: model, lora, sampling, lr, gradient_clip_val, ...);
+            its ``max_steps_without_update`` counts the steps that find nothing to target (no optimizer step is
+            taken without targets, so the step count would never reach ``max_steps``): that many in a row stop the
+            run with an error, and each is warned about and counted.
     """
 
     def __init__(
         self,
         hints: HintSource,
         turn_kl: TurnKLSpec | None = None,
-        episodes_per_context: int = 2,
-        max_steps_without_targets: int = 20,
+        group_size: int = 2,
         on_policy: bool = False,
         importance_cap: float = 3.0,
         hint_share: Sequence[float] = (1.0, 1.0),
@@ -86,10 +86,8 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         drift_set: str = "targeted",
         **kwargs,
     ) -> None:
-        for name, value in (("episodes_per_context", episodes_per_context),
-                            ("max_steps_without_targets", max_steps_without_targets)):  # fmt: skip
-            if value < 1:
-                raise ConfigError(f"{name} must be >= 1, got {value}")
+        if group_size < 1:
+            raise ConfigError(f"group_size must be >= 1, got {group_size}")
         if len(hint_share) != 2 or not all(0.0 < x <= 1.0 for x in hint_share):
             raise ConfigError(f"hint_share must be [start, end] with each in (0, 1], got {list(hint_share)}")
         if rollback and max_drift is None:
@@ -98,12 +96,11 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
             raise ConfigError(f"drift_rows must be >= 0, got {drift_rows}")
         if drift_set not in ("targeted", "held_out"):
             raise ConfigError(f"drift_set must be 'targeted' or 'held_out', got {drift_set!r}")
-        kwargs.setdefault("max_steps_without_update", max_steps_without_targets)  # the policy base's guard
         super().__init__(**kwargs)
         self.hints, self.turn_kl = hints, turn_kl or TurnKLSpec()
         if on_policy and self.turn_kl.scope != "turn":
             raise ConfigError("on_policy regenerates turn t alone: it needs turn_kl.scope='turn'")
-        self.sampling.n = episodes_per_context
+        self.sampling.n = group_size
         self._held_out: list[Row] = []
         """The drift's fixed held-out turns (``drift_set: held_out``), chosen at the first step."""
 
@@ -137,10 +134,10 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         used = self.ranks.sum(len(targets))
         stats["distill/targets_used"] = used
         log = {"on_step": True, "batch_size": max(1, int(used)), "sync_dist": self.ranks.size > 1}
-        if not used:  # no optimizer step: the base counts, warns and stops after max_steps_without_targets
+        if not used:  # no optimizer step: the base counts, warns and stops after max_steps_without_update
             self.no_update(
                 "the hint source named no turn to target in these episodes (solved, or no errors)",
-                "check `hints`, or raise max_steps_without_targets",
+                "check `hints`, or raise max_steps_without_update",
             )
             self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
             return

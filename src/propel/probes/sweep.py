@@ -29,7 +29,7 @@ from propel.probes.gate import GateSpec, gated_reward, logit_quantiles
 from propel.probes.heads import ARCHS, feature_stats
 from propel.probes.selection import rvp, select_probe
 from propel.probes.splits import BALANCES, downsample, make_split, outer_split, positive_weight
-from propel.probes.training import LoopSettings, fit_in_memory
+from propel.probes.training import LoopSpec, fit_in_memory
 
 BASELINE_ARCH = "logreg_sklearn"
 CELL = ["layer", "pooling", "arch", "balance"]
@@ -50,11 +50,11 @@ RUN_COLUMNS = [
 """The fixed header of ``runs.csv``: every run (baseline rows too) is written against it, NaN where it has no value."""
 RUNS_META = "runs_meta.json"
 SELECTION_ONLY = ("archs", "balances", "seeds", "logistic_baseline", "num_threads", "max_ece", "tie_tolerance")
-"""Config fields that add runs or change selection but never change a finished run's numbers."""
+"""``SweepSpec`` fields that add runs or change selection but never change a finished run's numbers."""
 
 
 @dataclass
-class SweepConfig:
+class SweepSpec:
     """The grid and the training recipe (defaults: the PROPEL paper's probe recipe, App. 14: AdamW lr 1e-3, weight
     decay 1e-2, batch 64, up to 50 epochs, early-stopping patience 5)."""
 
@@ -74,7 +74,7 @@ class SweepConfig:
     """k-fold modes: the outer fold held out of every run and of selection (the held-out numbers' rows)."""
     split_seed: int = 0
     """Seed of the random / stratified split (fixed across training seeds)."""
-    loop: LoopSettings = field(default_factory=LoopSettings)
+    loop: LoopSpec = field(default_factory=LoopSpec)
     """Epochs, patience, batch size, early-stopping metric."""
     lr: float = 1e-3
     weight_decay: float = 1e-2
@@ -150,7 +150,7 @@ def parse_key(key: str) -> tuple[int, str]:
     return int(layer), pooling
 
 
-def _splits(rows: LabeledRows, config: SweepConfig):
+def _splits(rows: LabeledRows, config: SweepSpec):
     """Every ``(train, val, test)`` split of the sweep: one for ``random``; in the k-fold modes one per inner
     validation fold, all sharing the outer test fold ``config.test_fold`` (nested: selection never sees it)."""
     y = rows.labels.numpy().astype(int)
@@ -177,7 +177,7 @@ def _hash(*parts) -> str:
 def resume_fingerprint(
     features: Mapping[str, Tensor],
     rows: LabeledRows,
-    config: SweepConfig,
+    config: SweepSpec,
     rvp_sample: RVPSample | None = None,
     cache_key: str | None = None,
 ) -> dict[str, str]:
@@ -222,7 +222,7 @@ def _resume_records(runs_path: Path, fingerprint: dict[str, str]) -> list[dict]:
     return []
 
 
-def make_module(config: SweepConfig, arch: str, input_dim: int, pos_weight: float | None) -> ProbeClassifier:
+def make_module(config: SweepSpec, arch: str, input_dim: int, pos_weight: float | None) -> ProbeClassifier:
     """A ``ProbeClassifier`` configured like the sweep cell (the single definition of head, loss and metrics)."""
     return ProbeClassifier(
         arch=arch,
@@ -236,7 +236,7 @@ def make_module(config: SweepConfig, arch: str, input_dim: int, pos_weight: floa
 
 
 def train_run(
-    x: Tensor, rows: LabeledRows, split, config: SweepConfig, arch: str, balance: str, seed: int
+    x: Tensor, rows: LabeledRows, split, config: SweepSpec, arch: str, balance: str, seed: int
 ) -> tuple[ProbeClassifier, dict]:
     """Train one (cell, seed, split) run; returns the classifier and its val/test metrics."""
     train, val, test = split
@@ -249,7 +249,7 @@ def train_run(
     module = make_module(config, arch, x.shape[1], pos_weight)
     if config.standardize:
         module.head.set_normalization(*feature_stats(x[t_train]))
-    epochs = fit_in_memory(module, x[t_train], y[t_train], x[t_val], y[t_val], seed=seed, settings=config.loop)
+    epochs = fit_in_memory(module, x[t_train], y[t_train], x[t_val], y[t_val], seed=seed, loop=config.loop)
     out: dict = {"epochs": epochs, "n_train": len(train)}
     with torch.no_grad():
         module.calibration = fit_logit_scaling(module(x[t_val]), y[t_val], config.calibration)
@@ -300,7 +300,7 @@ def _one_run(x, key, rows, split, config, arch, balance, seed, fold, rvp_sample)
     return {c: rec.get(c, float("nan")) for c in RUN_COLUMNS}
 
 
-def _grid(n_splits: int, features: Mapping[str, Tensor], config: SweepConfig) -> list[tuple]:
+def _grid(n_splits: int, features: Mapping[str, Tensor], config: SweepSpec) -> list[tuple]:
     """Every run of the sweep as ``(fold, key, balance, arch, seed)``, fold-major; the logistic baseline (when on)
     is deterministic, so it runs with the first seed only."""
     archs = list(config.archs) + ([BASELINE_ARCH] if config.logistic_baseline else [])
@@ -321,7 +321,7 @@ class _SweepRun:
     features: Mapping[str, Tensor]
     rows: LabeledRows
     splits: list
-    config: SweepConfig
+    config: SweepSpec
     rvp_sample: RVPSample | None
 
 
@@ -372,7 +372,7 @@ def _report(table, out: Path | None, logger) -> None:
 def run_sweep(
     features: Mapping[str, Tensor],
     rows: LabeledRows,
-    config: SweepConfig | None = None,
+    config: SweepSpec | None = None,
     *,
     rvp_sample: RVPSample | None = None,
     out_dir: str | Path | None = None,
@@ -395,7 +395,7 @@ def run_sweep(
     """
     import pandas as pd
 
-    config = config or SweepConfig()
+    config = config or SweepSpec()
     splits = _splits(rows, config)
     out = Path(out_dir) if out_dir is not None else None
     runs_path = out / "runs.csv" if out is not None else None
@@ -429,7 +429,7 @@ def summarize(runs):
     return table.sort_values("val_balanced_accuracy", ascending=False, ignore_index=True)
 
 
-def refit_selected(features: Mapping[str, Tensor], rows: LabeledRows, result: SweepResult, config: SweepConfig):
+def refit_selected(features: Mapping[str, Tensor], rows: LabeledRows, result: SweepResult, config: SweepSpec):
     """Retrain the selected cell with its first seed on its first split (training is deterministic per seed).
 
     The run is fixed before any result is seen, not the cell's best-validation run: picking the luckiest seed or
@@ -445,6 +445,6 @@ def refit_selected(features: Mapping[str, Tensor], rows: LabeledRows, result: Sw
     return module, {**metrics, "fold": fold, "seed": seed}
 
 
-def split_indices(rows: LabeledRows, config: SweepConfig, fold: int = 0) -> tuple[np.ndarray, ...]:
+def split_indices(rows: LabeledRows, config: SweepSpec, fold: int = 0) -> tuple[np.ndarray, ...]:
     """The (train, val, test) indices the sweep used for ``fold`` (an inner fold in the k-fold modes)."""
     return _splits(rows, config)[fold]

@@ -19,7 +19,7 @@ from propel.probes.classifier import ProbeClassifier
 
 
 @dataclass
-class LoopSettings:
+class LoopSpec:
     """Training-loop knobs (defaults: the PROPEL paper's probe recipe, App. 14)."""
 
     max_epochs: int = 50
@@ -47,10 +47,10 @@ def fit_in_memory(
     y_val: Tensor,
     *,
     seed: int = 0,
-    settings: LoopSettings | None = None,
+    loop: LoopSpec | None = None,
 ) -> int:
     """Train ``module`` in place (best validation epoch's weights restored); returns the number of epochs run."""
-    s = settings or LoopSettings()
+    s = loop or LoopSpec()
     if s.monitor not in ("balanced_accuracy", "loss"):
         raise ValueError(f"monitor: choose balanced_accuracy or loss, got {s.monitor!r}")
     torch.manual_seed(seed)

@@ -20,13 +20,13 @@ class ServerProcess:
         name: a registered environment name or an import path.
         args: further ``serve-env`` arguments (``--env-kwargs``, ``--max-sessions``).
         pythonpath: folders prepended to the child's ``PYTHONPATH`` (where an import path's module lives).
-        start_timeout_s: limit for the server to print its address and answer ``/health``.
+        startup_timeout_s: limit for the server to print its address and answer ``/health``.
     """
 
     def __init__(
-        self, name: str, args: Sequence[str] = (), pythonpath: Sequence[str] = (), start_timeout_s: float = 120.0
+        self, name: str, args: Sequence[str] = (), pythonpath: Sequence[str] = (), startup_timeout_s: float = 120.0
     ) -> None:
-        self.name, self.args, self.start_timeout_s = name, list(args), start_timeout_s
+        self.name, self.args, self.startup_timeout_s = name, list(args), startup_timeout_s
         self.env = dict(os.environ)
         if pythonpath:
             self.env["PYTHONPATH"] = os.pathsep.join([*map(str, pythonpath), self.env.get("PYTHONPATH", "")])
@@ -45,8 +45,8 @@ class ServerProcess:
         first = threading.Event()
         self._reader = threading.Thread(target=self._read, args=(self.proc, first), daemon=True)
         self._reader.start()
-        deadline = time.monotonic() + self.start_timeout_s
-        if not first.wait(self.start_timeout_s) or not self.output or not self.output[0].startswith("serving "):
+        deadline = time.monotonic() + self.startup_timeout_s
+        if not first.wait(self.startup_timeout_s) or not self.output or not self.output[0].startswith("serving "):
             self.kill()
             raise RuntimeError(f"propel serve-env {self.name} did not start: {''.join(self.output)[-2000:]}")
         self.url = self.output[0].split(" on ", 1)[1].strip()
