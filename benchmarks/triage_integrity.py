@@ -13,6 +13,12 @@ confidence for an answer that is not a right fix (every other component ignores 
 with the wrong flag too; ``tests/rewards/test_triage_procedure.py`` sweeps every reordering over confidences 0 to 1
 and both flags.
 
+A second table (``mode_report``) gives the safety quantity of both reward modes (``propel.rewards.triage.mode``) on
+one batch, every answer above (the honest answer, its paraphrase and every case on every ticket it applies to): the
+share of accepted answers with no content (procedure 0) and their total relative to the honest answer on the same
+tickets (``propel.rewards.triage.integrity``). Content-first caps it; ``independent``, the seed's six independent
+components, does not.
+
     python benchmarks/triage_integrity.py              # 240 tickets, seed 0
     python benchmarks/triage_integrity.py --n 480 --seed 1
 """
@@ -27,7 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from propel.rewards import CombinedReward
-from propel.rewards.triage import triage_rewards
+from propel.rewards.triage import MODES, integrity, triage_rewards
 from propel.rewards.triage.redteam import CASES, CONTENT_FREE_SHARE, HONEST_CONFIDENCE, honest, honest_paraphrase
 from propel.rollouts.record import Sample
 from propel.tasks.triage import generate_tickets, ticket_context
@@ -43,6 +49,42 @@ def score(reward: CombinedReward, completions: list[str], tickets) -> tuple[torc
     ]
     out = reward(samples)
     return out.total, out.components
+
+
+def batch(tickets) -> list[Sample]:
+    """The honest answer and its paraphrase on every ticket, and every red-team case on every ticket it applies to."""
+    answers = [(honest(t), t) for t in tickets] + [(honest_paraphrase(t), t) for t in tickets]
+    answers += [(case.answer(t), t) for case in CASES for t in tickets if case.applies(t)]
+    return [Sample(prompt="", completion=c, context=ticket_context(t)) for c, t in answers]
+
+
+def mode_report(tickets, console: Console | None = None) -> dict[str, dict[str, float]]:
+    """Per mode, the content-free share of the accepted answers of ``batch(tickets)`` and their total relative to the
+    honest answer (``integrity.integrity``); printed as a table when ``console`` is given."""
+    samples = batch(tickets)
+    report = integrity(CombinedReward(triage_rewards()), samples, MODES, HONEST_CONFIDENCE)
+    if console is not None:
+        table = Table(
+            title=f"Content-free answers paid, per reward mode: {len(samples)} answers (honest, paraphrase, red team) "
+            f"on {len(tickets)} tickets"
+        )
+        for col in ("mode", "content-free share", "their total / honest (mean)", "max", "honest total"):
+            table.add_column(col, justify="left" if col == "mode" else "right")
+        for mode, stats in report.items():
+            table.add_row(
+                mode,
+                f"{stats['content_free_share']:.0%}",
+                f"{stats.get('content_free_reward', 0.0):.0%}",
+                f"{stats.get('content_free_max', 0.0):.0%}",
+                f"{stats['honest_total']:.2f}",
+            )
+        console.print(table)
+        console.print(
+            "accepted = total > 0 (parsed); content-free = procedure 0 (no gold step in place net of wrong ones, or a "
+            "wrong step followed); honest = reference resolution, gold ids, right flag, confidence "
+            f"{HONEST_CONFIDENCE}."
+        )
+    return report
 
 
 def main() -> None:
@@ -112,6 +154,7 @@ def main() -> None:
         f"{CONTENT_FREE_SHARE:.0%}: {over_cap} cases, {over_cap_tickets} case-tickets (target 0). "
         f"{time.perf_counter() - start:.1f} s."
     )
+    mode_report(tickets, console)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,18 @@ def test_triage_config_resolves_with_six_weighted_rewards():
     assert cfg["data"]["init_args"]["tasks"]["class_path"] == "propel.tasks.triage.TriageTickets"
 
 
+def test_seed_reproduction_overlay_pays_six_independent_components_with_dr_grpo():
+    seed = ROOT / "configs/triage/seed_reproduction.yaml"
+    cfg = resolve_lightning("fit", read_config_files([BASE, CONFIG, seed]))
+    init = cfg["model"]["init_args"]
+    assert [r["init_args"]["mode"] for r in init["rewards"]] == ["independent"] * 6
+    assert [r["init_args"]["weight"] for r in init["rewards"]] == [1.0] * 6
+    assert init["group_size"] == 8 and init["loss"]["loss_type"] == "dr_grpo" and cfg["trainer"]["max_steps"] == 200
+    assert any(c["class_path"].endswith("TriageIntegrity") for c in cfg["trainer"]["callbacks"])
+    header = seed.read_text().split("\ntrainer:")[0]
+    assert "reproduces the seed" in header and "NOT the default" in header and "pays style without content" in header
+
+
 @pytest.fixture
 def one_thread():
     before = torch.get_num_threads()
@@ -81,6 +93,11 @@ def _check(tmp_path: Path, history: list[dict]) -> None:
     for name in COMPONENTS:
         series = [row[f"train/reward/{name}/mean"] for row in history if f"train/reward/{name}/mean" in row]
         assert len(series) == 2 and all(0.0 <= v <= 1.0 for v in series), (name, series)
+    logged = ("format_raw", "parsimony_raw", "repetition_raw", "resolution_rouge_l", "resolution_coverage")
+    for name in (*logged, "grounding_gold_f1"):  # logged beside the paid values, every step
+        assert sum(f"train/reward/{name}/mean" in row for row in history) == 2, name
+    for key in ("train/integrity/content_first/content_free_share", "train/integrity/independent/honest_total"):
+        assert sum(key in row for row in history) == 2, key
     table_files = list((tmp_path / "runs").glob("**/media/table/samples_*.table.json"))
     assert table_files
     table = json.loads(table_files[0].read_text())

@@ -134,6 +134,7 @@ class GRPOModule(LoRAPolicyModule):
             total=self.ranks.gather(breakdown.total),
             components={k: self.ranks.gather(v) for k, v in breakdown.components.items()},
             extras=breakdown.extras,
+            logged={k: self.ranks.gather(v) for k, v in breakdown.logged.items()},
         )
         rewards = breakdown.total
         # Infrastructure failures are not the policy's doing: out of the group statistics and the loss, not 0.

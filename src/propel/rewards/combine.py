@@ -22,11 +22,14 @@ class RewardBreakdown:
     """Per-step figures: each component's wall time (``<name>/seconds``), the signal cost per sample
     (``seconds_per_sample``, all components) and what components report with ``step_stats()`` (``<name>/<key>``),
     e.g. a solver-trial count."""
+    logged: dict[str, torch.Tensor] = field(default_factory=dict)
+    """Per-sample values logged beside the components and never paid, ``<name>_<key>`` for what a component reports
+    with ``logged_values()`` (e.g. ``format_raw``: a gated style component's ungated measure)."""
 
     def stats(self, prefix: str = "reward") -> dict[str, float]:
-        """Mean and std of the total and of every component, for ``log_dict``."""
+        """Mean and std of the total, of every component and of every logged value, for ``log_dict``."""
         out = {f"{prefix}/mean": float(self.total.mean()), f"{prefix}/std": float(self.total.std(unbiased=False))}
-        for name, value in self.components.items():
+        for name, value in {**self.components, **self.logged}.items():
             out[f"{prefix}/{name}/mean"] = float(value.mean())
             out[f"{prefix}/{name}/std"] = float(value.std(unbiased=False))
         out.update({f"{prefix}/{key}": float(v) for key, v in self.extras.items()})
@@ -58,6 +61,7 @@ class CombinedReward:
     def __call__(self, samples: Sequence[Sample]) -> RewardBreakdown:
         parts: dict[str, torch.Tensor] = {}
         extras: dict[str, float] = {}
+        logged: dict[str, torch.Tensor] = {}
         total = torch.zeros(len(samples), dtype=torch.float32)
         spent = 0.0
         for c in self.components:
@@ -72,5 +76,8 @@ class CombinedReward:
             total = total + c.weight * value
             if hasattr(c, "step_stats"):
                 extras.update({f"{c.name}/{k}": v for k, v in c.step_stats().items()})
+            if hasattr(c, "logged_values"):
+                for k, v in c.logged_values().items():
+                    logged[f"{c.name}_{k}"] = torch.as_tensor(v, dtype=torch.float32).reshape(-1).cpu()
         extras["seconds_per_sample"] = spent / len(samples) if len(samples) else 0.0
-        return RewardBreakdown(total=total, components=parts, extras=extras)
+        return RewardBreakdown(total=total, components=parts, extras=extras, logged=logged)

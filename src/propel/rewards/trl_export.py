@@ -6,8 +6,9 @@ gold data (build the TRL dataset with ``trl_row`` so nested data such as a test 
 verdict (``ProbeReward`` reads ``valid`` and the rendered task: ``GeneratorScorer(domain)``); the test-suite and triage
 rewards read the completion and the gold data themselves. The reward's ``setup`` runs once, at the first call, with
 ``setup`` (a ``RewardContext``: e.g. the frozen reference for a probe artifact). A ``CombinedReward`` returns its total;
-its components, and what a component reports with ``step_stats``, go to TRL's ``log_metric`` as
-``<name>/<component>`` (TRL logs them next to its own metrics).
+its components, the values a component logs beside them (``logged_values``: e.g. ``format_raw``) and what a
+component reports with ``step_stats``, go to TRL's ``log_metric`` as ``<name>/<component>`` (TRL logs them next to its
+own metrics).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def as_trl_reward(
         if isinstance(reward, CombinedReward):
             breakdown = reward(samples)
             if log_metric is not None:
-                for component, values in breakdown.components.items():
+                for component, values in {**breakdown.components, **breakdown.logged}.items():
                     log_metric(f"{label}/{component}", float(values.mean()))
                 for key, value in breakdown.extras.items():
                     log_metric(f"{label}/{key}", float(value))

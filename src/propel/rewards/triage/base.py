@@ -72,8 +72,11 @@ class TriageReward(Reward):
     def score(self, answer: Submission, completion: str, gold: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         raise NotImplementedError
 
+    scored: list[dict[str, Any] | None] = []
+    """The last call's details per sample (None for a rejected answer): what a component logs beside its value."""
+
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
-        values = []
+        values, scored = [], []
         for i, s in enumerate(samples):
             gold = gold_data(s, i, GOLD_KEYS, type(self).__name__, "propel.tasks.triage.TriageTickets contexts")
             text = answer_text(s.completion, gold)
@@ -81,4 +84,6 @@ class TriageReward(Reward):
             value, details = (0.0, {}) if answer.rejected else self.score(answer, text, gold)
             s.info.setdefault(INFO_KEY, {}).update({self.name: value, "reason": answer.reason, **details})
             values.append(value)
+            scored.append(None if answer.rejected else details)
+        self.scored = scored
         return torch.tensor(values, dtype=torch.float32)

@@ -6,6 +6,7 @@ from typing import Any
 
 from propel.errors import ConfigError
 from propel.rewards.triage.gate import StyleReward
+from propel.rewards.triage.mode import CONTENT_FIRST, check_mode
 from propel.tasks.triage.parse import Submission
 
 
@@ -19,12 +20,17 @@ class TriageFormat(StyleReward):
 
     Args:
         object_credit: the share paid for a single accepted submission (the four fields share the rest).
+        mode: ``content_first`` (the fields gated by content) or ``independent`` (``object_credit + (1 -
+            object_credit) * fields``, the seed's; ``mode.py``). Both values are logged (``format``, ``format_raw``).
     """
 
-    def __init__(self, name: str = "format", weight: float = 1.0, object_credit: float = 0.2) -> None:
+    def __init__(
+        self, name: str = "format", weight: float = 1.0, object_credit: float = 0.2, mode: str = CONTENT_FIRST
+    ) -> None:
         if not 0.0 <= object_credit <= 1.0:
             raise ConfigError(f"object_credit must be in [0, 1], got {object_credit}")
         self.name, self.weight, self.base = name, weight, object_credit
+        self.mode = check_mode(mode, "TriageFormat")
 
     @property
     def object_credit(self) -> float:

@@ -6,6 +6,7 @@ from typing import Any
 
 from propel.errors import ConfigError
 from propel.rewards.triage.gate import StyleReward
+from propel.rewards.triage.mode import CONTENT_FIRST, check_mode
 from propel.rewards.triage.normalize import word_count
 from propel.tasks.triage.parse import Submission
 
@@ -29,14 +30,22 @@ class Parsimony(StyleReward):
         ratio: budget per word of the ticket (subject and body).
         min_words: the smallest budget (room for the JSON fields on very short tickets).
         tail: how far past the budget (as a fraction of it) the reward reaches 0.
+        mode: ``content_first`` (gated by content) or ``independent`` (``parsimony(...)`` alone, the seed's measure
+            without its second lobe; ``mode.py``). Both values are logged (``parsimony``, ``parsimony_raw``).
     """
 
     def __init__(
-        self, name: str = "parsimony", weight: float = 1.0, ratio: float = 2.0, min_words: int = 40, tail: float = 1.0
+        self,
+        name: str = "parsimony",
+        weight: float = 1.0,
+        ratio: float = 2.0,
+        min_words: int = 40,
+        tail: float = 1.0,
+        mode: str = CONTENT_FIRST,
     ) -> None:
         if ratio <= 0 or min_words < 1 or tail <= 0:
             raise ConfigError(f"parsimony needs ratio > 0, min_words >= 1, tail > 0; got {ratio}, {min_words}, {tail}")
-        self.name, self.weight = name, weight
+        self.name, self.weight, self.mode = name, weight, check_mode(mode, "Parsimony")
         self.ratio, self.min_words, self.tail = ratio, min_words, tail
 
     def budget(self, ticket: str) -> float:

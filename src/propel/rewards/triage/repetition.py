@@ -9,6 +9,7 @@ from propel.errors import ConfigError
 from propel.rewards.triage.clauses import clauses, instruction
 from propel.rewards.triage.copying import copied_words
 from propel.rewards.triage.gate import StyleReward
+from propel.rewards.triage.mode import CONTENT_FIRST, check_mode
 from propel.rewards.triage.normalize import normalize, readable, words
 from propel.tasks.triage.parse import Submission
 
@@ -59,6 +60,8 @@ class RepetitionPenalty(StyleReward):
         n: n-gram order of the loop check.
         loop_tolerance: share of repeated n-grams that costs nothing.
         copy_span: longest free copied span, in words.
+        mode: ``content_first`` (gated by content) or ``independent`` (``1 - max(loop, copy, duplicates)`` alone, the
+            seed's; ``mode.py``). Both values are logged (``repetition``, ``repetition_raw``).
     """
 
     def __init__(
@@ -68,13 +71,14 @@ class RepetitionPenalty(StyleReward):
         n: int = 4,
         loop_tolerance: float = 0.1,
         copy_span: int = 15,
+        mode: str = CONTENT_FIRST,
     ) -> None:
         if n < 1 or not 0.0 <= loop_tolerance < 1.0 or copy_span < 1:
             raise ConfigError(
                 f"repetition needs n >= 1, 0 <= loop_tolerance < 1, copy_span >= 1; got {n}, "
                 f"{loop_tolerance}, {copy_span}"
             )
-        self.name, self.weight = name, weight
+        self.name, self.weight, self.mode = name, weight, check_mode(mode, "RepetitionPenalty")
         self.n, self.loop_tolerance, self.copy_span = n, loop_tolerance, copy_span
 
     def copied(self, completion: str, gold: dict[str, Any]) -> int:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from propel.rewards.triage.base import TriageReward, content, rouge_l
+from propel.rewards.triage.mode import CONTENT_FIRST, check_mode, column
 from propel.tasks.triage.parse import Submission
 
 
@@ -15,18 +18,33 @@ class TriageResolution(TriageReward):
     rises only when the model writes the right fix, not when it changes how it answers. ROUGE-L against the reference
     resolution is logged (``rouge_l``) as a diagnostic and pays nothing: a similarity to one reference text is not a
     right fix (a wrong runbook's steps in the reference's phrasing scored well, the right steps in other words
-    poorly)."""
+    poorly).
 
-    def __init__(self, name: str = "resolution", weight: float = 1.0) -> None:
-        self.name, self.weight = name, weight
+    With ``mode="independent"`` (the seed's, ``mode.py``) it pays that ROUGE-L instead, and the content is logged
+    only. Every step logs ``resolution_rouge_l``, ``resolution_content`` and ``resolution_coverage`` (the share of the
+    gold steps stated in place, ``StepCheck.coverage``) in both modes.
+
+    Args:
+        mode: ``content_first`` (pays the content) or ``independent`` (pays ROUGE-L).
+    """
+
+    def __init__(self, name: str = "resolution", weight: float = 1.0, mode: str = CONTENT_FIRST) -> None:
+        self.name, self.weight, self.mode = name, weight, check_mode(mode, "TriageResolution")
 
     def score(self, answer: Submission, completion: str, gold: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         check = content(answer, gold)
-        return check.content, {
+        rouge = rouge_l(answer.resolution, gold["gold_resolution"])
+        return check.content if self.mode == CONTENT_FIRST else rouge, {
             "steps": f"{len(check.matched)}/{len(check.matched) + len(check.missed)}",
             "missed_steps": list(check.missed),
             "unordered_steps": list(check.unordered),
             "wrong_steps": list(check.wrong),
             "escalate_right": check.escalate_right,
-            "rouge_l": rouge_l(answer.resolution, gold["gold_resolution"]),
+            "rouge_l": rouge,
+            "content": check.content,
+            "coverage": check.coverage,
         }
+
+    def logged_values(self) -> dict[str, torch.Tensor]:
+        """``rouge_l``, ``content`` and ``coverage`` of each sample of the last call (0 for a rejected answer)."""
+        return {key: column(self.scored, key) for key in ("rouge_l", "content", "coverage")}
