@@ -335,6 +335,7 @@ def pilot(args: argparse.Namespace, out: Path) -> dict:
                 )
             for row in ids[:, enc["input_ids"].shape[1] :]:
                 samples.append(Sample(prompt=text, completion=tok.decode(row, skip_special_tokens=True), context=ctx))
+            print(f"[pilot] {variant}: {ctx.id} generated, {time.perf_counter() - start:.0f} s", flush=True)
         seconds = time.perf_counter() - start
         hacks = [s for s in samples if is_hack(s.completion)]
         naive_paid = trusted_paid = 0
