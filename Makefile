@@ -1,5 +1,6 @@
 .PHONY: setup setup-vllm test test-quick docs demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint \
-	bench bench-vllm exp-grpo-vs-trl exp-triage-style exp-turn-kl-scope
+	bench bench-vllm exp-grpo-vs-trl exp-triage-style exp-turn-kl-scope \
+	exp-grader-pressure
 
 setup:
 	bash scripts/setup.sh
@@ -74,3 +75,11 @@ exp-triage-style: setup
 # steps each on the bundled model, off-target drift compared at equal target-turn gain
 exp-turn-kl-scope: setup
 	.venv/bin/python benchmarks/exp_turn_kl_scope.py --out runs/experiments/turn_kl_scope
+
+# Does a grader hold under training pressure? GRPO on HumanEval with a few-shot hack in the prompt, trained against a
+# naive pytest-exit-status grader and against propel's trusted grading: hack rate, honest pass rate and reward per
+# step, 2 arms x 5 seeds x 60 steps (a GPU-sized run; the pilot and the power table first, minutes on CPU)
+exp-grader-pressure: setup
+	test -f runs/experiments/grader_pressure/pilot.json || \
+		.venv/bin/python benchmarks/exp_grader_pressure.py --pilot --out runs/experiments/grader_pressure
+	.venv/bin/python benchmarks/exp_grader_pressure.py --out runs/experiments/grader_pressure
