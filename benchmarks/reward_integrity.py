@@ -3,7 +3,7 @@
 Per grader and backend (targets in brackets):
 
 - ``value`` (HumanEval, the test-suite reward's default): the red-team corpus's hacks
-  (``propel.tasks.humaneval.corpus``) and the task-independent ones swept over ``--sweep-tasks`` tasks, paid when the
+  (``propel.testing.testsuite_hacks``) and the task-independent ones swept over ``--sweep-tasks`` tasks, paid when the
   reward is above an honest failure's 0 [0]; honest cases (``--canonical`` canonical solutions, the corpus's honest
   entries, ``propel.testing.honest_code``) penalised when flagged or scored below their held-out pass rate [0].
 - ``pytest`` (in process, opt-in: an evaluation-only grader whose verdict the graded code can reach): the same cases,
@@ -70,8 +70,8 @@ def _sample_copy(s):
 
 def suite_rows(sandbox, grader, tasks, sweep_tasks, canonical) -> dict:
     """Cases run, paid and penalised on one test-suite grader."""
-    from propel.tasks.humaneval.corpus import CORPUS, entry_files, single_source
     from propel.testing.honest_code import correct_solutions, near_misses
+    from propel.testing.testsuite_hacks import CORPUS, entry_files, single_source
 
     samples = [_sample(tasks[e.task_id], entry_files(e, tasks[e.task_id]), e.mode == "agent") for e in CORPUS]
     names = [e.name for e in CORPUS]

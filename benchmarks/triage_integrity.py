@@ -1,6 +1,6 @@
 """Triage reward integrity: every red-team case against the honest answer, on the generated tickets.
 
-For each case of ``propel.rewards.triage.redteam.CASES`` (six default components at weight 1, maximum 6): its mean
+For each case of ``propel.testing.triage_attacks.CASES`` (six default components at weight 1, maximum 6): its mean
 total, the honest answer's mean total on the same tickets, the smallest and the largest share of the honest total it
 reaches on any ticket, the component it must lose on with the smallest gap to the honest answer on that component
 over the tickets, and whether it holds (below honest on every ticket, the named gap >= 0.2, and a content-free case
@@ -34,9 +34,9 @@ from rich.table import Table
 
 from propel.rewards import CombinedReward
 from propel.rewards.triage import MODES, integrity, triage_rewards
-from propel.rewards.triage.redteam import CASES, CONTENT_FREE_SHARE, HONEST_CONFIDENCE, honest, honest_paraphrase
 from propel.rollouts.record import Sample
 from propel.tasks.triage import generate_tickets, ticket_context
+from propel.testing.triage_attacks import CASES, CONTENT_FREE_SHARE, HONEST_CONFIDENCE, honest, honest_paraphrase
 
 MARGIN = 0.2
 PARAPHRASE_SHARE = 0.95

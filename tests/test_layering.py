@@ -16,7 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "propel"
 # docs/architecture.md draws the same table.
 FLOORS: list[set[str]] = [
     {"__init__", "errors", "paths", "fleet", "durable"},  # fleet: routing and cool-down over servers or hosts
-    {"losses", "metrics", "sandbox", "models", "wandb_offline", "loggers", "cli"},  # cli: the command, YAML -> objects
+    {"losses", "metrics", "sandbox", "models", "loggers", "cli"},  # cli: the command, YAML -> objects
     {"engines", "testsuite"},  # testsuite: pytest suites run in the sandbox, hack detectors
     {"domains"},
     {"tasks"},  # task sources for RL on verifiable rewards (reasoning-gym): contexts with gold data
@@ -26,7 +26,7 @@ FLOORS: list[set[str]] = [
     {"datamodules", "lit_modules", "jobs", "served"},  # jobs: the probe job; served: propel's envs as OpenEnv ones
     {"callbacks"},
     {"pipeline"},
-    {"testing"},  # red-team data and honest variants the graders are tried with (tests and benchmarks only)
+    {"testing"},  # red-team data, honest variants and test fixtures (tests and benchmarks only)
 ]
 
 

@@ -8,7 +8,7 @@ import lightning as L
 import torch
 
 from propel.loggers import PropelWandbLogger, wandb_credentials_present
-from propel.wandb_offline import wait_for_history
+from propel.testing.wandb_offline import wait_for_history
 
 
 class _Regression(L.LightningModule):

@@ -53,7 +53,7 @@ def test_rvp_callback_logs_at_fit_start(tmp_path):
 
     from propel.datamodules.activations import ActivationDataModule
     from propel.lit_modules.probe import ProbeModule
-    from propel.probes.synthetic import write_synthetic
+    from propel.testing.probe_data import write_synthetic
 
     feats, labels = write_synthetic(tmp_path, n=300)
     gens = [[f"c{c} g{g}" * (g + 1) for g in range(4)] for c in range(2)]

@@ -16,7 +16,7 @@ import torch
 
 from propel.probes.artifact import ProbeArtifact
 from propel.probes.heads import ProbeHead
-from propel.wandb_offline import find_run_file, read_history
+from propel.testing.wandb_offline import find_run_file, read_history
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from propel.cli.config_files import read_config_files
-from propel.wandb_offline import find_run_file, read_history
+from propel.testing.configs import read_config_files
+from propel.testing.wandb_offline import find_run_file, read_history
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs/gym/grpo.yaml"

@@ -74,7 +74,7 @@ def test_documented_probe_fit_command_runs_with_its_placeholders_filled(tmp_path
     data."""
     from propel.cli import main
     from propel.probes.artifact import ProbeArtifact
-    from propel.probes.synthetic import write_synthetic
+    from propel.testing.probe_data import write_synthetic
 
     (command,) = [c for c in documented_commands() if "configs/probe/fit.yaml" in c]
     feats, labels = write_synthetic(tmp_path / "data", n=300, keys=("layer12/mean_full",), signal=(3.0,))

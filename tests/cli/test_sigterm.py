@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from propel.cli.config_files import read_config_files
 from propel.cli.main import EXIT_SIGTERM
 from propel.domains import MathExpressionDomain
+from propel.testing.configs import read_config_files
 
 ROOT = Path(__file__).resolve().parents[2]
 N_TASKS, BATCH = 24, 4

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from propel.cli.config_files import read_config_files
 from propel.cli.errors import class_keys
 from propel.cli.static_keys import (
     TRAINER,
@@ -18,6 +17,7 @@ from propel.cli.static_keys import (
     nested_dataclass,
 )
 from propel.errors import ConfigError
+from propel.testing.configs import read_config_files
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "configs/grpo/base.yaml"

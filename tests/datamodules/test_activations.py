@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from propel.datamodules.activations import ActivationDataModule
-from propel.probes.synthetic import synthetic_probe_data, write_synthetic
+from propel.testing.probe_data import synthetic_probe_data, write_synthetic
 
 
 @pytest.fixture()

@@ -14,13 +14,13 @@ from lightning.pytorch.callbacks import Callback
 
 from propel.callbacks.reward_curves import RewardCurves
 from propel.callbacks.samples import SampleTable
-from propel.cli.config_files import read_config_files
 from propel.cli.lightning_cli import resolve_lightning
 from propel.datamodules.code_solutions import CodeSolutionDataModule
 from propel.lit_modules.grpo import GRPOModule
 from propel.models.lora import LoRASpec
 from propel.rewards import TestSuitePart, TestSuiteReward
 from propel.tasks.humaneval import HumanEvalTasks
+from propel.testing.configs import read_config_files
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "configs/grpo/base.yaml"

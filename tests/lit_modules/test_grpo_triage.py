@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from propel.cli.config_files import read_config_files
 from propel.cli.lightning_cli import resolve_lightning
 from propel.tasks.triage.parse import REJECTIONS
-from propel.wandb_offline import find_run_file, wait_for_history
+from propel.testing.configs import read_config_files
+from propel.testing.wandb_offline import find_run_file, wait_for_history
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs/triage/grpo.yaml"

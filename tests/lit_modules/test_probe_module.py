@@ -9,7 +9,7 @@ from propel.datamodules.activations import ActivationDataModule
 from propel.lit_modules.probe import ProbeModule
 from propel.metrics.classification import binary_metrics
 from propel.probes.artifact import ProbeArtifact
-from propel.probes.synthetic import write_synthetic
+from propel.testing.probe_data import write_synthetic
 
 
 def trainer(**kw):

@@ -14,11 +14,11 @@ import shutil
 import pandas as pd
 import pytest
 
-from propel.cli.config_files import read_config_files
 from propel.domains import MathExpressionDomain
 from propel.domains.base import Task
 from propel.pipeline.run import run_pipeline
 from propel.pipeline.stage_configs import load_pipeline_config
+from propel.testing.configs import read_config_files
 
 PROBLEMS = [
     ("Tom has {a} apples and buys {b} more. How many apples does he have?", "{a} + {b}"),

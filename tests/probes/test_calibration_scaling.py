@@ -19,10 +19,10 @@ from propel.probes.gate import GateSpec
 from propel.probes.heads import ProbeHead
 from propel.probes.selection import select_probe
 from propel.probes.sweep import SweepSpec, run_sweep
-from propel.probes.synthetic import synthetic_probe_data
 from propel.probes.training import LoopSpec
 from propel.rewards.probe import ProbeReward
 from propel.rollouts.record import Sample
+from propel.testing.probe_data import synthetic_probe_data
 
 
 def _pool(n: int, seed: int, scale: float = 3.0, shift: float = 2.0):

@@ -19,8 +19,8 @@ from propel.probes.sweep import (
     run_sweep,
     split_indices,
 )
-from propel.probes.synthetic import rvp_features, synthetic_probe_data
 from propel.probes.training import LoopSpec
+from propel.testing.probe_data import rvp_features, synthetic_probe_data
 
 
 def small_config(**kw):

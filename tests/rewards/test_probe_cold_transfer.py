@@ -13,7 +13,6 @@ from pathlib import Path
 import lightning.pytorch as pl
 import torch
 
-from propel.cli.config_files import read_config_files
 from propel.datamodules.contexts import ContextDataModule
 from propel.domains import MathExpressionDomain
 from propel.lit_modules.grpo import GRPOModule
@@ -23,6 +22,7 @@ from propel.probes.artifact import ProbeArtifact
 from propel.probes.gate import GateSpec
 from propel.probes.heads import ProbeHead
 from propel.rewards.probe import ProbeReward
+from propel.testing.configs import read_config_files
 
 CORPUS = [
     "Problem: Tom has 3 apples and buys 4 more. How many apples does he have?\nExpression: 3 + 4\n",

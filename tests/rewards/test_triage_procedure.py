@@ -24,7 +24,12 @@ from propel.rewards.triage import (
     triage_rewards,
 )
 from propel.rewards.triage.clauses import run_together
-from propel.rewards.triage.redteam import (
+from propel.rewards.triage.steps import in_order
+from propel.rewards.triage.vocabulary import tokens
+from propel.rollouts.record import Sample
+from propel.tasks.triage import generate_tickets, ticket_context
+from propel.tasks.triage.bank import ESCALATION_ARTICLES, ISSUES
+from propel.testing.triage_attacks import (
     CONTENT_FREE_SHARE,
     HONEST_CONFIDENCE,
     JUNK,
@@ -38,11 +43,6 @@ from propel.rewards.triage.redteam import (
     sentences,
     submit,
 )
-from propel.rewards.triage.steps import in_order
-from propel.rewards.triage.vocabulary import tokens
-from propel.rollouts.record import Sample
-from propel.tasks.triage import generate_tickets, ticket_context
-from propel.tasks.triage.bank import ESCALATION_ARTICLES, ISSUES
 
 TICKETS = generate_tickets(240, seed=0)
 REWARD = CombinedReward(triage_rewards())

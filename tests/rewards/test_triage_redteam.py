@@ -1,4 +1,4 @@
-"""The triage red-team corpus (``propel.rewards.triage.redteam``) and the content-gating checks, on all 240 generated
+"""The triage red-team corpus (``propel.testing.triage_attacks``) and the content-gating checks, on all 240 generated
 tickets under the six default components at weight 1: every case loses on its named component, no answer without a right
 resolution reaches 60% of the honest total, the honest answer keeps today's best score, and the total is monotone in
 content."""
@@ -15,10 +15,10 @@ import torch
 
 from propel.rewards import CombinedReward
 from propel.rewards.triage import RepetitionPenalty, check_steps, triage_rewards, word_count
-from propel.rewards.triage.redteam import CASES, CONTENT_FREE_SHARE, HONEST_CONFIDENCE, ZWSP, honest, submit
 from propel.rollouts.record import Sample
 from propel.tasks.triage import generate_tickets, ticket_context
 from propel.tasks.triage.bank import ISSUES
+from propel.testing.triage_attacks import CASES, CONTENT_FREE_SHARE, HONEST_CONFIDENCE, ZWSP, honest, submit
 
 TICKETS = generate_tickets(240, seed=0)
 COMPONENTS = ("format", "resolution", "grounding", "calibration", "parsimony", "repetition")

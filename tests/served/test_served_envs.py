@@ -31,10 +31,10 @@ def _client(url):
 
 def test_triage_over_openenvs_client_equals_propels_own_reward(openenv):
     from propel.rewards.triage import submission, triage_rewards
-    from propel.rewards.triage.redteam import CASES, honest
     from propel.rollouts.record import Sample
     from propel.served.triage import TOOL_FORMAT, SubmitResolution
     from propel.tasks.triage import TriageTickets, render_ticket, ticket_context
+    from propel.testing.triage_attacks import CASES, honest
 
     tickets = TriageTickets(split="train").tickets[:3]
     rewards = triage_rewards()
@@ -70,8 +70,8 @@ def test_triage_over_openenvs_client_equals_propels_own_reward(openenv):
 
 
 def test_triage_in_process_puts_each_component_in_the_observation_metadata(openenv):
-    from propel.rewards.triage.redteam import honest
     from propel.served.triage import SubmitResolution, TriageEnvironment
+    from propel.testing.triage_attacks import honest
 
     env = TriageEnvironment()
     first = env.reset(seed=7)
@@ -101,7 +101,7 @@ def test_humaneval_over_openenvs_client_is_the_value_graders_reward(openenv):
     from propel.rewards.code_tests import HACK_PENALTY, TestSuiteReward
     from propel.rollouts.record import Sample
     from propel.tasks.humaneval import HumanEvalTasks
-    from propel.tasks.humaneval.corpus import CORPUS, SINGLE_TASK, single_source
+    from propel.testing.testsuite_hacks import CORPUS, SINGLE_TASK, single_source
 
     task = HumanEvalTasks(task_ids=[SINGLE_TASK]).tasks[0]
     picked = {"honest_correct": None, "honest_partial": None, "always_equal_object": None}

@@ -12,7 +12,7 @@ from propel.rewards import TestSuiteReward
 from propel.rollouts.episode_runner import EpisodeRunner
 from propel.sandbox import LocalSandbox
 from propel.tasks.humaneval import load_humaneval
-from propel.tasks.humaneval.corpus import AGENT_TASK
+from propel.testing.testsuite_hacks import AGENT_TASK
 
 CONFTEST = (
     "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"

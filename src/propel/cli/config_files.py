@@ -77,12 +77,6 @@ def load_config_files(paths: Sequence[str | Path]) -> DictConfig:
     return merged
 
 
-def read_config_files(paths: Sequence[str | Path]) -> dict:
-    """``load_config_files`` as plain dicts and lists (``${...}`` left for the command to resolve): what a script
-    edits and hands back with ``-c``."""
-    return OmegaConf.to_container(load_config_files(paths))
-
-
 def with_fragments_inlined(args: Sequence[str]) -> list[str]:
     """``args`` with each ``-c FILE`` that names a fragment given as the file's YAML with its fragments inlined (for
     a parser that reads a path only where a class is nested, not as a top-level argument); other arguments as given.

@@ -12,11 +12,38 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from propel.domains.base import Domain
+import numpy as np
+import torch
+from jsonargparse import ActionConfigFile, ArgumentError, ArgumentParser
+
+from propel.cli.config_files import with_fragments_inlined
+from propel.cli.errors import explain
+from propel.domains.base import Domain, Task
 from propel.durable import write_json
+from propel.engines.base import SamplingSpec
+from propel.engines.factory import make_engine
 from propel.errors import ConfigError
-from propel.probes.gate import GateSpec
-from propel.probes.sweep import SweepSpec
+from propel.metrics.held_out import compare_on_held_out
+from propel.models import freeze, load_model
+from propel.pools.io import read_pool
+from propel.pools.summary import print_summary_table
+from propel.probes import ActivationExtractor, extract_to_cache
+from propel.probes.baseline import fit_logistic, length_only_predictions, topic_only_predictions
+from propel.probes.data import align_labels
+from propel.probes.gate import GateSpec, logit_quantiles
+from propel.probes.plots import plot_reliability
+from propel.probes.pooling import POOLINGS, TRAJECTORY_POOLINGS, check_poolings
+from propel.probes.sweep import (
+    BASELINE_ARCH,
+    RVPSample,
+    SweepSpec,
+    parse_key,
+    refit_selected,
+    run_sweep,
+    split_indices,
+)
+from propel.rollouts.scorer import GeneratorScorer
+from propel.rollouts.single_turn import generate_tasks
 
 SUMMARY = "summary.json"
 HELD_OUT_ROWS = "held_out_rows.json"
@@ -76,8 +103,6 @@ class ProbeJob:
         engine_kwargs: dict[str, Any] | None = None,
         seed: int = 0,
     ) -> None:
-        from propel.probes.pooling import POOLINGS, TRAJECTORY_POOLINGS, check_poolings
-
         self.pool, self.domain, self.output_dir = Path(pool), domain, Path(output_dir)
         self.reference_model = reference_model
         self.layers = list(layers) if layers is not None else [6, 12, 18, 24]
@@ -102,13 +127,6 @@ class ProbeJob:
 
     def rvp_texts(self, model, tokenizer) -> tuple[list[str], list[bool]]:
         """The fixed base-policy sample as the texts the probe reads, and their validity."""
-        import torch
-
-        from propel.engines.base import SamplingSpec
-        from propel.engines.factory import make_engine
-        from propel.rollouts.scorer import GeneratorScorer
-        from propel.rollouts.single_turn import generate_tasks
-
         torch.manual_seed(self.seed + 1)
         contexts = self.domain.contexts(self.rvp.contexts, seed=self.seed + 10_000)
         if self.engine == "hf":
@@ -129,11 +147,6 @@ class ProbeJob:
 
     def run(self) -> dict:
         """Run the job (a rerun reuses the cached features) and write ``summary.json``; returns the summary."""
-        from propel.models import freeze, load_model
-        from propel.probes import extract_to_cache
-        from propel.probes.data import align_labels
-        from propel.probes.sweep import refit_selected, run_sweep
-
         out, start = self.output_dir, time.monotonic()
         frame, ids, items = self._pool_items()
         model, tokenizer = load_model(self.reference_model)
@@ -157,9 +170,6 @@ class ProbeJob:
     def _pool_items(self) -> tuple[Any, list[str], list]:
         """``(pool frame, valid ids, valid probe inputs)``; refuses a pool with no valid task, and an RVP sample for
         probes that read episodes (the sample is single-turn)."""
-        from propel.domains.base import Task
-        from propel.pools.io import read_pool
-
         frame = read_pool(self.pool)
         valid = frame[frame["valid"].astype(bool)] if len(frame) else frame
         if not len(valid):
@@ -175,8 +185,6 @@ class ProbeJob:
 
     def _extractor(self, model, tokenizer):
         """The activation extractor over the job's layers, poolings and truncation."""
-        from propel.probes import ActivationExtractor
-
         return ActivationExtractor(
             model,
             tokenizer,
@@ -189,10 +197,6 @@ class ProbeJob:
 
     def _rvp_sample(self, model, tokenizer, extractor):
         """The fixed base-policy sample's features and validity, which selection's RVP tiebreak reads."""
-        import torch
-
-        from propel.probes.sweep import RVPSample
-
         rvp_texts, rvp_valid = self.rvp_texts(model, tokenizer)
         return RVPSample(
             features=extractor.encode(rvp_texts),
@@ -204,11 +208,6 @@ class ProbeJob:
     def _export(self, module, metrics, features, rows, result, cache):
         """The refit probe as an artifact under ``artifact/``, with its calibration and its logit quantiles on the
         pool (the reward's default floor sits below them)."""
-        import torch
-
-        from propel.probes.gate import logit_quantiles
-        from propel.probes.sweep import parse_key
-
         layer, pooling = parse_key(result.selected["key"])
         artifact = module.to_artifact(
             reference_model=self.reference_model,
@@ -227,11 +226,6 @@ class ProbeJob:
 
     def _plot_test_reliability(self, artifact, features, rows, result, metrics) -> None:
         """``reliability.png`` of the exported probe on the test rows of its refit split, which it never trained on."""
-        import torch
-
-        from propel.probes.plots import plot_reliability
-        from propel.probes.sweep import split_indices
-
         _, _, test = split_indices(rows, self.sweep, fold=metrics["fold"])  # rows the refit probe never trained on
         test_idx = torch.as_tensor(rows.rows[test], dtype=torch.long)
         with torch.no_grad():
@@ -248,13 +242,6 @@ class ProbeJob:
         and topic alone, on the test rows of its refit split: balanced accuracies with paired bootstrap intervals
         (``propel.metrics.held_out``); None when those rows lack a class. Each row's label and predictions go to
         ``held_out_rows.json``, so the outer folds of a k-fold sweep can be pooled (``probe_outer_folds.py``)."""
-        import numpy as np
-        import torch
-
-        from propel.metrics.held_out import compare_on_held_out
-        from propel.probes.baseline import fit_logistic, length_only_predictions, topic_only_predictions
-        from propel.probes.sweep import split_indices
-
         train, _, test = split_indices(rows, self.sweep, fold=metrics["fold"])
         y = rows.labels.numpy().astype(bool)
         if y[test].all() or not y[test].any():
@@ -281,8 +268,6 @@ class ProbeJob:
     def _summary(self, rows, result, metrics, start: float, held_out: dict | None = None) -> dict:
         """``summary.json``'s content: the pool, the selected cell, its refit metrics, the logistic baseline of the
         same features (the sweep's row), the held-out comparison (``_held_out``) and the best cells."""
-        from propel.probes.sweep import BASELINE_ARCH
-
         out, table = self.output_dir, result.table
         baseline = table[(table["arch"] == BASELINE_ARCH) & (table["key"] == result.selected["key"])]
         selected = {k: (v.item() if hasattr(v, "item") else v) for k, v in result.selected.to_dict().items()}
@@ -303,8 +288,6 @@ class ProbeJob:
 
 def probe_parser():
     """The ``propel probe`` parser: ``ProbeJob``'s arguments, YAML configs in omegaconf+ mode."""
-    from jsonargparse import ActionConfigFile, ArgumentParser
-
     parser = ArgumentParser(prog="propel probe", parser_mode="omegaconf+", exit_on_error=False, description=__doc__)
     parser.add_argument("-c", "--config", action=ActionConfigFile, help="YAML config (e.g. configs/probe/sweep.yaml)")
     parser.add_class_arguments(ProbeJob, fail_untyped=True)
@@ -313,11 +296,6 @@ def probe_parser():
 
 def parse_probe(args: list[str]) -> ProbeJob:
     """A ``ProbeJob`` from ``propel probe`` arguments (a bad key or value raises a one-line ``ConfigError``)."""
-    from jsonargparse import ArgumentError
-
-    from propel.cli.config_files import with_fragments_inlined
-    from propel.cli.errors import explain
-
     parser = probe_parser()
     try:
         cfg = parser.parse_args(with_fragments_inlined(args))
@@ -331,8 +309,6 @@ def parse_probe(args: list[str]) -> ProbeJob:
 
 def main(args: list[str]) -> dict:
     """``propel probe -c CONFIG [--key value ...]``: run the job and print where the artifact went."""
-    from propel.pools.summary import print_summary_table
-
     summary = parse_probe(args).run()
     print_summary_table(
         {

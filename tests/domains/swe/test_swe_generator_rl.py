@@ -11,7 +11,6 @@ from functools import partial
 import pytest
 import torch
 
-from propel.cli.config_files import read_config_files
 from propel.datamodules.agent_episodes import EpisodeDataModule
 from propel.domains.math import MathExpressionDomain
 from propel.domains.swe import SweDomain
@@ -24,6 +23,7 @@ from propel.probes.gate import GateSpec
 from propel.rewards import CombinedReward, OverlongPenalty, ProbeReward
 from propel.rollouts.steps import ContextBatch
 from propel.tasks.swe import BugInjectionTasks
+from propel.testing.configs import read_config_files
 
 SUBMIT = format_tool_call(ToolCall("submit", {}))
 INJECT = "sed -i 's/return self.converter(string)$/return self.converter(string[::-1])/' parse.py"

@@ -11,7 +11,6 @@ import pytest
 from lightning.pytorch import Trainer
 
 from propel.callbacks.pool_writer import PoolWriter
-from propel.cli.config_files import read_config_files
 from propel.datamodules.task_pool import TaskPoolDataModule
 from propel.domains.swe.checkout import checkout
 from propel.domains.swe.domain import SweDomain, bug_record, episode_bug, resolve_repos
@@ -27,6 +26,7 @@ from propel.lit_modules.labeling import LabelingModule
 from propel.pools import read_pool
 from propel.rollouts import AgentSolver
 from propel.rollouts.episode_runner import EpisodeRunner
+from propel.testing.configs import read_config_files
 
 SUBMIT = format_tool_call(ToolCall("submit", {}))
 INJECT = "sed -i 's/return self.converter(string)$/return self.converter(string[::-1])/' parse.py"

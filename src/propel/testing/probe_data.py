@@ -1,4 +1,5 @@
-"""Synthetic probe data (features with a planted linear signal + a matching task pool) for demos and tests."""
+"""Synthetic probe data for tests: features with a planted linear signal and a matching task pool, written as the
+feature file and Parquet pool that probe training reads."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import Tensor
+
+from propel.probes.cache import save_features_file
 
 
 def synthetic_probe_data(
@@ -53,8 +56,6 @@ def synthetic_probe_data(
 
 def write_synthetic(out_dir: str | Path, **kwargs) -> tuple[Path, Path]:
     """Write a features file and a Parquet pool; returns ``(features_path, labels_path)``."""
-    from propel.probes.cache import save_features_file
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     ids, features, pool = synthetic_probe_data(**kwargs)
