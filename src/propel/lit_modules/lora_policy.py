@@ -390,7 +390,7 @@ class LoRAPolicyModule(pl.LightningModule):
         if n_rows == 0 and self.ranks.size > 1:
             n_rows, micro_loss = 1, self._join_loss
         micro = self.micro_batches(n_rows)
-        self.phases.start("update", total=len(micro), unit="micro-batches")
+        self.phases.start("update", total=len(micro), unit="micro-batch" if len(micro) == 1 else "micro-batches")
         totals: dict[str, float] = {}
         for k, rows in enumerate(micro):
             with opt.toggle_model(sync_grad=k == len(micro) - 1), self.eval_mode():  # dropout off: see the docstring
