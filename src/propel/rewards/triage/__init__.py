@@ -9,9 +9,9 @@ anything is counted (``normalize.py``), the copy check reads it as the content c
 malformed answer scores 0 everywhere (``parse.py``).
 """
 
-from propel.rewards.triage.base import INFO_KEY, TriageReward, content, rouge_l, submission
 from propel.rewards.triage.calibration import TriageCalibration
 from propel.rewards.triage.clauses import clauses, instruction
+from propel.rewards.triage.component import INFO_KEY, TriageReward, content, rouge_l, submission
 from propel.rewards.triage.copying import copied_span, copied_words
 from propel.rewards.triage.format import TriageFormat
 from propel.rewards.triage.gate import StyleReward

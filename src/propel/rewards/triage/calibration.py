@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from propel.errors import ConfigError
-from propel.rewards.triage.base import TriageReward, content
+from propel.rewards.triage.component import TriageReward, content
 from propel.rewards.triage.steps import RIGHT_FIX
 from propel.tasks.triage.parse import Submission
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from propel.rewards.triage.base import TriageReward, content
+from propel.rewards.triage.component import TriageReward, content
 from propel.tasks.triage.parse import Submission
 
 

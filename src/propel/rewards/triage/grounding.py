@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from propel.rewards.triage.base import TriageReward
+from propel.rewards.triage.component import TriageReward
 from propel.tasks.triage.parse import Submission
 
 

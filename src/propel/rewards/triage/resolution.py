@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from propel.rewards.triage.base import TriageReward, content, rouge_l
+from propel.rewards.triage.component import TriageReward, content, rouge_l
 from propel.tasks.triage.parse import Submission
 
 
