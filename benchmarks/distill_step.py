@@ -23,8 +23,8 @@ from rich.table import Table
 
 
 def episodes(tokenizer, n: int, turns: int, turn_tokens: int, obs_tokens: int, seed: int = 0):
-    from propel.domains.base import Context
-    from propel.engines.base import Prompt
+    from propel.domains.interface import Context
+    from propel.engines.engine import Prompt
     from propel.rollouts.conversation import Conversation
     from propel.rollouts.record import Sample, Turn
 

@@ -54,7 +54,7 @@ def _mean_ci(values: list[float]) -> str:
 def main() -> None:
     import torch
 
-    from propel.engines.base import SamplingSpec
+    from propel.engines.engine import SamplingSpec
     from propel.engines.hf import HFEngine
     from propel.envs import ToolEnv
     from propel.models import load_model

@@ -305,7 +305,7 @@ def pilot(args: argparse.Namespace, out: Path) -> dict:
     import torch
 
     from propel.datamodules.code_solutions import CodeSolutionScorer
-    from propel.engines.base import chat_text
+    from propel.engines.engine import chat_text
     from propel.models import load_model
     from propel.rewards import TestSuiteReward
     from propel.rollouts.record import Sample

@@ -88,7 +88,7 @@ def build(args: argparse.Namespace, seed: int, scope: str):
 
 def first_turn_rate(module, contexts, n: int) -> tuple[int, int]:
     """Valid tool calls among ``n`` first-turn samples per held-out task, without the hint."""
-    from propel.engines.base import Prompt
+    from propel.engines.engine import Prompt
     from propel.engines.tool_calls import CLOSE, ToolCall, check_arguments, parse_tool_call
     from propel.envs import ToolEnv
     from propel.rollouts.conversation import Conversation

@@ -26,7 +26,7 @@ import numpy as np
 import yaml
 
 from propel.durable import write_json
-from propel.jobs.probe import HELD_OUT_ROWS, SUMMARY
+from propel.jobs.probe_job import HELD_OUT_ROWS, SUMMARY
 from propel.metrics.held_out import compare_on_held_out
 from propel.pipeline.report import markdown_table
 from propel.pipeline.summary_report import held_out_table
@@ -50,7 +50,7 @@ def probe_config(workdir: Path) -> dict:
 
 def run_fold(workdir: Path, config: dict, fold: int) -> Path:
     """The probe job with outer fold ``fold`` held out (reused when finished); its folder."""
-    from propel.jobs.probe import main as probe_main
+    from propel.jobs.probe_job import main as probe_main
 
     out = workdir / "probe_folds" / f"fold{fold}"
     if (out / SUMMARY).exists() and (out / HELD_OUT_ROWS).exists():

@@ -20,7 +20,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from propel.engines.base import Prompt, SamplingSpec
+from propel.engines.engine import Prompt, SamplingSpec
 
 MODEL = "smollm2-135m-instruct"
 TOPICS = [

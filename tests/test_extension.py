@@ -15,10 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 FILES = {
     "word_tasks.py": '''
         """A task source: say a word that starts with a given letter; the scorer marks every non-empty answer valid."""
-        from propel.domains.base import Context
-        from propel.engines.base import Prompt
+        from propel.domains.interface import Context
+        from propel.engines.engine import Prompt
         from propel.rollouts.scorer import Scorer
-        from propel.tasks.base import TaskSource
+        from propel.tasks.task_source import TaskSource
 
 
         class LetterWords(TaskSource):
@@ -47,7 +47,7 @@ FILES = {
         """A reward: the share of the answer's words that start with the asked letter."""
         import torch
 
-        from propel.rewards.base import Reward
+        from propel.rewards.reward import Reward
 
 
         class StartsWithLetter(Reward):
@@ -65,7 +65,7 @@ FILES = {
         from collections.abc import Sequence
 
         from propel.lit_modules.lora_policy import LoRAPolicyModule
-        from propel.rewards.base import Reward
+        from propel.rewards.reward import Reward
         from propel.rewards.combine import CombinedReward
         from propel.rollouts.packing import pack
 

@@ -81,7 +81,7 @@ def test_fit_without_a_terminal_prints_a_line_per_step(tmp_path, tiny_model_dir)
                 "lora": {"r": 4, "alpha": 8},
                 "rewards": [
                     {
-                        "class_path": "propel.rewards.probe.ProbeReward",
+                        "class_path": "propel.rewards.probe_reward.ProbeReward",
                         "init_args": {"artifact": str(artifact), "gate": {"mode": "probe_only"}, "text": "task"},
                     }
                 ],

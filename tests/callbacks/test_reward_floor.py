@@ -14,7 +14,7 @@ from propel.errors import ConfigError
 from propel.lit_modules.state import RolloutState
 from propel.probes.gate import GateSpec, logit_quantiles
 from propel.rewards.combine import CombinedReward
-from propel.rewards.probe import ProbeReward
+from propel.rewards.probe_reward import ProbeReward
 from propel.rollouts.record import Sample
 
 

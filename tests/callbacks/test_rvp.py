@@ -7,7 +7,7 @@ from lightning.pytorch import Trainer
 from propel.callbacks.rvp import RVPSelection
 from propel.probes.gate import GateSpec, gated_reward
 from propel.probes.selection import rvp
-from propel.rewards.probe import ProbeReward
+from propel.rewards.probe_reward import ProbeReward
 
 
 def length_reward(texts):
@@ -52,7 +52,7 @@ def test_rvp_callback_logs_at_fit_start(tmp_path):
     from lightning.pytorch.loggers import CSVLogger
 
     from propel.datamodules.activations import ActivationDataModule
-    from propel.lit_modules.probe import ProbeModule
+    from propel.lit_modules.probe_training import ProbeModule
     from propel.testing.probe_data import write_synthetic
 
     feats, labels = write_synthetic(tmp_path, n=300)

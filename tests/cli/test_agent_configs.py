@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from propel.cli.lightning_cli import resolve_lightning
-from propel.testing.configs import read_config_files
+from propel.testing.plain_configs import read_config_files
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "configs/grpo/base.yaml"

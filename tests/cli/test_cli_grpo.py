@@ -126,7 +126,7 @@ def _config(tmp_path: Path, model_dir: Path, artifact: Path, max_steps: int) -> 
                 "lora": {"r": 4, "alpha": 8},
                 "rewards": [
                     {
-                        "class_path": "propel.rewards.probe.ProbeReward",
+                        "class_path": "propel.rewards.probe_reward.ProbeReward",
                         "init_args": {"artifact": str(artifact), "gate": {"mode": "probe_only"}, "text": "task"},
                     }
                 ],

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from propel.cli.config_files import load_config_files
 from propel.cli.lightning_cli import resolve_lightning
 from propel.errors import ConfigError
-from propel.testing.configs import read_config_files
+from propel.testing.plain_configs import read_config_files
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from propel.testing.configs import read_config_files
+from propel.testing.plain_configs import read_config_files
 from propel.testing.wandb_offline import find_run_file, read_history
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,7 +103,7 @@ def test_one_step_with_the_tiny_model(tmp_path, tiny_model_dir, monkeypatch):
 def test_the_bundled_model_partly_solves_the_mix(real_model):
     """The config's point: SmolLM2-135M solves some of its questions, not all, so GRPO groups have reward variance."""
     from propel.cli.lightning_cli import resolve_lightning
-    from propel.engines.base import SamplingSpec
+    from propel.engines.engine import SamplingSpec
     from propel.engines.hf import HFEngine
     from propel.rewards import ReasoningGymReward
     from propel.rollouts.single_turn import sample_single_turn

@@ -16,7 +16,7 @@ import yaml
 
 from propel.cli.main import EXIT_SIGTERM
 from propel.domains import MathExpressionDomain
-from propel.testing.configs import read_config_files
+from propel.testing.plain_configs import read_config_files
 
 ROOT = Path(__file__).resolve().parents[2]
 N_TASKS, BATCH = 24, 4

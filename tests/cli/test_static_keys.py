@@ -17,7 +17,7 @@ from propel.cli.static_keys import (
     nested_dataclass,
 )
 from propel.errors import ConfigError
-from propel.testing.configs import read_config_files
+from propel.testing.plain_configs import read_config_files
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "configs/grpo/base.yaml"

@@ -48,7 +48,7 @@ def _overlay(root: Path, model_dir: Path, artifact: Path, max_steps: int = 3) ->
                 "lora": {"r": 4, "alpha": 8},
                 "rewards": [
                     {
-                        "class_path": "propel.rewards.probe.ProbeReward",
+                        "class_path": "propel.rewards.probe_reward.ProbeReward",
                         "init_args": {"artifact": str(artifact), "gate": {"mode": "probe_only"}, "text": "task"},
                     }
                 ],

@@ -2,8 +2,8 @@
 
 import pytest
 
-from propel.domains.base import ParseFailure, Task
 from propel.domains.code import CodeDomain
+from propel.domains.interface import ParseFailure, Task
 
 
 def generation(source: str, inputs: list[str], message: str = "Think about it.") -> str:

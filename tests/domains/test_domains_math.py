@@ -5,7 +5,7 @@ from fractions import Fraction
 import pytest
 import sympy
 
-from propel.domains.base import ParseFailure, Task
+from propel.domains.interface import ParseFailure, Task
 from propel.domains.math import MathExpressionDomain, OracleMathDomain, equivalent, extract_answer, parse_number
 from propel.domains.math.expression import ExpressionError, evaluate
 from propel.domains.math.symbolic import to_sympy

@@ -6,7 +6,7 @@ import pytest
 import torch
 from peft.tuners.lora import LoraLayer
 
-from propel.engines.base import Prompt, SamplingSpec
+from propel.engines.engine import Prompt, SamplingSpec
 from propel.engines.hf import HFEngine
 from propel.losses.logprobs import token_logprobs
 from propel.models import apply_lora

@@ -15,7 +15,7 @@ if importlib.util.find_spec("vllm") is None:
 
 from vllm_helpers import CHAT, PROMPTS, RAW, assert_follows, common_prefix, perturb_lora
 
-from propel.engines.base import SamplingSpec
+from propel.engines.engine import SamplingSpec
 from propel.engines.hf import HFEngine
 from propel.losses.logprobs import token_logprobs
 from propel.models import apply_lora, load_model

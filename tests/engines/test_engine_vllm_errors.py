@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from propel.engines.base import Completion, Prompt, SamplingSpec
+from propel.engines.engine import Completion, Prompt, SamplingSpec
 from propel.engines.factory import make_engine
 from propel.engines.hf import HFEngine
 from propel.engines.vllm import repeat_greedy

@@ -15,7 +15,7 @@ if importlib.util.find_spec("vllm") is None:
 
 from vllm_helpers import PROMPTS, assert_follows
 
-from propel.engines.base import SamplingSpec
+from propel.engines.engine import SamplingSpec
 from propel.engines.hf import HFEngine
 from propel.models import load_model
 

@@ -15,7 +15,7 @@ if importlib.util.find_spec("vllm") is None:
 
 from vllm_helpers import PROMPTS, RAW, assert_follows, perturb_lora
 
-from propel.engines.base import SamplingSpec
+from propel.engines.engine import SamplingSpec
 from propel.engines.hf import HFEngine
 from propel.engines.vllm_launch import VLLMServer
 from propel.engines.vllm_server import VLLMServerEngine

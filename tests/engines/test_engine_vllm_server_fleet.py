@@ -19,7 +19,7 @@ if importlib.util.find_spec("vllm") is None:
 import psutil
 from vllm_helpers import PROMPTS, assert_follows, perturb_lora
 
-from propel.engines.base import SamplingSpec
+from propel.engines.engine import SamplingSpec
 from propel.engines.hf import HFEngine
 from propel.engines.vllm_server import VLLMServerEngine
 from propel.models import apply_lora, load_model

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from propel.engines.base import Prompt, SamplingSpec
+from propel.engines.engine import Prompt, SamplingSpec
 from propel.engines.vllm_launch import free_port
 from propel.engines.vllm_server import ServerUnavailable, VLLMServerEngine
 from propel.errors import ConfigError

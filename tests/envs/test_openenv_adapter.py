@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from propel.domains.base import Context
-from propel.engines.base import Prompt, SamplingSpec
+from propel.domains.interface import Context
+from propel.engines.engine import Prompt, SamplingSpec
 from propel.engines.scripted import ScriptedEngine
 from propel.engines.tool_calls import parse_tool_call
 from propel.rollouts.episode_runner import EpisodeRunner

@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from propel.domains.base import Context
-from propel.engines.base import Prompt, SamplingSpec
+from propel.domains.interface import Context
+from propel.engines.engine import Prompt, SamplingSpec
 from propel.engines.scripted import ScriptedEngine
 from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.envs import ToolEnv

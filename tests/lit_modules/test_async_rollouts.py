@@ -15,7 +15,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from propel.datamodules.contexts import ContextDataModule
-from propel.engines.base import Engine
+from propel.engines.engine import Engine
 from propel.engines.hf import HFEngine
 from propel.errors import ConfigError
 from propel.lit_modules.grpo import GRPOModule

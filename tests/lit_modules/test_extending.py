@@ -9,8 +9,8 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 from propel.callbacks.samples import SampleTable
 from propel.datamodules.contexts import ContextDataModule
-from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
-from propel.engines.base import Prompt
+from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
+from propel.engines.engine import Prompt
 from propel.lit_modules.grpo import GRPOModule
 from propel.lit_modules.lora_policy import LoRAPolicyModule
 from propel.lit_modules.state import RolloutState

@@ -20,7 +20,7 @@ from propel.lit_modules.grpo import GRPOModule
 from propel.models.lora import LoRASpec
 from propel.rewards import TestSuitePart, TestSuiteReward
 from propel.tasks.humaneval import HumanEvalTasks
-from propel.testing.configs import read_config_files
+from propel.testing.plain_configs import read_config_files
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "configs/grpo/base.yaml"

@@ -10,8 +10,8 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from propel.datamodules.contexts import ContextDataModule
-from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
-from propel.engines.base import Engine, Prompt
+from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
+from propel.engines.engine import Engine, Prompt
 from propel.lit_modules.grpo import GRPOModule
 from propel.losses.policy_gradient import LossSpec
 from propel.models.lora import LoRASpec

@@ -12,7 +12,7 @@ import torch
 
 from propel.cli.lightning_cli import resolve_lightning
 from propel.tasks.triage.parse import REJECTIONS
-from propel.testing.configs import read_config_files
+from propel.testing.plain_configs import read_config_files
 from propel.testing.wandb_offline import find_run_file, wait_for_history
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -69,8 +69,8 @@ import pytest
 import torch
 
 from propel.datamodules.stream import ContextStreamDataModule
-from propel.domains.base import Context
-from propel.engines.base import Prompt
+from propel.domains.interface import Context
+from propel.engines.engine import Prompt
 from propel.lit_modules.grpo import GRPOModule
 from propel.losses.policy_gradient import LossSpec
 from propel.models import load_model

@@ -23,7 +23,7 @@ from test_grpo_module import LetterDomain, Record, share_of_a  # noqa: E402
 from vllm_helpers import PROMPTS, assert_follows  # noqa: E402
 
 from propel.datamodules.contexts import ContextDataModule  # noqa: E402
-from propel.engines.base import SamplingSpec  # noqa: E402
+from propel.engines.engine import SamplingSpec  # noqa: E402
 from propel.engines.hf import HFEngine  # noqa: E402
 from propel.lit_modules.grpo import GRPOModule  # noqa: E402
 from propel.losses.policy_gradient import LossSpec  # noqa: E402

@@ -12,7 +12,7 @@ from lightning.pytorch import Callback, Trainer
 
 from propel.callbacks.pool_writer import PoolWriter
 from propel.datamodules.task_pool import TaskPoolDataModule
-from propel.domains.base import Task
+from propel.domains.interface import Task
 from propel.domains.math import MathExpressionDomain
 from propel.domains.trials import SolverSpec, in_band
 from propel.engines.scripted import ScriptedEngine

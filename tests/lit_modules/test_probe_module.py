@@ -6,7 +6,7 @@ from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import EarlyStopping
 
 from propel.datamodules.activations import ActivationDataModule
-from propel.lit_modules.probe import ProbeModule
+from propel.lit_modules.probe_training import ProbeModule
 from propel.metrics.classification import binary_metrics
 from propel.probes.artifact import ProbeArtifact
 from propel.testing.probe_data import write_synthetic

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from propel.domains import MathExpressionDomain
-from propel.domains.base import Task
+from propel.domains.interface import Task
 from propel.errors import ConfigError
 from propel.pipeline.run import run_pipeline
 from propel.pipeline.stage_configs import load_pipeline_config

@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 
 from propel.domains import MathExpressionDomain
-from propel.domains.base import Task
+from propel.domains.interface import Task
 from propel.pipeline.run import run_pipeline
 from propel.pipeline.stage_configs import load_pipeline_config
-from propel.testing.configs import read_config_files
+from propel.testing.plain_configs import read_config_files
 
 PROBLEMS = [
     ("Tom has {a} apples and buys {b} more. How many apples does he have?", "{a} + {b}"),
@@ -211,7 +211,7 @@ def test_stage_configs_are_the_templates_with_the_run_level_values_kept_in_step(
         [
             f"workdir={tmp_path}",
             "seed=3",
-            "grpo.model.init_args.rewards=[{class_path: propel.rewards.probe.ProbeReward, "
+            "grpo.model.init_args.rewards=[{class_path: propel.rewards.probe_reward.ProbeReward, "
             "init_args: {gate: {mode: soft_gate, floor: -2.0, soft_clip: [0.1, 0.9]}}}]",
             "grpo.model.init_args.group_size=6",
         ],

@@ -9,11 +9,11 @@ import json
 import pytest
 import torch
 
-from propel.domains.base import Task
+from propel.domains.interface import Task
 from propel.domains.swe import SweDomain
 from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.errors import ConfigError
-from propel.jobs.probe import ProbeJob, RVPSpec
+from propel.jobs.probe_job import ProbeJob, RVPSpec
 from propel.pools.io import read_pool, write_part
 from propel.probes.gate import GateSpec
 from propel.probes.sweep import SweepSpec

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from propel.domains.base import Context, Task
+from propel.domains.interface import Context, Task
 from propel.domains.trials import SolverSpec, Trials
-from propel.engines.base import Prompt
+from propel.engines.engine import Prompt
 from propel.errors import ConfigError
 from propel.pools import MINED_SCHEMA, SCHEMA, from_record, pool_row, read_pool, write_part
 from propel.rollouts import Sample

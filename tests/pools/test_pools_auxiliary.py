@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from propel.domains.base import Task
+from propel.domains.interface import Task
 from propel.pools import MINED_SCHEMA, read_pool, write_part
 from propel.pools.auxiliary import adversarial_pool, auxiliary_rows, dominant_topic
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from propel.rewards import CombinedReward, FunctionReward
-from propel.rewards.base import Reward
+from propel.rewards.reward import Reward
 from propel.rollouts.record import Sample
 
 

@@ -21,8 +21,8 @@ from propel.models.lora import LoRASpec
 from propel.probes.artifact import ProbeArtifact
 from propel.probes.gate import GateSpec
 from propel.probes.heads import ProbeHead
-from propel.rewards.probe import ProbeReward
-from propel.testing.configs import read_config_files
+from propel.rewards.probe_reward import ProbeReward
+from propel.testing.plain_configs import read_config_files
 
 CORPUS = [
     "Problem: Tom has 3 apples and buys 4 more. How many apples does he have?\nExpression: 3 + 4\n",

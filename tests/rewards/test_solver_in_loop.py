@@ -11,13 +11,13 @@ import re
 
 import pytest
 
-from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
+from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
 from propel.domains.trials import SolverSpec, Trials
-from propel.engines.base import Prompt
+from propel.engines.engine import Prompt
 from propel.engines.scripted import ScriptedEngine
 from propel.errors import ConfigError
-from propel.rewards.base import RewardComponent, RewardContext
 from propel.rewards.combine import CombinedReward
+from propel.rewards.reward import RewardComponent, RewardContext
 from propel.rewards.solver_in_loop import SolverInLoopReward
 from propel.rollouts.record import Sample
 

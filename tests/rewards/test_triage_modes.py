@@ -13,8 +13,8 @@ from rouge_score import rouge_scorer
 from sklearn.metrics import roc_auc_score
 
 from propel.callbacks.triage_integrity import TriageIntegrity
-from propel.domains.base import Context
-from propel.engines.base import Prompt
+from propel.domains.interface import Context
+from propel.engines.engine import Prompt
 from propel.errors import ConfigError
 from propel.lit_modules.state import RolloutState
 from propel.rewards import CombinedReward

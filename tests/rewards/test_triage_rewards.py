@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from rouge_score import rouge_scorer
 from rouge_score.rouge_scorer import _lcs_table
 
-from propel.domains.base import Context
-from propel.engines.base import Prompt
+from propel.domains.interface import Context
+from propel.engines.engine import Prompt
 from propel.errors import ConfigError
 from propel.rewards import CombinedReward
 from propel.rewards.triage import (

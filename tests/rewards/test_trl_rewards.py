@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from propel.domains.base import Context
-from propel.engines.base import Prompt
+from propel.domains.interface import Context
+from propel.engines.engine import Prompt
 from propel.errors import ConfigError
 from propel.probes.gate import GateSpec
 from propel.rewards import CombinedReward, TestSuiteReward, triage_rewards

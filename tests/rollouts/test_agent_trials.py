@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
-from propel.domains.base import Task
 from propel.domains.code import CodeDomain
+from propel.domains.interface import Task
 from propel.domains.math import MathExpressionDomain
 from propel.domains.trials import SolverSpec
 from propel.engines.scripted import ScriptedEngine

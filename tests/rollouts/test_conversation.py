@@ -78,7 +78,7 @@ def test_a_template_with_tool_support_renders_the_tools_itself(tokenizer):
 def test_a_non_canonical_split_is_kept_as_generated(tokenizer):
     """A sampler may split a word into sub-tokens the tokenizer would merge: the conversation keeps those ids, and
     the next message's delta follows them."""
-    from propel.engines.base import SamplingSpec
+    from propel.engines.engine import SamplingSpec
     from propel.engines.scripted import ScriptedEngine
 
     conv = Conversation(tokenizer, OPENING, TOOLS)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from propel.domains.base import Context
-from propel.engines.base import Prompt, SamplingSpec
+from propel.domains.interface import Context
+from propel.engines.engine import Prompt, SamplingSpec
 from propel.engines.scripted import ScriptedEngine
 from propel.engines.tool_calls import CLOSE, ToolCall, check_arguments, format_tool_call, parse_tool_call
-from propel.envs.base import AgentEnv, EpisodeState, Observation
+from propel.envs.agent_env import AgentEnv, EpisodeState, Observation
 from propel.envs.tool_env import TOOLS
 from propel.rollouts import pack
 from propel.rollouts.conversation import with_tool_block

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from propel.domains.base import Context
-from propel.engines.base import Prompt
+from propel.domains.interface import Context
+from propel.engines.engine import Prompt
 from propel.errors import ConfigError
 from propel.rollouts.conversation import Conversation
 from propel.rollouts.hints import ErrorHints, FunctionHints, Hint, HintSplicer, StaticHints

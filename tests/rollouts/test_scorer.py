@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
-from propel.engines.base import Prompt
+from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
+from propel.engines.engine import Prompt
 from propel.rollouts import GeneratorScorer, Sample
 
 

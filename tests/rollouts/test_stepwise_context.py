@@ -9,7 +9,7 @@ import copy
 
 from test_episodes import STRIP_THINKING, MemoryFilesEnv, Recording, _contexts, _script
 
-from propel.engines.base import SamplingSpec
+from propel.engines.engine import SamplingSpec
 from propel.rollouts.episode_runner import EpisodeRunner
 
 SAMPLING = SamplingSpec(n=1, max_new_tokens=64)

@@ -128,7 +128,7 @@ def test_jobs_of_a_docker_group_user_reach_no_socket_nor_private_file(docker_gro
     os.chown(private, uid, gid)
     os.chown(secret, uid, gid)
     secret.chmod(0o600)
-    checkout_file = str(SRC / "propel" / "sandbox" / "base.py")
+    checkout_file = str(SRC / "propel" / "sandbox" / "sandbox.py")
     argv = ["setpriv", f"--reuid={uid}", f"--regid={gid}", f"--groups={docker_gid}", "--inh-caps=-all"]
     argv += ["/usr/bin/python3", "-c", _TRAINER, str(secret), checkout_file]
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(SRC), "HOME": str(private), "LANG": "C.UTF-8"}

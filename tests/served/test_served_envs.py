@@ -158,8 +158,8 @@ def test_serve_env_listens_on_loopback_and_stops_on_sigterm(openenv):
 @pytest.mark.parametrize("name", ["triage", "humaneval"])
 def test_propels_environments_open_with_their_prompt_as_text_in_the_adapter(openenv, name):
     """Before a submission the observations hold only their prompt: the adapter shows it as text, not JSON."""
-    from propel.domains.base import Context
-    from propel.engines.base import Prompt
+    from propel.domains.interface import Context
+    from propel.engines.engine import Prompt
     from propel.envs import OpenEnvAgentEnv
     from propel.served.registry import ENVIRONMENTS
 

@@ -4,7 +4,7 @@ a conftest.py that forces every test to pass is flagged and earns nothing."""
 
 from __future__ import annotations
 
-from propel.engines.base import SamplingSpec
+from propel.engines.engine import SamplingSpec
 from propel.engines.scripted import ScriptedEngine
 from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.envs import ToolEnv

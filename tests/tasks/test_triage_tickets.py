@@ -207,7 +207,7 @@ def test_env_records_the_parse_verdict_and_topic():
 
 
 def test_a_forced_answer_prefix_opens_the_turn_and_the_graders_read_it_with_the_completion(tokenizer):
-    from propel.engines.base import chat_text
+    from propel.engines.engine import chat_text
     from propel.rewards import triage_rewards
     from propel.rewards.combine import CombinedReward
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from propel.sandbox import LocalSandbox
-from propel.sandbox.base import Limits
+from propel.sandbox.job import Limits
 from propel.testsuite import ReportError, Submission, SuiteRunner, parse_junit, pristine_ini
 from propel.testsuite.propel_box.confine import SCOPED_ABI
 from propel.testsuite.runner import encode_files, read_suite_record

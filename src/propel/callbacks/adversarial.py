@@ -33,7 +33,7 @@ from propel.models.rng import forked_rng
 from propel.pools.io import write_part
 from propel.pools.rows import pool_row
 from propel.pools.schema import MINED_SCHEMA
-from propel.rewards.probe import ProbeReward
+from propel.rewards.probe_reward import ProbeReward
 from propel.rollouts.scorer import GeneratorScorer
 
 __all__ = ["AdversarialProbeMining"]

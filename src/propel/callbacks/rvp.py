@@ -18,7 +18,7 @@ from torch import Tensor
 from propel.callbacks.reward_floor import act_on_floor, check_action
 from propel.probes.gate import check_floor
 from propel.probes.selection import rvp
-from propel.rewards.base import RewardComponent
+from propel.rewards.reward import RewardComponent
 from propel.rollouts.record import Sample
 
 RewardFn = Callable[[list[str]], Tensor] | RewardComponent

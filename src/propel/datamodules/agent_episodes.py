@@ -12,15 +12,15 @@ from collections.abc import Callable
 
 from propel.datamodules.stream import ContextStreamDataModule
 from propel.domains.agents import writes_in_episodes
-from propel.domains.base import Domain
-from propel.engines.base import Engine, SamplingSpec
-from propel.envs.base import AgentEnv
+from propel.domains.interface import Domain
+from propel.engines.engine import Engine, SamplingSpec
+from propel.envs.agent_env import AgentEnv
 from propel.errors import ConfigError
 from propel.rollouts.episode_runner import EpisodeRunner
 from propel.rollouts.scorer import GeneratorScorer
 from propel.rollouts.steps import ContextBatch, Rollout
-from propel.sandbox.base import Sandbox
-from propel.tasks.base import TaskSource
+from propel.sandbox.sandbox import Sandbox
+from propel.tasks.task_source import TaskSource
 
 
 class EpisodeDataModule(ContextStreamDataModule):

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from propel.datamodules.contexts import SingleTurnDataModule
 from propel.rollouts.record import Sample
 from propel.rollouts.scorer import Scorer
-from propel.tasks.base import TaskSource
 from propel.tasks.humaneval.solution import solution_source
+from propel.tasks.task_source import TaskSource
 
 
 class CodeSolutionScorer(Scorer):

@@ -8,13 +8,13 @@ tickets), and ``ContextDataModule`` the ``GeneratorScorer`` over a domain.
 from __future__ import annotations
 
 from propel.datamodules.stream import ContextStreamDataModule
-from propel.domains.base import Domain
-from propel.engines.base import Engine, SamplingSpec
+from propel.domains.interface import Domain
+from propel.engines.engine import Engine, SamplingSpec
 from propel.rollouts.scorer import GeneratorScorer, Scorer
 from propel.rollouts.single_turn import scored_rollout
 from propel.rollouts.steps import ContextBatch, Rollout
-from propel.sandbox.base import Sandbox
-from propel.tasks.base import TaskSource
+from propel.sandbox.sandbox import Sandbox
+from propel.tasks.task_source import TaskSource
 
 
 class SingleTurnDataModule(ContextStreamDataModule):
@@ -65,7 +65,7 @@ class ContextDataModule(SingleTurnDataModule):
         self, domain: Domain, contexts_per_step: int = 4, seed: int = 0, sandbox: Sandbox | None = None
     ) -> None:
         if not isinstance(domain, Domain):
-            raise TypeError(f"data.domain must be a propel.domains.base.Domain, got {type(domain).__name__}")
+            raise TypeError(f"data.domain must be a propel.domains.interface.Domain, got {type(domain).__name__}")
         super().__init__(domain, GeneratorScorer(domain, sandbox), contexts_per_step, seed)
         self.domain = domain
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from propel.datamodules.contexts import SingleTurnDataModule
 from propel.rollouts.record import Sample
 from propel.rollouts.scorer import Scorer
-from propel.tasks.base import TaskSource
 from propel.tasks.gym import answer_tag, extract_answer
+from propel.tasks.task_source import TaskSource
 
 
 class GymAnswerScorer(Scorer):

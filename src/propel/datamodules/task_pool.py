@@ -20,7 +20,7 @@ from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, IterableDataset
 
-from propel.domains.base import Context, Domain
+from propel.domains.interface import Context, Domain
 from propel.errors import ConfigError
 from propel.pools.io import read_pool
 from propel.pools.manifest import check_manifest, run_settings
@@ -69,7 +69,7 @@ class TaskPoolDataModule(LightningDataModule):
     ):
         super().__init__()
         if not isinstance(domain, Domain):
-            raise ConfigError(f"data.domain must be a propel.domains.base.Domain, got {type(domain).__name__}")
+            raise ConfigError(f"data.domain must be a propel.domains.interface.Domain, got {type(domain).__name__}")
         if n_tasks < 1:
             raise ConfigError(f"data.n_tasks must be >= 1, got {n_tasks}")
         if batch_size < 1:

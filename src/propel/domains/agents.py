@@ -12,9 +12,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from propel.domains.base import Context, Task
-from propel.engines.base import Prompt
-from propel.sandbox.base import Sandbox
+from propel.domains.interface import Context, Task
+from propel.engines.engine import Prompt
+from propel.sandbox.sandbox import Sandbox
 
 
 class SolvedByAgents:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from propel.domains.base import Domain, Task
-from propel.engines.base import Engine, SamplingSpec
+from propel.domains.interface import Domain, Task
+from propel.engines.engine import Engine, SamplingSpec
 from propel.errors import ConfigError
 
 

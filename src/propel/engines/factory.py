@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from propel.engines.base import Engine
+from propel.engines.engine import Engine
 from propel.errors import ConfigError
 
 EngineKind = Literal["hf", "vllm", "vllm_server"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from propel.engines.base import Completion, Engine, Prompt, SamplingSpec
+from propel.engines.engine import Completion, Engine, Prompt, SamplingSpec
 
 
 class ScriptedEngine(Engine):

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from propel.engines.base import Completion, Engine, Prompt, SamplingSpec
+from propel.engines.engine import Completion, Engine, Prompt, SamplingSpec
 from propel.errors import ConfigError, PropelError
 
 LOGPROBS_MODE = "processed_logprobs"

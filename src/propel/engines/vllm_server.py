@@ -33,7 +33,7 @@ from pathlib import Path
 
 import requests
 
-from propel.engines.base import Completion, Engine, Prompt, SamplingSpec
+from propel.engines.engine import Completion, Engine, Prompt, SamplingSpec
 from propel.engines.vllm import is_peft, lora_rank, repeat_greedy, save_adapter
 from propel.engines.vllm_launch import VLLMServer
 from propel.errors import ConfigError, PropelError

@@ -3,7 +3,7 @@
 starts). Where their tasks come from is ``propel.tasks``; the text format of tool calls is
 ``propel.engines.tool_calls``."""
 
-from propel.envs.base import FINISH_REASONS, AgentEnv, EpisodeState, Observation
+from propel.envs.agent_env import FINISH_REASONS, AgentEnv, EpisodeState, Observation
 from propel.envs.openenv_env import OpenEnvAgentEnv
 from propel.envs.tool_env import ToolEnv
 

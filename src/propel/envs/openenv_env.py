@@ -18,9 +18,9 @@ import functools
 import uuid
 from typing import Any
 
-from propel.domains.base import Context
+from propel.domains.interface import Context
 from propel.engines.tool_calls import CLOSE, ToolCall, ToolCallError, parse_tool_call
-from propel.envs.base import AgentEnv, EpisodeState, Observation
+from propel.envs.agent_env import AgentEnv, EpisodeState, Observation
 from propel.envs.openenv_schema import action_tool, import_object, observation_text
 from propel.envs.openenv_session import (
     ActionRejected,
@@ -32,7 +32,7 @@ from propel.envs.openenv_session import (
     server_schema,
 )
 from propel.errors import ConfigError
-from propel.sandbox.base import Sandbox
+from propel.sandbox.sandbox import Sandbox
 
 URL_SCHEMES = ("http://", "https://", "ws://", "wss://")
 """An ``env`` starting with one of these is a server; anything else is an import path."""

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from propel.errors import ConfigError
-from propel.sandbox.base import Sandbox
+from propel.sandbox.sandbox import Sandbox
 from propel.testsuite.values import ValueRunner, ValueSubmission, ValueTests
 
 KEYS = ("expect_files", "value_tests")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from propel.domains.base import Context, Domain, Task
+from propel.domains.interface import Context, Domain, Task
 from propel.durable import write_json
 from propel.errors import ConfigError
 from propel.lit_modules.labeling import LabelingModule

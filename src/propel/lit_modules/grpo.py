@@ -36,8 +36,8 @@ from propel.lit_modules.lora_policy import LoRAPolicyModule
 from propel.lit_modules.state import RolloutState
 from propel.losses.advantages import SCALES, group_advantages, zero_variance_mask
 from propel.losses.policy_gradient import LossSpec, policy_loss, truncated_importance_weights
-from propel.rewards.base import RewardComponent, RewardContext
 from propel.rewards.combine import CombinedReward, RewardBreakdown
+from propel.rewards.reward import RewardComponent, RewardContext
 from propel.rollouts.episode_stats import episode_stats
 from propel.rollouts.packing import PackedBatch, pack
 from propel.rollouts.steps import ContextBatch

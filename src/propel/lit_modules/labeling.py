@@ -16,9 +16,9 @@ import torch
 from lightning.pytorch import LightningModule
 
 from propel.domains.agents import writes_in_episodes
-from propel.domains.base import Context, Domain
+from propel.domains.interface import Context, Domain
 from propel.domains.trials import SolverSpec, Trials, solver_trials
-from propel.engines.base import Engine, SamplingSpec
+from propel.engines.engine import Engine, SamplingSpec
 from propel.engines.factory import check_kind, make_engine, make_policy_engine
 from propel.errors import ConfigError
 from propel.lit_modules.phases import Phases
@@ -28,7 +28,7 @@ from propel.rollouts.agent_trials import AgentEpisodes, AgentSolver
 from propel.rollouts.record import Sample
 from propel.rollouts.scorer import GeneratorScorer
 from propel.rollouts.single_turn import sample_single_turn
-from propel.sandbox.base import Sandbox
+from propel.sandbox.sandbox import Sandbox
 
 
 class LabelingModule(LightningModule):

@@ -37,7 +37,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.utilities import rank_zero_info
 
-from propel.engines.base import Engine, SamplingSpec
+from propel.engines.engine import Engine, SamplingSpec
 from propel.engines.factory import check_kind, make_policy_engine
 from propel.errors import ConfigError
 from propel.lit_modules.async_rollouts import AsyncRollouts

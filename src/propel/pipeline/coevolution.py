@@ -115,7 +115,7 @@ def run_aux_pool(cfg: PipelineConfig) -> dict:
 
 def run_aux_probe(cfg: PipelineConfig) -> dict:
     """``propel probe`` on the auxiliary pool: the probe stage's sweep and selection, its own artifact."""
-    from propel.jobs.probe import main as probe_main
+    from propel.jobs.probe_job import main as probe_main
 
     path = write_config(cfg.configs["aux_probe"], cfg.root / "aux_probe" / "config.yaml")
     return probe_main(["-c", str(path)])

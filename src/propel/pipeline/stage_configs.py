@@ -103,7 +103,7 @@ def _build(stage: str, config: dict) -> None:
 
 def _probe(node: DictConfig) -> dict:
     """The probe job's config, validated by building the job (nothing runs)."""
-    from propel.jobs.probe import parse_probe
+    from propel.jobs.probe_job import parse_probe
 
     plain = compose.resolved(node, "probe")
     try:

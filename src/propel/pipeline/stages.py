@@ -78,7 +78,7 @@ def run_label(cfg: PipelineConfig) -> dict:
 
 def run_probe(cfg: PipelineConfig) -> dict:
     """``propel probe`` on the labeled pool: features, sweep, selection, artifact (writes its own summary)."""
-    from propel.jobs.probe import main as probe_main
+    from propel.jobs.probe_job import main as probe_main
 
     path = write_config(cfg.configs["probe"], cfg.root / "probe" / "config.yaml")
     return probe_main(["-c", str(path)])

@@ -1,7 +1,7 @@
 """The probe's training objective, defined once: BCE-with-logits, AdamW, metrics and artifact export.
 
 ``ProbeClassifier`` (a plain ``nn.Module``: head + objective) is what the sweep trains in memory, thousands of times,
-without Lightning; ``propel.lit_modules.probe.ProbeModule`` drives the same functions under a Trainer.
+without Lightning; ``propel.lit_modules.probe_training.ProbeModule`` drives the same functions under a Trainer.
 """
 
 from __future__ import annotations

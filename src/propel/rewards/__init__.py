@@ -3,12 +3,12 @@ validity gate alone (its ablation); the test-suite reward with its hack penalty;
 reasoning-gym's verifiers; TRL-style reward functions in propel (``TRLRewardFunction``) and propel rewards in TRL
 (``as_trl_reward``)."""
 
-from propel.rewards.base import FunctionReward, Reward, RewardComponent, RewardContext
 from propel.rewards.code_tests import TestSuitePart, TestSuiteReward
 from propel.rewards.combine import CombinedReward, RewardBreakdown
 from propel.rewards.episode import EnvironmentReward, OverlongPenalty, TurnRewards
 from propel.rewards.gym import ReasoningGymReward
-from propel.rewards.probe import PROBE_MODES, MinProbe, ProbeReward, constrained, worst_case
+from propel.rewards.probe_reward import PROBE_MODES, MinProbe, ProbeReward, constrained, worst_case
+from propel.rewards.reward import FunctionReward, Reward, RewardComponent, RewardContext
 from propel.rewards.triage import (
     CitationGrounding,
     Parsimony,

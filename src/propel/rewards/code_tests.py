@@ -41,9 +41,9 @@ from collections.abc import Sequence
 import torch
 
 from propel.errors import ConfigError
-from propel.rewards.base import Reward, RewardContext, gold_data
+from propel.rewards.reward import Reward, RewardContext, gold_data
 from propel.rollouts.record import Sample
-from propel.sandbox.base import Sandbox
+from propel.sandbox.sandbox import Sandbox
 from propel.tasks.humaneval.solution import solution_source
 from propel.testsuite.detectors import (
     FLAGS,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from propel.rewards.base import RewardComponent, RewardContext
+from propel.rewards.reward import RewardComponent, RewardContext
 from propel.rollouts.record import Sample
 
 

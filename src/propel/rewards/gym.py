@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import torch
 
-from propel.rewards.base import Reward, gold_data
+from propel.rewards.reward import Reward, gold_data
 from propel.rollouts.record import Sample
 from propel.tasks.gym import answer_tag, extract_answer, gym_dataset
 

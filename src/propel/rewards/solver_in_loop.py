@@ -16,14 +16,14 @@ from typing import Any
 
 import torch
 
-from propel.domains.base import Domain
+from propel.domains.interface import Domain
 from propel.domains.trials import SolverSpec, Trials, solver_trials
-from propel.engines.base import Engine
+from propel.engines.engine import Engine
 from propel.errors import ConfigError
-from propel.rewards.base import Reward, RewardContext
+from propel.rewards.reward import Reward, RewardContext
 from propel.rollouts.record import Sample
 from propel.rollouts.scorer import GeneratorScorer
-from propel.sandbox.base import Sandbox
+from propel.sandbox.sandbox import Sandbox
 
 TrialRunner = Callable[[list[Sample]], list[Trials]]
 """Samples with valid tasks -> their graded solver trials (``LabelingModule.run_trials`` has this shape)."""

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from propel.rewards.base import RewardComponent, RewardContext
 from propel.rewards.combine import CombinedReward
+from propel.rewards.reward import RewardComponent, RewardContext
 from propel.rewards.trl_io import trl_samples
 from propel.rollouts.scorer import Scorer
 

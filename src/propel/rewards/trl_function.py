@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from propel.errors import ConfigError
-from propel.rewards.base import Reward
+from propel.rewards.reward import Reward
 from propel.rewards.trl_io import ROW_KEYS, trl_completion, trl_prompt
 from propel.rollouts.record import Sample
 

@@ -16,8 +16,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from propel.domains.base import Context
-from propel.engines.base import Prompt, chat_text
+from propel.domains.interface import Context
+from propel.engines.engine import Prompt, chat_text
 from propel.errors import ConfigError
 from propel.rollouts.record import Sample, Turn
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import torch
 
-from propel.rewards.base import Reward
+from propel.rewards.reward import Reward
 from propel.rollouts.record import Sample
 
 

@@ -29,12 +29,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 
-from propel.domains.base import Context
-from propel.engines.base import Completion, Engine, Prompt, SamplingSpec
-from propel.envs.base import AgentEnv, Observation
+from propel.domains.interface import Context
+from propel.engines.engine import Completion, Engine, Prompt, SamplingSpec
+from propel.envs.agent_env import AgentEnv, Observation
 from propel.rollouts.conversation import Conversation, TemplateNotAppendOnly
 from propel.rollouts.record import Sample, Turn
-from propel.sandbox.base import Sandbox
+from propel.sandbox.sandbox import Sandbox
 
 SCHEDULES = ("rounds", "async")
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from propel.envs.base import FINISH_REASONS
+from propel.envs.agent_env import FINISH_REASONS
 from propel.rollouts.record import Sample
 
 

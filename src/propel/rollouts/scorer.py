@@ -13,9 +13,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from propel.domains.agents import WritesInEpisodes
-from propel.domains.base import Domain, Task
+from propel.domains.interface import Domain, Task
 from propel.rollouts.record import Sample
-from propel.sandbox.base import Sandbox
+from propel.sandbox.sandbox import Sandbox
 
 
 class Scorer(ABC):
@@ -60,7 +60,7 @@ class GeneratorScorer(Scorer):
     def __init__(self, domain: Domain, sandbox: Sandbox | None = None) -> None:
         super().__init__(sandbox)
         if not isinstance(domain, Domain):
-            raise TypeError(f"GeneratorScorer needs a propel.domains.base.Domain, got {type(domain).__name__}")
+            raise TypeError(f"GeneratorScorer needs a propel.domains.interface.Domain, got {type(domain).__name__}")
         self.domain = domain
         self.stop = tuple(domain.generator_stop)
         self.needs_sandbox = domain.needs_sandbox

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from propel.domains.base import Context
-from propel.engines.base import Engine, Prompt, SamplingSpec
+from propel.domains.interface import Context
+from propel.engines.engine import Engine, Prompt, SamplingSpec
 from propel.rollouts.record import Sample
 
 

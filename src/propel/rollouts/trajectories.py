@@ -18,9 +18,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from propel.domains.base import Context
+from propel.domains.interface import Context
 from propel.durable import write_with
-from propel.engines.base import Prompt
+from propel.engines.engine import Prompt
 from propel.rollouts.record import Sample, Turn
 
 _TURN = pa.struct(

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from propel.sandbox.base import Job, Limits, Outcome, Result, Sandbox, SandboxError
+from propel.sandbox.job import Job, Limits, Outcome, Result, SandboxError
 from propel.sandbox.local import LocalSandbox
+from propel.sandbox.sandbox import Sandbox
 from propel.sandbox.session import Session
 
 BACKENDS = ("local", "docker")

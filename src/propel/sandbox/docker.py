@@ -28,7 +28,6 @@ import threading
 import weakref
 
 from propel.fleet import Fleet
-from propel.sandbox.base import Job, Limits, Outcome, Result, Sandbox, SandboxError
 from propel.sandbox.docker_containers import (
     DEFAULT_IMAGE,
     REAPER_SCRIPT,
@@ -40,9 +39,11 @@ from propel.sandbox.docker_containers import (
 )
 from propel.sandbox.docker_session import DockerSessionBackend
 from propel.sandbox.exec_channel import ExecChannel
+from propel.sandbox.job import Job, Limits, Outcome, Result, SandboxError
 from propel.sandbox.local import SCRUBBED_ENV, worker_source
 from propel.sandbox.pool import WorkerPool
 from propel.sandbox.protocol import Channel
+from propel.sandbox.sandbox import Sandbox
 from propel.sandbox.session import Session
 
 logger = logging.getLogger(__name__)

@@ -31,11 +31,12 @@ import time
 import weakref
 from importlib import resources
 
-from propel.sandbox.base import Job, Limits, Result, Sandbox, SandboxError
 from propel.sandbox.bwrap import bwrap_argv, bwrap_path, python_home
+from propel.sandbox.job import Job, Limits, Result, SandboxError
 from propel.sandbox.pool import WorkerPool
 from propel.sandbox.processes import kill_tree, kill_uid
 from propel.sandbox.protocol import Channel, WorkerLost
+from propel.sandbox.sandbox import Sandbox
 from propel.sandbox.session import Session, SessionBackend
 from propel.sandbox.spawner import spawn_lasting
 from propel.sandbox.uids import UidLeases

@@ -22,7 +22,7 @@ from pydantic import ConfigDict, Field
 
 from propel.rewards.code_tests import HACK_PENALTY, INFO_KEY, TestSuiteReward
 from propel.rollouts.record import Sample
-from propel.sandbox.base import Sandbox
+from propel.sandbox.sandbox import Sandbox
 from propel.tasks.humaneval import CodeTask, HumanEvalTasks
 
 

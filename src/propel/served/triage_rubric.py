@@ -12,8 +12,8 @@ from typing import Any
 
 from openenv.core.rubrics import Rubric
 
-from propel.domains.base import Context
-from propel.engines.base import Prompt
+from propel.domains.interface import Context
+from propel.engines.engine import Prompt
 from propel.rewards.triage import INFO_KEY, TriageReward, triage_rewards
 from propel.rollouts.record import Sample
 

@@ -5,12 +5,12 @@ datasets, the tiny shell tasks, SWE bug-injection episodes and OpenEnv episodes.
 writes, how that is parsed and checked) is ``propel.domains``; a task source only hands out graded problems.
 """
 
-from propel.tasks.base import TaskSource
 from propel.tasks.gym import GymDataset, ReasoningGymTasks, answer_tag, extract_answer, gym_dataset
 from propel.tasks.humaneval import HumanEvalAgentTasks, HumanEvalTasks
 from propel.tasks.openenv import OpenEnvTasks
 from propel.tasks.shell import DEMONSTRATION, ShellTasks
 from propel.tasks.swe import BugInjectionTasks
+from propel.tasks.task_source import TaskSource
 from propel.tasks.triage import TriageTickets
 
 __all__ = [

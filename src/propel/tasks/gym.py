@@ -16,10 +16,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from propel.domains.base import Context
-from propel.engines.base import Prompt
+from propel.domains.interface import Context
+from propel.engines.engine import Prompt
 from propel.errors import ConfigError
-from propel.tasks.base import TaskSource
+from propel.tasks.task_source import TaskSource
 
 TAGGED = "Put your final answer between <{tag}> and </{tag}>."
 PLAIN = "Reply with only the final answer."

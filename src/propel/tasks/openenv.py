@@ -6,10 +6,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from propel.domains.base import Context
-from propel.engines.base import Prompt
+from propel.domains.interface import Context
+from propel.engines.engine import Prompt
 from propel.errors import ConfigError
-from propel.tasks.base import TaskSource
+from propel.tasks.task_source import TaskSource
 
 
 class OpenEnvTasks(TaskSource):

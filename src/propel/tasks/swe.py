@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from propel.domains.base import Context
+from propel.domains.interface import Context
 from propel.domains.swe.domain import resolve_repos
 from propel.domains.swe.tool_episodes import generator_contexts
-from propel.tasks.base import TaskSource
+from propel.tasks.task_source import TaskSource
 
 
 class BugInjectionTasks(TaskSource):

@@ -12,7 +12,7 @@ Red-team data and honest variants the graders are tried with, attacks written fr
 Fixtures:
 
 - ``probe_data``: synthetic probe features with a planted signal and their task pool;
-- ``configs``: shipped config files composed and read as plain data;
+- ``plain_configs``: shipped config files composed and read as plain data;
 - ``wandb_offline``: an offline W&B run's logged rows read back.
 
 Used by ``tests/``, ``benchmarks/reward_integrity.py`` and ``benchmarks/triage_integrity.py``.

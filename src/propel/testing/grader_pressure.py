@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from propel.errors import ConfigError
-from propel.rewards.base import Reward
+from propel.rewards.reward import Reward
 from propel.rewards.code_tests import INFO_KEY, graded_files
 from propel.rollouts.record import Sample
 from propel.tasks.humaneval import HumanEvalTasks

@@ -17,7 +17,8 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from propel.sandbox.base import Limits, Result, Sandbox
+from propel.sandbox.job import Limits, Result
+from propel.sandbox.sandbox import Sandbox
 from propel.testsuite.junit import ReportError, parse_junit
 from propel.testsuite.shipping import framed_records, graded_limits, job, job_limits
 

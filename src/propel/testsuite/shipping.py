@@ -12,7 +12,7 @@ import json
 import secrets
 from importlib import resources
 
-from propel.sandbox.base import Job, Limits
+from propel.sandbox.job import Job, Limits
 from propel.testsuite.vendor import ZIP_NAME, testlib_zip
 
 BOX = "propel_box"

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from propel.sandbox.base import Limits, Result, Sandbox
+from propel.sandbox.job import Limits, Result
+from propel.sandbox.sandbox import Sandbox
 from propel.testsuite.propel_box import codec
 from propel.testsuite.runner import encode_files
 from propel.testsuite.shipping import framed_records, graded_limits, job, job_limits

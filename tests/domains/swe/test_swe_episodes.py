@@ -58,7 +58,7 @@ def test_a_truncated_collection_is_an_infrastructure_error_never_a_diff(sandbox,
     make a diff, a bug or a grade of such a collection."""
     import pytest
 
-    from propel.domains.base import Task
+    from propel.domains.interface import Task
     from propel.domains.swe.checkout import checkout
     from propel.domains.swe.domain import SweDomain
     from propel.domains.swe.repos import get_repo
@@ -72,7 +72,7 @@ def test_a_truncated_collection_is_an_infrastructure_error_never_a_diff(sandbox,
     assert obs.done and obs.finish_reason == "error"
     assert "tabulate/__init__.py" in env.state.infra_error and "max_collect_chars" in env.state.infra_error
 
-    from propel.engines.base import SamplingSpec
+    from propel.engines.engine import SamplingSpec
     from propel.engines.scripted import ScriptedEngine
     from propel.rollouts.episode_runner import EpisodeRunner
 

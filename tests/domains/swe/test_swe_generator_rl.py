@@ -14,7 +14,7 @@ import torch
 from propel.datamodules.agent_episodes import EpisodeDataModule
 from propel.domains.math import MathExpressionDomain
 from propel.domains.swe import SweDomain
-from propel.engines.base import SamplingSpec
+from propel.engines.engine import SamplingSpec
 from propel.engines.scripted import ScriptedEngine
 from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.envs import ToolEnv
@@ -23,7 +23,7 @@ from propel.probes.gate import GateSpec
 from propel.rewards import CombinedReward, OverlongPenalty, ProbeReward
 from propel.rollouts.steps import ContextBatch
 from propel.tasks.swe import BugInjectionTasks
-from propel.testing.configs import read_config_files
+from propel.testing.plain_configs import read_config_files
 
 SUBMIT = format_tool_call(ToolCall("submit", {}))
 INJECT = "sed -i 's/return self.converter(string)$/return self.converter(string[::-1])/' parse.py"
@@ -216,7 +216,7 @@ def test_the_shipped_probe_and_eval_configs_resolve():
     CLI's own parser (the generator agent on the held-out repos, n=3 repair episodes)."""
 
     from propel.cli.lightning_cli import resolve_lightning
-    from propel.jobs.probe import parse_probe
+    from propel.jobs.probe_job import parse_probe
     from tests.cli.test_cli_grpo import ROOT
 
     job = parse_probe(["-c", str(ROOT / "configs/swe/probe.yaml")])

@@ -17,7 +17,7 @@ from propel.domains.swe.domain import SweDomain, bug_record, episode_bug, resolv
 from propel.domains.swe.repos import REPOS, SPLITS, get_repo
 from propel.domains.swe.tool_episodes import generator_context
 from propel.domains.trials import SolverSpec
-from propel.engines.base import SamplingSpec
+from propel.engines.engine import SamplingSpec
 from propel.engines.scripted import ScriptedEngine
 from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.envs import ToolEnv
@@ -26,7 +26,7 @@ from propel.lit_modules.labeling import LabelingModule
 from propel.pools import read_pool
 from propel.rollouts import AgentSolver
 from propel.rollouts.episode_runner import EpisodeRunner
-from propel.testing.configs import read_config_files
+from propel.testing.plain_configs import read_config_files
 
 SUBMIT = format_tool_call(ToolCall("submit", {}))
 INJECT = "sed -i 's/return self.converter(string)$/return self.converter(string[::-1])/' parse.py"

@@ -17,14 +17,15 @@ from importlib import resources
 from pathlib import Path
 
 from propel.domains.agents import SolvedByAgents
-from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
 from propel.domains.code import harness
 from propel.domains.code.parsing import parse_generation, python_code
 from propel.domains.code.safety import ALLOWED_MODULES, check_source
 from propel.domains.code.topic import code_topic
 from propel.domains.code.values import display, encode_literal, has_address, values_equal
-from propel.engines.base import Prompt
-from propel.sandbox.base import Job, Limits, Outcome, Result, Sandbox
+from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
+from propel.engines.engine import Prompt
+from propel.sandbox.job import Job, Limits, Outcome, Result
+from propel.sandbox.sandbox import Sandbox
 
 MODES = ("induction", "deduction")
 SOLUTION_FILE = "solution.py"

@@ -18,12 +18,12 @@ from functools import cache
 from importlib import resources
 
 from propel.domains.agents import SolvedByAgents
-from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
+from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
 from propel.domains.math.answers import extract_answer, parse_number
 from propel.domains.math.expression import ExpressionError, evaluate
 from propel.domains.math.topic import math_topic
-from propel.engines.base import Prompt
-from propel.sandbox.base import Sandbox
+from propel.engines.engine import Prompt
+from propel.sandbox.sandbox import Sandbox
 
 SOLVER_INSTRUCTION = "Solve the problem. Give the final answer as: Answer: <number>"
 SOLVER_FORMATS = ("chat", "few_shot")

@@ -30,7 +30,8 @@ from propel.domains.swe.checkout import repo_files, swe_cache
 from propel.domains.swe.repos import RepoProfile
 from propel.domains.swe.suite import RUNNER_VERSION
 from propel.durable import write_json
-from propel.sandbox.base import Limits, Sandbox
+from propel.sandbox.job import Limits
+from propel.sandbox.sandbox import Sandbox
 from propel.testsuite.runner import encode_files
 from propel.testsuite.shipping import framed_records, graded_limits, job, job_limits
 

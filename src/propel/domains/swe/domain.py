@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from propel.domains.agents import SolvedByAgents, WritesInEpisodes
-from propel.domains.base import Context, Domain, ParseFailure, Task, Verdict
+from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
 from propel.domains.swe.checkout import checkout
 from propel.domains.swe.diffs import apply_diff
 from propel.domains.swe.mutations import generate_bugs
@@ -34,9 +34,9 @@ from propel.domains.swe.tool_episodes import (
     solver_context,
 )
 from propel.domains.swe.validity import BugValidator, BugVerdict
-from propel.engines.base import Prompt
+from propel.engines.engine import Prompt
 from propel.errors import ConfigError
-from propel.sandbox.base import Sandbox
+from propel.sandbox.sandbox import Sandbox
 
 
 def _bug(repo: str, diff: str, turns: Sequence[str] | None) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 
 from propel.domains.swe.checkout import repo_files
 from propel.domains.swe.repos import RepoProfile
-from propel.sandbox.base import Limits, Sandbox
+from propel.sandbox.job import Limits
+from propel.sandbox.sandbox import Sandbox
 from propel.testsuite.runner import SuiteRun, encode_files, read_suite_record
 from propel.testsuite.shipping import framed_records, graded_limits, job, job_limits
 

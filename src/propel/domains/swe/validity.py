@@ -33,7 +33,7 @@ from propel.domains.swe.diffs import AppliedDiff, apply_diff, diff_paths
 from propel.domains.swe.prepare import Manifest, load_manifest
 from propel.domains.swe.repos import RepoProfile
 from propel.domains.swe.suite import RepoSuite
-from propel.sandbox.base import Sandbox
+from propel.sandbox.sandbox import Sandbox
 from propel.testsuite.detectors import HackReport, add_audit, check_channel, run_findings
 from propel.testsuite.detectors import is_test_path as is_generic_test_path
 from propel.testsuite.runner import SuiteRun

@@ -13,9 +13,9 @@ resolution, ungated style); both values are logged whatever the mode, and ``inte
 answers with no content.
 """
 
-from propel.rewards.triage.base import INFO_KEY, TriageReward, content, rouge_l, submission
 from propel.rewards.triage.calibration import TriageCalibration
 from propel.rewards.triage.clauses import clauses, instruction
+from propel.rewards.triage.component import INFO_KEY, TriageReward, content, rouge_l, submission
 from propel.rewards.triage.copying import copied_span, copied_words
 from propel.rewards.triage.format import TriageFormat
 from propel.rewards.triage.gate import StyleReward

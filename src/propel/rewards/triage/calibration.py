@@ -8,7 +8,7 @@ import torch
 from torchmetrics.functional.classification import binary_auroc
 
 from propel.errors import ConfigError
-from propel.rewards.triage.base import TriageReward, content
+from propel.rewards.triage.component import TriageReward, content
 from propel.rewards.triage.mode import CONTENT_FIRST, check_mode
 from propel.rewards.triage.steps import RIGHT_FIX
 from propel.tasks.triage.parse import Submission

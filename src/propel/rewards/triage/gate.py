@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from propel.rewards.triage.base import TriageReward, content
+from propel.rewards.triage.component import TriageReward, content
 from propel.rewards.triage.mode import CONTENT_FIRST, column
 from propel.tasks.triage.parse import Submission
 

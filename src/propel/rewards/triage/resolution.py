@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from propel.rewards.triage.base import TriageReward, content, rouge_l
+from propel.rewards.triage.component import TriageReward, content, rouge_l
 from propel.rewards.triage.mode import CONTENT_FIRST, check_mode, column
 from propel.tasks.triage.parse import Submission
 

@@ -10,9 +10,9 @@ pristine copy (the hidden tests never enter the workspace).
 
 from __future__ import annotations
 
-from propel.domains.base import Context
-from propel.tasks.base import TaskSource
+from propel.domains.interface import Context
 from propel.tasks.humaneval.tasks import HumanEvalTasks
+from propel.tasks.task_source import TaskSource
 
 
 class HumanEvalAgentTasks(TaskSource):

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from propel.domains.base import Context
-from propel.engines.base import Prompt
+from propel.domains.interface import Context
+from propel.engines.engine import Prompt
 from propel.errors import ConfigError
-from propel.tasks.base import TaskSource
+from propel.tasks.task_source import TaskSource
 from propel.testsuite.split_suite import SplitSuite
 
 SOLUTION_FILE = "solution.py"

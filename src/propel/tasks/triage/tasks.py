@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 import zlib
 
-from propel.domains.base import Context
+from propel.domains.interface import Context
 from propel.errors import ConfigError
-from propel.tasks.base import TaskSource
+from propel.tasks.task_source import TaskSource
 from propel.tasks.triage.generate import generate_tickets
 from propel.tasks.triage.io import load_tickets
 from propel.tasks.triage.prompt import triage_prompt

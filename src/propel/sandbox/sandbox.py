@@ -1,7 +1,6 @@
 """The sandbox interface: ``run``/``run_many`` jobs in isolation and open ``session``s, whatever the backend.
 
-The types it exchanges (``Job``, ``Limits``, ``Result``, ``Outcome``) live in ``job.py``; they are re-exported here,
-where callers have always imported them from.
+The types it exchanges (``Job``, ``Limits``, ``Result``, ``Outcome``, ``SandboxError``) live in ``job.py``.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from propel.sandbox.job import Job, Limits, Outcome, Result, SandboxError, check_file_name  # noqa: F401
+from propel.sandbox.job import Job, Limits, Result
 
 if TYPE_CHECKING:
     from propel.sandbox.session import Session

@@ -13,8 +13,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from propel.domains.base import Context
-from propel.sandbox.base import Sandbox
+from propel.domains.interface import Context
+from propel.sandbox.sandbox import Sandbox
 
 FINISH_REASONS = ("submitted", "max_turns", "time_limit", "length", "error")
 """Why an episode ended: the agent submitted; the turn budget, the wall-time budget or the context length ran out;

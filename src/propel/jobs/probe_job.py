@@ -18,9 +18,9 @@ from jsonargparse import ActionConfigFile, ArgumentError, ArgumentParser
 
 from propel.cli.config_files import with_fragments_inlined
 from propel.cli.errors import explain
-from propel.domains.base import Domain, Task
+from propel.domains.interface import Domain, Task
 from propel.durable import write_json
-from propel.engines.base import SamplingSpec
+from propel.engines.engine import SamplingSpec
 from propel.engines.factory import make_engine
 from propel.errors import ConfigError
 from propel.metrics.held_out import compare_on_held_out

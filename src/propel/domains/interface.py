@@ -1,7 +1,7 @@
 """The domain interface: what a task domain owns, from generator prompts to grading.
 
 A domain turns generator completions into tasks, checks them cheaply (sandboxed), writes the solver prompt and grades
-solver completions. Everything that runs model-written code goes through a ``propel.sandbox.base.Sandbox``.
+solver completions. Everything that runs model-written code goes through a ``propel.sandbox.sandbox.Sandbox``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-from propel.engines.base import Engine, Prompt
-from propel.sandbox.base import Sandbox
+from propel.engines.engine import Engine, Prompt
+from propel.sandbox.sandbox import Sandbox
 
 
 @dataclass

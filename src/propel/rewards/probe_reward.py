@@ -24,7 +24,7 @@ from typing import Protocol
 import torch
 
 from propel.probes.gate import PROBE_MODES, GateSpec, gated_reward, needs_logit
-from propel.rewards.base import Reward, RewardContext
+from propel.rewards.reward import Reward, RewardContext
 from propel.rollouts.record import Sample
 
 __all__ = ["PROBE_MODES", "MinProbe", "ProbeReward", "constrained", "worst_case"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from propel.domains.base import Context
+from propel.domains.interface import Context
 
 
 class TaskSource(ABC):

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from propel.rewards.base import Reward, gold_data
+from propel.rewards.reward import Reward, gold_data
 from propel.rewards.triage.normalize import normalize
 from propel.rewards.triage.steps import StepCheck, check_steps
 from propel.rollouts.record import Sample
