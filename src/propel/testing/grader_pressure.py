@@ -33,8 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from propel.errors import ConfigError
-from propel.rewards.reward import Reward
 from propel.rewards.code_tests import INFO_KEY, graded_files
+from propel.rewards.reward import Reward
 from propel.rollouts.record import Sample
 from propel.tasks.humaneval import HumanEvalTasks
 from propel.tasks.humaneval.solution import extract_code
