@@ -1,6 +1,6 @@
 .PHONY: setup setup-vllm test test-quick docs demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint \
 	bench bench-vllm exp-grpo-vs-trl exp-triage-style exp-turn-kl-scope \
-	exp-grader-pressure
+	exp-grader-pressure exp-probe-ranking
 
 setup:
 	bash scripts/setup.sh
@@ -83,3 +83,10 @@ exp-grader-pressure: setup
 	test -f runs/experiments/grader_pressure/pilot.json || \
 		.venv/bin/python benchmarks/exp_grader_pressure.py --pilot --out runs/experiments/grader_pressure
 	.venv/bin/python benchmarks/exp_grader_pressure.py --out runs/experiments/grader_pressure
+
+# Does the probe rank a group's valid tasks by utility? PROPEL's mechanism offline: 160 contexts x 8 base-generator
+# tasks, exact solve probabilities by teacher forcing, the probe cross-fitted over contexts against logistic regression,
+# cheap task features, shuffled labels and the oracle (about 45 min on 2 shared CPU cores); outputs committed in docs/
+exp-probe-ranking: setup
+	.venv/bin/python benchmarks/exp_probe_ranking.py --contexts 160 --workdir runs/experiments/probe_ranking \
+		--out docs/experiments/probe_ranking

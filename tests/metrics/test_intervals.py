@@ -120,3 +120,18 @@ def test_normal_difference_adds_half_widths_in_quadrature():
     assert normal_difference(new, None) is None
     with pytest.raises(ValueError, match="different confidence"):
         normal_difference(new, Interval(0.4, 0.3, 0.5, confidence=0.9))
+
+
+def test_t_interval_matches_scipy():
+    import numpy as np
+    from scipy import stats
+
+    from propel.metrics.intervals import t_interval
+
+    values = np.random.default_rng(3).normal(0.1, 0.4, size=12)
+    got = t_interval(values, confidence=0.9)
+    low, high = stats.t.interval(0.9, len(values) - 1, loc=values.mean(), scale=stats.sem(values))
+    assert got.method == "t"
+    assert got.estimate == pytest.approx(values.mean())
+    assert (got.low, got.high) == (pytest.approx(low), pytest.approx(high))
+    assert t_interval([1.0]) is None

@@ -51,6 +51,19 @@ class ParseFailure(NamedTuple):
     reason: str
 
 
+@dataclass(frozen=True)
+class AnswerText:
+    """The text every right solver completion starts with, when a domain's right answer has one canonical text
+    (few-shot math: `` 42``), and a regex over the next token's text that would make it another answer (a further
+    digit). With it a task's solve probability is computed exactly by teacher forcing
+    (``propel.domains.exact_trials``) instead of estimated from n sampled attempts."""
+
+    prefix: str
+    extends: str = ""
+    """Regex matched at the start of the next token's decoded text; a match continues the answer (``42`` -> ``421``)
+    and so is not a solve. Empty: any next token ends the answer."""
+
+
 class Verdict(NamedTuple):
     """Validity of one task: ``ok`` and a short reason (``"ok"`` when valid)."""
 
@@ -107,6 +120,11 @@ class Domain(ABC):
         """Per-task numbers an evaluation averages over valid tasks, with intervals, and a base-vs-trained comparison
         compares (SWE: diff size, failing tests); none by default."""
         return {}
+
+    def answer_text(self, task: Task) -> AnswerText | None:
+        """The canonical start of a right solver completion of a valid task, when there is one (``AnswerText``);
+        None (the default): only sampled trials measure how often the solver is right."""
+        return None
 
     def probe_input(self, task: Task) -> str | list[str]:
         """What a probe reads of a task: its rendering, or the turns of the generator episode that wrote it (a

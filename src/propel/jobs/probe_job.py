@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 from jsonargparse import ActionConfigFile, ArgumentError, ArgumentParser
+from scipy.stats import spearmanr
+from sklearn.metrics import roc_auc_score
 
 from propel.cli.config_files import with_fragments_inlined
 from propel.cli.errors import explain
@@ -164,6 +166,7 @@ class ProbeJob:
         self._plot_test_reliability(artifact, features, rows, result, metrics)
         held_out = self._held_out(artifact, features, rows, result, metrics, frame, dict(zip(ids, items, strict=True)))
         summary = self._summary(rows, result, metrics, start, held_out)
+        summary["held_out_ranking"] = self._held_out_ranking(artifact, features, rows, result, metrics, frame)
         write_json(out / SUMMARY, summary)
         return summary
 
@@ -264,6 +267,22 @@ class ProbeJob:
         per_row.update({name: np.asarray(p, dtype=bool).tolist() for name, p in predictions.items()})
         write_json(self.output_dir / HELD_OUT_ROWS, per_row)
         return compare_on_held_out(y[test], predictions, subject="probe", seed=int(metrics["seed"]))
+
+    def _held_out_ranking(self, artifact, features, rows, result, metrics, frame) -> dict | None:
+        """How the exported probe *ranks* the test rows of its refit split (GRPO uses its ranking within a group,
+        not a threshold): AUROC against the in-band label and Spearman with the solve count; None without both
+        classes."""
+        _, _, test = split_indices(rows, self.sweep, fold=metrics["fold"])
+        y = rows.labels.numpy().astype(int)[test]
+        if y.all() or not y.any():
+            return None
+        x = features[result.selected["key"]][torch.as_tensor(rows.rows[test], dtype=torch.long)].float()
+        with torch.no_grad():
+            scores = artifact.score(x).numpy()
+        solves = dict(zip(frame["id"].astype(str), frame["solve_count"], strict=True))
+        counts = np.asarray([solves[i] for i in np.asarray(rows.ids)[test]], dtype=float)
+        rho = spearmanr(scores, counts).statistic if len(set(counts)) > 1 else float("nan")
+        return {"rows": int(len(test)), "auroc": float(roc_auc_score(y, scores)), "spearman_solve_count": float(rho)}
 
     def _summary(self, rows, result, metrics, start: float, held_out: dict | None = None) -> dict:
         """``summary.json``'s content: the pool, the selected cell, its refit metrics, the logistic baseline of the

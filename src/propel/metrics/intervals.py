@@ -32,7 +32,7 @@ class Interval:
     high: float
     confidence: float = 0.95
     method: str = ""
-    """How it was computed: ``wilson``, ``newcombe``, ``bootstrap``, ``bootstrap_difference``, ``jackknife`` or
+    """How it was computed: ``wilson``, ``newcombe``, ``bootstrap``, ``bootstrap_difference``, ``t``, ``jackknife`` or
     ``normal_difference``."""
 
     @property
@@ -137,6 +137,19 @@ def bootstrap_difference(
     replicates = _resample(new, rng, n_resamples, statistic) - _resample(old, rng, n_resamples, statistic)
     low, high = percentile_interval(replicates, confidence)
     return Interval(float(statistic(new) - statistic(old)), low, high, confidence, "bootstrap_difference")
+
+
+def t_interval(values: Sequence[float], confidence: float = 0.95) -> Interval | None:
+    """Student-t interval of the mean of ``values`` (paired differences: one per seed, context or task); None with
+    fewer than 2 values."""
+    from scipy.stats import t as student_t
+
+    array = _check(values, "t_interval")
+    if array.size < 2:
+        return None
+    mean, se = float(array.mean()), float(array.std(ddof=1) / math.sqrt(array.size))
+    half = float(student_t.ppf(0.5 + confidence / 2, array.size - 1)) * se
+    return Interval(mean, mean - half, mean + half, confidence, "t")
 
 
 def jackknife(estimate: float, leave_one_out: Sequence[float], confidence: float = 0.95) -> Interval | None:

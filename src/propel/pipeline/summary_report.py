@@ -51,7 +51,7 @@ def _probe_section(s: dict, out: Path, cfg: PipelineConfig) -> str:
     else:
         body += "Held-out numbers are on the test split, which selection never saw; "
     body += "each is the mean over the cell's runs (seeds x validation folds).\n\n"
-    body += markdown_table(rows) + held_out_table(s.get("held_out"))
+    body += markdown_table(rows) + held_out_table(s.get("held_out")) + held_out_ranking_line(s.get("held_out_ranking"))
     body += "\nBest sweep cells (by validation balanced accuracy):\n\n"
     body += markdown_table(s.get("top_cells", []), [c for c in cols if s.get("top_cells") and c in s["top_cells"][0]])
     for name, alt in (("reliability.png", "reliability diagram"), ("sweep/sweep_heatmap.png", "sweep heatmap")):
@@ -86,6 +86,16 @@ def held_out_table(held: dict | None, rows_are: str = "its refit split's test ro
     head += "against baselines that read the same features (logistic) or no activations (length, topic); intervals "
     head += "from a paired, class-stratified bootstrap of the rows:\n\n"
     return head + markdown_table(rows)
+
+
+def held_out_ranking_line(ranking: dict | None) -> str:
+    """The probe's ranking of the same held-out rows: what GRPO uses of it, beside the thresholded table above."""
+    if not ranking:
+        return ""
+    return (
+        f"\nRanking the same {ranking['rows']} held-out rows: AUROC {ranking['auroc']:.3f} against the in-band label, "
+        f"Spearman {ranking['spearman_solve_count']:+.3f} with the solve count (0.5 and 0 are chance).\n"
+    )
 
 
 def _grpo_section(s: dict, out: Path) -> str:

@@ -18,7 +18,7 @@ from functools import cache
 from importlib import resources
 
 from propel.domains.agents import SolvedByAgents
-from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
+from propel.domains.interface import AnswerText, Context, Domain, ParseFailure, Task, Verdict
 from propel.domains.math.answers import extract_answer, parse_number
 from propel.domains.math.expression import ExpressionError, evaluate
 from propel.domains.math.topic import math_topic
@@ -169,6 +169,13 @@ class MathExpressionDomain(Domain, SolvedByAgents):
         if self.solver_format == "few_shot":  # the completion is the answer line itself
             return [parse_number(c.strip().split("\n")[0]) == task.data["answer"] for c in completions]
         return [parse_number(extract_answer(c)) == task.data["answer"] for c in completions]
+
+    def answer_text(self, task: Task) -> AnswerText | None:
+        """Few-shot solver: a right completion is `` <answer>`` followed by anything that does not extend the number
+        (the shipped solved examples write `` 42`` and a newline); chat solvers reason first, so None."""
+        if self.solver_format != "few_shot" or "answer" not in task.data:
+            return None
+        return AnswerText(prefix=f" {task.data['answer']}", extends=r"[0-9.,/]")
 
     def topic(self, task: Task) -> str:
         return math_topic(task.data["problem"])
