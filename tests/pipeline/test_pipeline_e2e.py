@@ -256,7 +256,7 @@ def test_engine_auto_picks_vllm_only_when_installed():
     ("override", "expected"),
     [
         ("grpo.model.init_args.group_size=1", r"'grpo.model.init_args.group_size': must be >= 2"),
-        ("grpo.model.init_args.max_new_tokens=0", r"'grpo.model.init_args.max_new_tokens': must be >= 1"),
+        ("grpo.model.init_args.ppo_epochs=0", r"'grpo.model.init_args.ppo_epochs': must be >= 1"),
     ],
 )
 def test_values_a_later_stage_refuses_fail_before_stage_one(tmp_path, override, expected):
