@@ -221,6 +221,14 @@ class _Build(PropelCLI):
     complete: dict = {}
     """The parsed config with every default filled in, as ``--print_config`` prints it."""
 
+    def parse_arguments(self, parser, args) -> None:
+        """Parse as the command does, without its closing pass over the parsed values (building the model and
+        datamodule checks them; an unknown key or a value of the wrong type fails as the values are read)."""
+        try:
+            self.config = parser.parse_args(args, _skip_validation=True)
+        except ArgumentError as err:
+            raise ConfigError(explain(str(err), lambda: self._known_keys(args))) from None
+
     def _parse_ckpt_path(self) -> None:
         """A config being checked has no checkpoint to read."""
 
@@ -232,7 +240,7 @@ class _Build(PropelCLI):
 
         sub = self.config["subcommand"]
         parser, config = self._parser(sub), self.config[sub]
-        self.complete = yaml.safe_load(parser.dump(config, skip_none=False))
+        self.complete = yaml.safe_load(parser.dump(config, skip_none=False, skip_validation=True))  # parsed: valid
         try:
             parser.instantiate_classes(Namespace(model=config.get("model"), data=config.get("data")))
         except (ValueError, TypeError) as err:

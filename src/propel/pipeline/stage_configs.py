@@ -1,11 +1,12 @@
 """Compose the stage configs from their templates, the pipeline section's keys and the links.
 
 Order: a stage's templates, then its section's keys, then the values the pipeline keeps in step across stages (the
-links table, ``propel.pipeline.links``: a section key that disagrees with a link is refused). Each Lightning stage
-is then checked once, by the command's own parser (which completes it with every default, as
-``propel <subcommand> --print_config`` prints it) and by building its model and datamodule (without weights); the
-probe stage by building its job. A wrong key or a value a class refuses fails here, before any stage runs, naming
-the stage and the key.
+links table, ``propel.pipeline.links``: a section key that disagrees with a link is refused). A misspelled key fails
+first, from the classes' source (``propel.cli.static_keys``, well under a second). Each Lightning stage is then
+checked once, by one pass of the command's own parser (which completes it with every default, as
+``propel <subcommand> --print_config`` prints it) and by building its model and datamodule from that parse (without
+weights); the probe stage by building its job. A wrong key or a value a class refuses fails here, before any stage
+runs, naming the stage and the key.
 """
 
 from __future__ import annotations
@@ -85,11 +86,27 @@ def _probe(node: DictConfig) -> dict:
     return plain
 
 
+def _check_static_keys(nodes: dict[str, DictConfig]) -> None:
+    """A misspelled key in a Lightning stage's section fails here, from the classes' source, in well under a second
+    and with the closest accepted key (``propel.cli.static_keys``, as ``propel fit`` does before Lightning loads), not
+    only once the earlier stages have been built."""
+    from propel.cli.static_keys import check_keys
+
+    for stage, node in nodes.items():
+        try:
+            check_keys(OmegaConf.to_container(node, resolve=False))
+        except ConfigError as err:
+            raise ConfigError(_stage_error(stage, str(err))) from None
+
+
 def compose_stages(cfg: PipelineConfig) -> dict[str, dict]:
     """Every stage's complete config, in the order the links read them (label, GRPO, probe, evaluation, then the
     co-evolution's); sets ``cfg.model``, ``cfg.domain``, ``cfg.seed``, ``cfg.sampling`` to the values used and
     ``cfg.links`` to the links applied (``propel.pipeline.links``)."""
     nodes = {stage: _template(cfg, stage) for stage in ("label", "grpo", "evaluate")}
+    if any(stage in cfg.stages for stage in COEVOLUTION_STAGES):  # their GRPO runs on the grpo section's settings
+        nodes.update({s: _template(cfg, s, inherit="grpo") for s in ("constrained", "auxiliary") if s in cfg.stages})
+    _check_static_keys(nodes)
     run = _run_values(cfg, nodes["label"], nodes["grpo"])
     configs: dict[str, dict] = {}
     cfg.links = []
@@ -107,7 +124,8 @@ def compose_stages(cfg: PipelineConfig) -> dict[str, dict]:
         _compose(cfg, "aux_probe", _template(cfg, "aux_probe", inherit="probe"), run, configs, inherit="probe")
         for name in ("constrained", "auxiliary"):
             if name == "constrained" or name in cfg.stages:
-                _compose(cfg, name, _template(cfg, name, inherit="grpo"), run, configs, inherit="grpo")
+                node = nodes.get(name) or _template(cfg, name, inherit="grpo")
+                _compose(cfg, name, node, run, configs, inherit="grpo")
         configs["arms"] = {**spec_dict(ArmsSpec, cfg.arms, "arms"), "evaluate": copy.deepcopy(configs["evaluate"])}
     return configs
 
