@@ -52,3 +52,11 @@ def test_the_readme_is_a_front_page_opening_with_the_two_setup_commands():
     assert commands == ["make demo", "make test"], commands
     for target in re.findall(r"\]\((docs/[^)#]+)", text):
         assert (ROOT / target).is_file(), target
+
+
+def test_the_architecture_page_shows_the_pipeline_links_table_as_the_data_holds_it():
+    from propel.pipeline.links import table
+
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    shown = page.split("<!-- links-table: generated from propel.pipeline.links.table() -->\n")[1]
+    assert shown.split("<!-- /links-table -->")[0] == table()

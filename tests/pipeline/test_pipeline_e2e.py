@@ -76,7 +76,7 @@ def _toy_config(tmp_path, tiny_model_dir, monkeypatch, *extra: str):
         "label.model.init_args.solver.n_trials=4",
         "label.model.init_args.solver.band=[1,2]",
         "label.model.init_args.solver.max_new_tokens=8",
-        "label.model.init_args.generator_max_new_tokens=8",
+        "sampling.max_new_tokens=8",  # labeling, RVP, GRPO and evaluation: one token budget
         "probe.layers=[1,2]",
         "probe.poolings=[last_token,mean_full]",
         "probe.sweep.archs=[linear]",
@@ -87,7 +87,6 @@ def _toy_config(tmp_path, tiny_model_dir, monkeypatch, *extra: str):
         "grpo.trainer.max_steps=2",
         "grpo.data.init_args.contexts_per_step=1",
         "grpo.model.init_args.group_size=2",
-        "grpo.model.init_args.max_new_tokens=8",
         "grpo.callbacks.ModelCheckpoint.every_n_train_steps=1",
         "grpo.callbacks.AdapterSaver.every_n_steps=1",
         "evaluate.data.init_args.n_tasks=4",
@@ -143,6 +142,15 @@ def test_pipeline_runs_every_stage_and_writes_the_report(toy_config):
     for heading in ("Task pool", "Probe", "GRPO", "Evaluation"):
         assert f"## {heading}" in report
     assert report.count("**Verdict:** ") == 4 and "95% interval" in report
+    # the values kept in step, each link with the value it set (one token budget for every stage that samples)
+    assert "## Values kept in step across stages" in report
+    for target in (
+        "label.model.init_args.generator_max_new_tokens",
+        "probe.rvp.max_new_tokens",
+        "grpo.model.init_args.max_new_tokens",
+        "evaluate.model.init_args.generator_max_new_tokens",
+    ):
+        assert f"| `run.max_new_tokens` | `{target}` | `8` |" in report
     assert "sweep/sweep_heatmap.png" not in report  # alt texts describe the image, not a path
     held = summaries["probe"]["held_out"]  # the probe vs chance and its baselines, with paired intervals
     assert set(held) == {"rows", "probe", "logistic", "length_only", "topic_only"}
@@ -259,7 +267,7 @@ def test_engine_auto_picks_vllm_only_when_installed():
     ("override", "expected"),
     [
         ("grpo.model.init_args.group_size=1", r"'grpo.model.init_args.group_size': must be >= 2"),
-        ("grpo.model.init_args.max_new_tokens=0", r"'grpo.model.init_args.max_new_tokens': must be >= 1"),
+        ("grpo.model.init_args.ppo_epochs=0", r"'grpo.model.init_args.ppo_epochs': must be >= 1"),
     ],
 )
 def test_values_a_later_stage_refuses_fail_before_stage_one(tmp_path, override, expected):

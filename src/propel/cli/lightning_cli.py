@@ -214,6 +214,52 @@ def resolve_lightning(subcommand: str, config: dict) -> dict:
     return resolve_lightning_args(subcommand, ["-c", yaml.safe_dump(config, sort_keys=False)])
 
 
+class _Build(PropelCLI):
+    """Parses a config with the command's own parser and builds its model and datamodule, nothing else: no seed, no
+    checkpoint, no trainer, no run."""
+
+    complete: dict = {}
+    """The parsed config with every default filled in, as ``--print_config`` prints it."""
+
+    def parse_arguments(self, parser, args) -> None:
+        """Parse as the command does, without its closing pass over the parsed values (building the model and
+        datamodule checks them; an unknown key or a value of the wrong type fails as the values are read)."""
+        try:
+            self.config = parser.parse_args(args, _skip_validation=True)
+        except ArgumentError as err:
+            raise ConfigError(explain(str(err), lambda: self._known_keys(args))) from None
+
+    def _parse_ckpt_path(self) -> None:
+        """A config being checked has no checkpoint to read."""
+
+    def _set_seed(self) -> None:
+        """Checking a config seeds nothing."""
+
+    def instantiate_classes(self) -> None:
+        from jsonargparse import Namespace
+
+        sub = self.config["subcommand"]
+        parser, config = self._parser(sub), self.config[sub]
+        self.complete = yaml.safe_load(parser.dump(config, skip_none=False, skip_validation=True))  # parsed: valid
+        try:
+            parser.instantiate_classes(Namespace(model=config.get("model"), data=config.get("data")))
+        except (ValueError, TypeError) as err:
+            raise ConfigError(init_error(str(err))) from None
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        """Nothing runs."""
+
+
+def build_lightning(subcommand: str, config: dict) -> dict:
+    """``resolve_lightning`` and the config's model and datamodule built (no weights load: that happens in
+    ``configure_model`` or as the run starts), from one parse: a bad key, a bad value or a value a class refuses in
+    ``__init__`` raises the CLI's one-line ``ConfigError``. Returns the complete config."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
+        cli = _Build(args=[subcommand, "-c", yaml.safe_dump(config, sort_keys=False)])
+    return cli.complete
+
+
 def resolve_lightning_args(subcommand: str, args: list[str]) -> dict:
     """``resolve_lightning`` for command-line arguments (``-c`` files and flags, composed as the run composes them)."""
     out = io.StringIO()

@@ -105,12 +105,12 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         """The drift's fixed held-out turns (``drift_set: held_out``), chosen at the first step."""
 
     def setup_policy(self) -> None:
-        self.setup_turn_kl()
+        self.setup_turn_kl(self.hparams.dtype)
 
     def hint_fraction(self) -> float:
         """The share of named targets used at this step (``hint_share``, linear over the run)."""
         start, end = self.hparams.hint_share
-        progress = self._progress()
+        progress = self.progress()
         return end if progress is None else start + (end - start) * progress
 
     # ---------------------------------------------------------------------------------------------- step

@@ -27,12 +27,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from typing import Protocol
 
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
 from propel.errors import ConfigError
-from propel.lit_modules.lora_policy import LoRAPolicyModule
+from propel.lit_modules.lora_policy import LoRAPolicyModule, MicroLoss
 from propel.lit_modules.state import RolloutState
 from propel.losses.advantages import SCALES, group_advantages, zero_variance_mask
 from propel.losses.policy_gradient import LossSpec, policy_loss, truncated_importance_weights
@@ -40,7 +41,29 @@ from propel.rewards.combine import CombinedReward, RewardBreakdown
 from propel.rewards.reward import RewardComponent, RewardContext
 from propel.rollouts.episode_stats import episode_stats
 from propel.rollouts.packing import PackedBatch, pack
-from propel.rollouts.steps import ContextBatch
+from propel.rollouts.steps import ContextBatch, Rollout
+
+
+class LossTerm(Protocol):
+    """One more loss source of a GRPO step (the turn-targeted KL term, ``propel.lit_modules.grpo_turn_kl``): its
+    rows join GRPO's in the step's optimizer updates, its gradient summed with the clipped policy loss's
+    (``GRPOModule.step_loss``)."""
+
+    def collect(self, rollout: Rollout) -> dict[str, float]:
+        """Name this step's targets on its rollouts (before they are scored); returns the statistics to log. Every
+        rank calls it."""
+
+    def rows(self) -> int:
+        """This rank's targets this step: rows ``0..rows()`` of ``loss``."""
+
+    def active(self) -> bool:
+        """Whether any rank has targets this step (the same answer on every rank)."""
+
+    def loss(self, rows: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        """The micro-batch's share of the term over its targets ``rows``, and of each statistic."""
+
+    def after_step(self, totals: dict[str, float]) -> dict[str, float]:
+        """After every optimizer step, targets or not: the step's totals with the term's statistics."""
 
 
 def resolve_scale(scale_rewards: str | None, loss_type: str) -> str:
@@ -108,6 +131,8 @@ class GRPOModule(LoRAPolicyModule):
         self.loss_spec = loss or LossSpec()
         self.scale_rewards = resolve_scale(scale_rewards, self.loss_spec.loss_type)
         self.sampling.n = group_size
+        self.loss_terms: list[LossTerm] = []
+        """Loss sources added to GRPO's clipped loss in every optimizer step (a subclass appends them)."""
 
     def optimizer_steps_per_batch(self) -> int:
         return self.hparams.ppo_epochs
@@ -123,6 +148,7 @@ class GRPOModule(LoRAPolicyModule):
         hp, g = self.hparams, self.hparams.group_size
         rollout = self.collect_rollout(batch)
         samples = rollout.samples
+        named = {k: v for term in self.loss_terms for k, v in term.collect(rollout).items()}
         failed = torch.tensor([s.infra_error is not None for s in samples])
         self._fail_if_all_failed(samples, failed)
         with self.eval_mode():  # a probe reading the policy as its reference must see no dropout
@@ -156,12 +182,18 @@ class GRPOModule(LoRAPolicyModule):
             stats["staleness"] = float(self.global_step - self.rollout_version)
             stats["time/rollout_wait_s"] = self.rollout_wait_s
         log = {"on_step": True, "batch_size": len(samples), "sync_dist": self.ranks.size > 1}
-        if not self.ranks.sum(keep.sum()):  # nothing to learn from this batch: no optimizer step (counted)
+        if not self.ranks.sum(keep.sum()):  # nothing to learn from this batch: no GRPO update (counted)
             self.no_update(
                 "every group's rewards were equal (filter_zero_variance)",
                 "the task is too easy or too hard for the policy, or the reward is constant",
             )
             self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
+            if any(term.active() for term in self.loss_terms):  # the other loss terms still take their update
+                named.update(
+                    self.optimization_step_with_terms(0, lambda rows: (torch.zeros((), device=self.device), {}))
+                )
+                self.log("train/loss", named.pop("loss"), prog_bar=True, **{**log, "batch_size": 1})
+            self.log_dict({f"train/{k}": v for k, v in named.items()}, **{**log, "batch_size": 1})
             return
         # A rank with nothing kept while others have rows still joins the all-reduce: a placeholder row, weighted zero.
         share = float(self.ranks.size) if keep.any() else 0.0
@@ -175,6 +207,7 @@ class GRPOModule(LoRAPolicyModule):
         stats["time/training_s"] = time.perf_counter() - start
         self.log("train/loss", stats.pop("loss"), prog_bar=True, **log)
         self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
+        self.log_dict({f"train/{k}": v for k, v in named.items()}, **{**log, "batch_size": 1})
 
     def _fail_if_all_failed(self, samples: list, failed: torch.Tensor) -> None:
         """Stop when every rollout of the step failed outside the policy, on every rank: the decision and the message
@@ -245,7 +278,44 @@ class GRPOModule(LoRAPolicyModule):
 
         totals: dict[str, float] = {}
         for _ in range(hp.ppo_epochs):
-            totals = self.optimization_step(n_rows, micro_loss)
+            totals = self.optimization_step_with_terms(n_rows, micro_loss)
         if not all(math.isfinite(v) for v in totals.values()):
             raise FloatingPointError(f"non-finite GRPO statistics: {totals}")
         return totals
+
+    def optimization_step_with_terms(self, n_rows: int, grpo_loss: MicroLoss) -> dict[str, float]:
+        """One optimizer step on the step's whole loss (``step_loss``): GRPO's rows ``0..n_rows`` and after them each
+        loss term's targets, in one index space cut into micro-batches, gradients summed before the one clipped
+        update; then each term's ``after_step`` (every optimizer step, targets or not)."""
+        spans, end = [], n_rows
+        for term in self.loss_terms:
+            spans.append((term, end, end + term.rows()))
+            end += term.rows()
+        totals = self.optimization_step(end, self.step_loss(n_rows, grpo_loss, spans) if end > n_rows else grpo_loss)
+        for term in self.loss_terms:
+            totals = term.after_step(totals)
+        return totals
+
+    @staticmethod
+    def step_loss(n_rows: int, grpo_loss: MicroLoss, spans: list[tuple[LossTerm, int, int]]) -> MicroLoss:
+        """The combined loss of a micro-batch whose ``rows`` index GRPO's rows (``< n_rows``) and each term's
+        targets (its ``[start, end)`` span): ``sum of the terms' losses + GRPO's clipped loss``, each already its
+        share of the step's normalisation. The terms go first: the EMA teacher swaps weights in place, before any
+        graph of the micro-batch exists."""
+
+        def loss(rows: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+            total, stats = None, {}
+            for term, start, end in spans:
+                mine = rows[(rows >= start) & (rows < end)] - start
+                if len(mine):
+                    part, part_stats = term.loss(mine)
+                    total = part if total is None else total + part
+                    stats.update(part_stats)
+            ours = rows[rows < n_rows]
+            if len(ours):
+                part, part_stats = grpo_loss(ours)
+                total = part if total is None else total + part
+                stats.update(part_stats)
+            return total, stats
+
+        return loss

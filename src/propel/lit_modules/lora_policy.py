@@ -283,6 +283,12 @@ class LoRAPolicyModule(pl.LightningModule):
         return torch.optim.AdamW(params, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
 
     # --------------------------------------------------------------------------------------------- engine
+    def progress(self) -> float | None:
+        """``global_step / max_steps`` in [0, 1], or None without a trainer or a step budget (what schedules over
+        the run read)."""
+        total = getattr(self._trainer, "max_steps", -1) if self._trainer is not None else -1
+        return None if total is None or total < 1 else min(self.global_step / total, 1.0)
+
     def engine_is_policy(self) -> bool:
         """Whether the engine samples from the live policy itself (HF generate): no sync, no importance weights."""
         from propel.engines.hf import HFEngine

@@ -22,8 +22,11 @@ gets weight 1 on its tokens, and the other targets of its micro-batch keep their
 ``scope: sequence`` takes the same divergence over every assistant token from turn t on (the whole-sequence
 baseline): the experiment ``benchmarks/exp_turn_kl_scope.py`` measures what the turn scope buys in drift.
 
-The class is a mixin for ``LoRAPolicyModule`` subclasses: it reads its settings from ``self.turn_kl`` (a
-``TurnKLSpec``, the trainer's ``turn_kl`` argument) and its ``hints`` from the attribute the trainer sets.
+The class is a mixin for ``LoRAPolicyModule`` subclasses, reading only what that base declares (``policy``,
+``tokenizer``, ``ranks``, ``sampling``, ``eval_mode``, ``engine_is_policy``, ``progress``), its settings from
+``self.turn_kl`` (a ``TurnKLSpec``, the trainer's ``turn_kl`` argument) and its ``hints`` from the attribute the
+trainer sets. GRPO takes it as one more loss source of its step (``propel.lit_modules.grpo_turn_kl.TurnKLLoss``);
+the distillation trainer's loss is the term alone.
 """
 
 from __future__ import annotations
@@ -110,13 +113,14 @@ class TurnKLTerm:
     # keeps submodules in _modules, and a class attribute would shadow it)
     _ema: dict[str, torch.Tensor] | None = None
 
-    def setup_turn_kl(self) -> None:
-        """After the policy exists: the hint splicer, the external teacher, the EMA's starting weights."""
+    def setup_turn_kl(self, dtype: str | None) -> None:
+        """After the policy exists: the hint splicer, the external teacher (loaded in ``dtype``, the policy's), the
+        EMA's starting weights."""
         self.splicer = HintSplicer(self.tokenizer, self.turn_kl.hint_role, self.turn_kl.hint_template)
         if self.turn_kl.teacher == "external":
             from propel.models import load_model
 
-            model, tokenizer = load_model(self.turn_kl.teacher_model, dtype=self.hparams.dtype)
+            model, tokenizer = load_model(self.turn_kl.teacher_model, dtype=dtype)
             if tokenizer.get_vocab() != self.tokenizer.get_vocab():
                 raise ConfigError(f"teacher_model {self.turn_kl.teacher_model!r} does not share the policy's tokenizer")
             self.teacher_model = model.to(self.device).eval().requires_grad_(False)
@@ -124,14 +128,9 @@ class TurnKLTerm:
             self._ema = {k: v.detach().clone() for k, v in self._adapter_params().items()}
 
     # ------------------------------------------------------------------------------------------- schedule
-    def _progress(self) -> float | None:
-        """``global_step / max_steps`` in [0, 1), or None without a step budget."""
-        total = getattr(self.trainer, "max_steps", -1) if self._trainer is not None else -1
-        return None if total is None or total < 1 else min(self.global_step / total, 1.0)
-
     def temperature(self) -> float:
         """The schedule's temperature at this step (evenly spaced stages over ``max_steps``)."""
-        schedule, progress = list(self.turn_kl.temperature_schedule), self._progress()
+        schedule, progress = list(self.turn_kl.temperature_schedule), self.progress()
         return schedule[0] if progress is None else schedule[min(len(schedule) - 1, int(progress * len(schedule)))]
 
     # -------------------------------------------------------------------------------------------- targets

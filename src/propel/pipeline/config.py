@@ -7,10 +7,13 @@ nested or dotted, exactly as in the template (``data: {init_args: {n_tasks: 240}
 ``data.init_args.n_tasks: 240``); ``callbacks`` sets init_args of the template's callbacks by class name. Every
 default lives in the templates and the classes' signatures: the pipeline adds none of its own.
 
-The pipeline then sets what must agree across stages: the model, the domain and the seed (the label template's
-unless given at the top level), the engine, every path under ``workdir``, the probe reward settings of the RVP
-sample (from the GRPO stage's ``ProbeReward``) and the evaluation's solver and generation settings (the label
-stage's, so utility means what the probe was trained on; only ``n_trials`` is the evaluation's own).
+The pipeline then sets what must agree across stages, from one table of links (``propel.pipeline.links.LINKS``,
+shown in the run's report and in docs/architecture.md): the model, the domain and the seed (the label template's
+unless given at the top level), the engine, how the generator samples (``sampling``: one token budget, temperature,
+nucleus and group size for labeling, RVP, GRPO and evaluation), every path under ``workdir``, the probe reward's
+gate of the RVP sample (the GRPO stage's ``ProbeReward``'s) and the evaluation's solver (the label stage's, so
+utility means what the probe was trained on; only ``n_trials`` is the evaluation's own). A stage section that sets
+one of these to another value is refused, naming the link.
 """
 
 from __future__ import annotations
@@ -43,6 +46,22 @@ STAGE_SUBCOMMAND = {"label": "predict", "grpo": "fit", "evaluate": "test", "cons
 
 
 @dataclass
+class Sampling:
+    """How every stage that samples the generator samples it: labeling (``generator_*``), the probe stage's RVP
+    sample (``rvp.*``), GRPO and evaluation (``generator_*``). One value each, fanned out by the links table; null
+    takes the template's (``propel.pipeline.links.RUN_VALUES``)."""
+
+    max_new_tokens: int | None = None
+    """The token budget of one generated task; null: the label template's ``generator_max_new_tokens``."""
+    temperature: float | None = None
+    """The generator's sampling temperature; null: the label template's ``generator_temperature``."""
+    top_p: float | None = None
+    """The generator's nucleus (labeling, GRPO, evaluation); null: the label template's ``top_p``."""
+    group_size: int | None = None
+    """Samples per context of GRPO and of RVP (whose reward variance is GRPO's); null: the GRPO template's."""
+
+
+@dataclass
 class PipelineConfig:
     """The whole run. ``configs`` holds each stage's composed, validated config (filled by ``load_pipeline_config``)."""
 
@@ -58,6 +77,8 @@ class PipelineConfig:
     when it is importable, else hf)."""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     """Engine arguments (e.g. ``{dtype: bfloat16}`` for vllm, ``{base_url: ...}`` for vllm_server)."""
+    sampling: Sampling = field(default_factory=Sampling)
+    """One token budget, temperature, nucleus and group size for every stage that samples the generator."""
     stages: list[str] = field(default_factory=lambda: list(STAGES))
     label: dict[str, Any] = field(default_factory=dict)
     probe: dict[str, Any] = field(default_factory=dict)
@@ -74,6 +95,8 @@ class PipelineConfig:
     arms: dict[str, Any] = field(default_factory=dict)
     """``ArmsSpec`` keys: which policies the arms table evaluates."""
     configs: dict[str, Any] = field(default_factory=dict)
+    links: list[dict[str, Any]] = field(default_factory=list)
+    """The links applied (source, target, value, why), filled with ``configs``: the report prints them."""
 
     @property
     def root(self) -> Path:

@@ -1,10 +1,12 @@
-"""Compose the stage configs from their templates, the pipeline section's keys and the run-level values.
+"""Compose the stage configs from their templates, the pipeline section's keys and the links.
 
-Order: a stage's templates, then its section's keys, then what the pipeline keeps the same across stages (see
-``propel.pipeline.config``). Each Lightning stage is then completed with every default exactly as
-``propel <subcommand> --print_config`` would print it, which also validates it, and its model and datamodule are
-built once (without weights), so a wrong key or a value a class refuses fails here, before any stage runs, naming
-the stage and the key.
+Order: a stage's templates, then its section's keys, then the values the pipeline keeps in step across stages (the
+links table, ``propel.pipeline.links``: a section key that disagrees with a link is refused). A misspelled key fails
+first, from the classes' source (``propel.cli.static_keys``, well under a second). Each Lightning stage is then
+checked once, by one pass of the command's own parser (which completes it with every default, as
+``propel <subcommand> --print_config`` prints it) and by building its model and datamodule from that parse (without
+weights); the probe stage by building its job. A wrong key or a value a class refuses fails here, before any stage
+runs, naming the stage and the key.
 """
 
 from __future__ import annotations
@@ -12,13 +14,12 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from propel.cli.errors import explain, init_error
+from propel.cli.errors import explain
 from propel.errors import ConfigError
-from propel.pipeline import compose
+from propel.pipeline import compose, links
 from propel.pipeline.config import (
     COEVOLUTION_STAGES,
     STAGE_SUBCOMMAND,
@@ -27,9 +28,6 @@ from propel.pipeline.config import (
     read_pipeline_config,
     template_path,
 )
-
-PROBE_REWARD = "ProbeReward"
-LOGGERS = ("propel.loggers.PropelWandbLogger", "lightning.pytorch.loggers.CSVLogger")
 
 
 def _template(cfg: PipelineConfig, stage: str, inherit: str | None = None) -> DictConfig:
@@ -51,16 +49,6 @@ def _template(cfg: PipelineConfig, stage: str, inherit: str | None = None) -> Di
     return node
 
 
-def _put(node: DictConfig, key: str, value: Any) -> None:
-    """Set ``key`` to ``value`` (a mapping replaces what is there: a domain's init_args never mix)."""
-    OmegaConf.update(node, key, value, merge=False, force_add=True)
-
-
-def _callback(node: DictConfig, stage: str, name: str, required: bool, **values: Any) -> None:
-    if not compose.set_init_args(node, "trainer.callbacks", name, **values) and required:
-        raise ConfigError(f"pipeline config key '{stage}.config': the {stage} stage needs a {name} callback")
-
-
 def _stage_error(stage: str, text: str) -> str:
     """``key: reason`` of a stage's config as the pipeline config key (``grpo.model.init_args.lr: ...``)."""
     key, sep, reason = text.partition(": ")
@@ -70,35 +58,18 @@ def _stage_error(stage: str, text: str) -> str:
 
 
 def _lightning(stage: str, node: DictConfig) -> dict:
-    """The complete config ``propel <subcommand>`` runs (every default filled in); errors name the stage."""
+    """The complete config ``propel <subcommand>`` runs (every default filled in), checked once: by the command's
+    own parser and by building the stage's model and datamodule (no weights load), so a wrong key or a value a class
+    refuses (``grpo.model.init_args.group_size: 1``) fails now, naming the stage and the key, not after the earlier
+    stages have run."""
     from jsonargparse import ArgumentError
 
-    from propel.cli.lightning_cli import resolve_lightning
+    from propel.cli.lightning_cli import build_lightning
 
     try:
-        config = resolve_lightning(STAGE_SUBCOMMAND[stage], compose.resolved(node, stage))
+        return build_lightning(STAGE_SUBCOMMAND[stage], compose.resolved(node, stage))
     except (ArgumentError, ConfigError, SystemExit) as err:
         raise ConfigError(_stage_error(stage, explain(str(err)))) from None
-    _build(stage, config)
-    return config
-
-
-def _build(stage: str, config: dict) -> None:
-    """Build the stage's model and datamodule once (no weights load: that happens in ``configure_model`` or at
-    the stage's start) so a value their ``__init__`` refuses (``grpo.model.init_args.group_size: 1``) fails now,
-    naming the stage and the key, not after the earlier stages have run."""
-    from jsonargparse import ArgumentError, ArgumentParser
-    from lightning.pytorch import LightningDataModule, LightningModule
-
-    parser = ArgumentParser(exit_on_error=False)
-    parser.add_subclass_arguments(LightningModule, "model", fail_untyped=False)
-    parser.add_subclass_arguments(LightningDataModule, "data", fail_untyped=False)
-    try:
-        # a copy: parse_object turns nested mappings (a dataclass value such as a reward's gate) into Namespaces
-        parsed = parser.parse_object(copy.deepcopy({"model": config["model"], "data": config["data"]}))
-        parser.instantiate_classes(parsed)
-    except (ArgumentError, ConfigError, ValueError, TypeError) as err:
-        raise ConfigError(_stage_error(stage, init_error(str(err)))) from None
 
 
 def _probe(node: DictConfig) -> dict:
@@ -115,15 +86,10 @@ def _probe(node: DictConfig) -> dict:
     return plain
 
 
-def _probe_reward(grpo: dict) -> dict | None:
-    rewards = grpo["model"]["init_args"].get("rewards") or []
-    hits = [r for r in rewards if str(r.get("class_path", "")).rsplit(".", 1)[-1] == PROBE_REWARD]
-    return hits[0].get("init_args", {}) if hits else None
-
-
 def _check_static_keys(nodes: dict[str, DictConfig]) -> None:
     """A misspelled key in a Lightning stage's section fails here, from the classes' source, in well under a second
-    (``propel.cli.static_keys``), before Lightning is imported to validate the rest."""
+    and with the closest accepted key (``propel.cli.static_keys``, as ``propel fit`` does before Lightning loads), not
+    only once the earlier stages have been built."""
     from propel.cli.static_keys import check_keys
 
     for stage, node in nodes.items():
@@ -134,155 +100,96 @@ def _check_static_keys(nodes: dict[str, DictConfig]) -> None:
 
 
 def compose_stages(cfg: PipelineConfig) -> dict[str, dict]:
-    """Every stage's complete config; sets ``cfg.model``, ``cfg.domain`` and ``cfg.seed`` to the values used."""
-    nodes = {stage: _template(cfg, stage) for stage in ("label", "grpo", "evaluate")}  # each composed once
-    if any(stage in cfg.stages for stage in COEVOLUTION_STAGES):  # GRPO runs on the grpo section's settings
+    """Every stage's complete config, in the order the links read them (label, GRPO, probe, evaluation, then the
+    co-evolution's); sets ``cfg.model``, ``cfg.domain``, ``cfg.seed``, ``cfg.sampling`` to the values used and
+    ``cfg.links`` to the links applied (``propel.pipeline.links``)."""
+    nodes = {stage: _template(cfg, stage) for stage in ("label", "grpo", "evaluate")}
+    if any(stage in cfg.stages for stage in COEVOLUTION_STAGES):  # their GRPO runs on the grpo section's settings
         nodes.update({s: _template(cfg, s, inherit="grpo") for s in ("constrained", "auxiliary") if s in cfg.stages})
     _check_static_keys(nodes)
+    run = _run_values(cfg, nodes["label"], nodes["grpo"])
+    configs: dict[str, dict] = {}
+    cfg.links = []
+    label = _compose(cfg, "label", nodes["label"], run, configs)["model"]["init_args"]
+    _solver("label", label["solver"])
+    _compose(cfg, "grpo", nodes["grpo"], run, configs)
+    _compose(cfg, "probe", _template(cfg, "probe"), run, configs)
+    n_trials = OmegaConf.select(nodes["evaluate"], "model.init_args.solver.n_trials")
+    _solver("evaluate", {**label["solver"], **({"n_trials": n_trials} if n_trials is not None else {})})
+    _compose(cfg, "evaluate", nodes["evaluate"], run, configs)
+    if any(stage in cfg.stages for stage in COEVOLUTION_STAGES):
+        from propel.pipeline.coevolution import ArmsSpec, AuxPoolSpec, spec_dict
+
+        configs["aux_pool"] = spec_dict(AuxPoolSpec, cfg.aux_pool, "aux_pool")
+        _compose(cfg, "aux_probe", _template(cfg, "aux_probe", inherit="probe"), run, configs, inherit="probe")
+        for name in ("constrained", "auxiliary"):
+            if name == "constrained" or name in cfg.stages:
+                node = nodes.get(name) or _template(cfg, name, inherit="grpo")
+                _compose(cfg, name, node, run, configs, inherit="grpo")
+        configs["arms"] = {**spec_dict(ArmsSpec, cfg.arms, "arms"), "evaluate": copy.deepcopy(configs["evaluate"])}
+    return configs
+
+
+def _compose(
+    cfg: PipelineConfig, stage: str, node: DictConfig, run: dict, configs: dict, inherit: str | None = None
+) -> dict:
+    """One stage: its links applied to its composed ``node`` (a section key that disagrees with one is refused), then
+    checked once by building it; adds its complete config to ``configs`` and the links to ``cfg.links``."""
+    given = links.given_keys(getattr(cfg, inherit)) if inherit else {}
+    given.update(links.given_keys(getattr(cfg, stage)))
+    cfg.links += links.apply(stage, node, run, configs, given, cfg.stages)
+    configs[stage] = _probe(node) if stage in ("probe", "aux_probe") else _lightning(stage, node)
+    return configs[stage]
+
+
+def _solver(stage: str, solver: dict) -> None:
+    """The solver settings a stage runs with, checked whole (``SolverSpec``: the evaluation's ``n_trials`` against
+    the label stage's band)."""
     from propel.domains.trials import SolverSpec
 
-    root, engine, engine_kwargs = cfg.root, cfg.engine_kind, dict(cfg.engine_kwargs)
-    label = nodes["label"]
+    try:
+        SolverSpec(**solver)
+    except ConfigError as err:
+        own = "" if stage == "label" else " (the label stage's)"
+        raise ConfigError(f"pipeline config key '{stage}.model.init_args.solver'{own}: {err}") from None
+
+
+def _run_values(cfg: PipelineConfig, label: DictConfig, grpo: DictConfig) -> dict:
+    """The run-level values the links read (``links.RUN_VALUES``), each from the pipeline config's top level or,
+    where that is null, from the template it names (its class's default where the template sets none)."""
+    from propel.cli.static_keys import init_default
+
+    def template(node: DictConfig, key: str):
+        value = OmegaConf.select(node, f"model.init_args.{key}")
+        if value is None:
+            value = init_default(str(OmegaConf.select(node, "model.class_path")), key)
+        return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else value
+
     cfg.model = cfg.model or OmegaConf.select(label, "model.init_args.generator") or "smollm2-135m-instruct"
     domain = cfg.domain or OmegaConf.select(label, "model.init_args.domain")
     if domain is None:
         raise ConfigError("pipeline config key 'domain': neither the pipeline nor the label template sets one")
-    cfg.domain = domain = OmegaConf.to_container(domain, resolve=True) if isinstance(domain, DictConfig) else domain
+    cfg.domain = OmegaConf.to_container(domain, resolve=True) if isinstance(domain, DictConfig) else domain
     seed = cfg.seed if cfg.seed is not None else OmegaConf.select(label, "seed_everything")
-    cfg.seed = seed = int(seed) if isinstance(seed, int) and not isinstance(seed, bool) else 0
-
-    pool = str(root / "label" / "pool")
-    for key, value in {
-        "seed_everything": seed,
-        "trainer.default_root_dir": str(root / "label"),
-        "model.init_args.generator": cfg.model,
-        "model.init_args.domain": domain,
-        "model.init_args.seed": seed,
-        "model.init_args.engine": engine,
-        "model.init_args.engine_kwargs": engine_kwargs,
-        "data.init_args.domain": domain,
-        "data.init_args.seed": seed,
-        "data.init_args.pool_dir": pool,
-    }.items():
-        _put(label, key, value)
-    _callback(label, "label", "PoolWriter", True, output_dir=pool)
-    configs = {"label": _lightning("label", label)}
-    generator = configs["label"]["model"]["init_args"]
-    try:
-        SolverSpec(**generator["solver"])
-    except ConfigError as err:
-        raise ConfigError(f"pipeline config key 'label.model.init_args.solver': {err}") from None
-
-    artifact = str(root / "probe" / "artifact")
-    configs["grpo"] = _grpo(cfg, nodes["grpo"], "grpo", artifact, None, "probe" in cfg.stages)
-
-    configs["probe"] = _probe_stage(cfg, _template(cfg, "probe"), pool, root / "probe", configs)
-
-    evaluate = nodes["evaluate"]
-    n_trials = OmegaConf.select(evaluate, "model.init_args.solver.n_trials")
-    solver = {**generator["solver"], **({"n_trials": n_trials} if n_trials is not None else {})}
-    try:
-        SolverSpec(**solver)
-    except ConfigError as err:
-        raise ConfigError(f"pipeline config key 'evaluate.model.init_args.solver' (the label stage's): {err}") from None
-    for key, value in {
-        "seed_everything": seed,
-        "trainer.logger": False,
-        "model.init_args.generator": cfg.model,
-        "model.init_args.domain": domain,
-        "model.init_args.seed": seed,
-        "model.init_args.engine": engine,
-        "model.init_args.engine_kwargs": engine_kwargs,
-        "model.init_args.solver": solver,
-        "model.init_args.oracle": generator.get("oracle"),
-        "model.init_args.generator_max_new_tokens": generator["generator_max_new_tokens"],
-        "model.init_args.generator_temperature": generator["generator_temperature"],
-        "model.init_args.top_p": generator["top_p"],
-        "model.init_args.output_dir": str(root / "evaluate" / "base"),
-        "data.init_args.domain": domain,
-        "data.init_args.seed": seed + 1,
-    }.items():
-        _put(evaluate, key, value)
-    configs["evaluate"] = _lightning("evaluate", evaluate)
-    if any(stage in cfg.stages for stage in COEVOLUTION_STAGES):
-        configs.update(_coevolution(cfg, configs, nodes))
-    return configs
-
-
-def _grpo(cfg: PipelineConfig, node: DictConfig, name: str, artifact: str, constraint: str | None, need: bool) -> dict:
-    """A GRPO run's config: paths under ``workdir/name``, the run-level values, the ProbeReward's artifact (and
-    constraint probe) set; ``need``: the templates must hold a ProbeReward."""
-    out = cfg.root / name
-    for key, value in {
-        "seed_everything": cfg.seed,
-        "trainer.default_root_dir": str(out),
-        "trainer.logger": [
-            {
-                "class_path": LOGGERS[0],
-                "init_args": {"project": "propel", "name": f"pipeline-{name}", "save_dir": str(out)},
-            },
-            {"class_path": LOGGERS[1], "init_args": {"save_dir": str(out), "name": "csv"}},
-        ],
-        "model.init_args.model": cfg.model,
-        "model.init_args.engine": cfg.engine_kind,
-        "model.init_args.engine_kwargs": dict(cfg.engine_kwargs),
-        "data.init_args.domain": cfg.domain,
-        "data.init_args.seed": cfg.seed,
-    }.items():
-        _put(node, key, value)
-    evaluated = "evaluate" in cfg.stages or "arms" in cfg.stages
-    _callback(node, name, "ModelCheckpoint", True, dirpath=str(out / "checkpoints"))
-    _callback(node, name, "AdapterSaver", evaluated, dirpath=str(out / "adapters"))
-    _callback(node, name, "AdversarialProbeMining", False, output_dir=str(out / "mined"))
-    probe = {"artifact": artifact, **({"constraint": constraint} if constraint else {})}
-    if not compose.set_init_args(node, "model.init_args.rewards", PROBE_REWARD, **probe) and need:
-        raise ConfigError(f"pipeline config key '{name}.config': the GRPO templates have no ProbeReward to train with")
-    return _lightning(name, node)
-
-
-def _probe_stage(cfg: PipelineConfig, node: DictConfig, pool: str, out, configs: dict) -> dict:
-    """A probe job's config: ``pool`` in, ``out`` out, the reference, domain and RVP reward kept in step (the GRPO
-    ``ProbeReward``'s gate object and GRPO's group size are copied whole, so RVP scores with the trained reward)."""
-    generator = configs["label"]["model"]["init_args"]
-    reward = _probe_reward(configs["grpo"]) or {}
-    grpo = configs["grpo"]["model"]["init_args"]
-    for key, value in {
-        "pool": pool,
-        "output_dir": str(out),
+    cfg.seed = int(seed) if isinstance(seed, int) and not isinstance(seed, bool) else 0
+    s = cfg.sampling
+    s.max_new_tokens = s.max_new_tokens if s.max_new_tokens is not None else template(label, "generator_max_new_tokens")
+    s.temperature = s.temperature if s.temperature is not None else template(label, "generator_temperature")
+    s.top_p = s.top_p if s.top_p is not None else template(label, "top_p")
+    s.group_size = s.group_size if s.group_size is not None else template(grpo, "group_size")
+    return {
+        "model": cfg.model,
         "domain": cfg.domain,
-        "reference_model": cfg.model,
         "seed": cfg.seed,
+        "evaluation_seed": cfg.seed + 1,
         "engine": cfg.engine_kind,
         "engine_kwargs": dict(cfg.engine_kwargs),
-        "rvp.max_new_tokens": generator["generator_max_new_tokens"],
-        "rvp.temperature": generator["generator_temperature"],
-        **({"rvp.gate": reward["gate"]} if reward.get("gate") else {}),
-        **({"rvp.group_size": grpo["group_size"]} if "group_size" in grpo else {}),
-    }.items():
-        _put(node, key, value)
-    return _probe(node)
-
-
-def _coevolution(cfg: PipelineConfig, configs: dict, nodes: dict[str, DictConfig]) -> dict:
-    """The co-evolution stages' configs (``propel.pipeline.coevolution``): the auxiliary pool's rule, the auxiliary
-    probe (the probe stage's sweep on that pool), the constrained and auxiliary-only GRPO runs (the GRPO stage's
-    settings, another reward; their templates composed and key-checked with the others, ``nodes``) and the arms to
-    evaluate."""
-    from propel.pipeline.coevolution import ArmsSpec, AuxPoolSpec, spec_dict
-
-    root = cfg.root
-    main, aux = str(root / "probe" / "artifact"), str(root / "aux_probe" / "artifact")
-    out = {"aux_pool": spec_dict(AuxPoolSpec, cfg.aux_pool, "aux_pool")}
-    out["aux_probe"] = _probe_stage(
-        cfg, _template(cfg, "aux_probe", inherit="probe"), str(root / "aux_pool" / "pool"), root / "aux_probe", configs
-    )
-    constrained = nodes.get("constrained") or _template(cfg, "constrained", inherit="grpo")
-    out["constrained"] = _grpo(cfg, constrained, "constrained", main, aux, True)
-    if "auxiliary" in cfg.stages:
-        out["auxiliary"] = _grpo(cfg, nodes["auxiliary"], "auxiliary", aux, None, True)
-    arms = spec_dict(ArmsSpec, cfg.arms, "arms")
-    out["arms"] = {**arms, "evaluate": copy.deepcopy(configs["evaluate"])}
-    return out
+        "max_new_tokens": s.max_new_tokens,
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "group_size": s.group_size,
+        "workdir": str(cfg.root),
+    }
 
 
 def load_pipeline_config(path: str | Path | None = None, overrides: list[str] | None = None) -> PipelineConfig:

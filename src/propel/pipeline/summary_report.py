@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -124,6 +125,24 @@ def _eval_section(s: dict, out: Path, compared: Path) -> str:
     return body
 
 
+def _links_section(rows: list[dict]) -> str:
+    """The links the run applied (``propel.pipeline.links``), each with its value."""
+
+    def short(value) -> str:
+        text = json.dumps(value, default=str) if isinstance(value, dict | list) else str(value)
+        return f"`{text if len(text) <= 80 else text[:77] + '...'}`"
+
+    lines = [
+        "Each value below was set once, at its source, and copied into every stage that reads it "
+        "(`propel.pipeline.links.LINKS`); a stage key set to another value is refused.\n",
+    ]
+    table = [
+        {"source": f"`{r['source']}`", "target": f"`{r['target']}`", "value": short(r["value"]), "why": r["why"]}
+        for r in rows
+    ]
+    return "\n".join(lines) + "\n" + markdown_table(table)
+
+
 def build_report(cfg: PipelineConfig, summaries: dict[str, dict]) -> Path:
     """Write the report folder; sections appear for the stages that ran."""
     out = cfg.root / "report"
@@ -140,6 +159,8 @@ def build_report(cfg: PipelineConfig, summaries: dict[str, dict]) -> Path:
         body = verdict["evaluate"] + _eval_section(summaries["evaluate"], out, cfg.root / "evaluate" / "compare.md")
         sections.append(("Evaluation: base vs trained (real solver trials)", body))
     sections += coevolution_sections(summaries, out)
+    if cfg.links:
+        sections.append(("Values kept in step across stages", _links_section(cfg.links)))
     lo, hi = cfg.solver["band"]
     notes = [
         f"Model (generator = reference = solver): `{cfg.model}`; domain: `{cfg.domain.get('class_path')}`; "
