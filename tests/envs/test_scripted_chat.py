@@ -22,7 +22,8 @@ def test_check_reply_reads_the_first_integer_and_the_substrings():
     assert check_reply("It is 7 [a]", {"number": 7, "require": ["[a]"], "forbid": ["[b]"]})["passed"]
     assert check_reply("7 [a] [b]", {"number": 7, "require": ["[a]"], "forbid": ["[b]"]}) == {
         "number": True, "require": True, "forbid": False, "passed": False}  # fmt: skip
-    assert not check_reply("3 + 4 = 7", {"number": 7})["passed"]  # the first integer is the answer
+    assert check_reply("3 + 4 = 7", {"number": 7})["passed"]  # the last integer is the answer
+    assert not check_reply("7, or maybe 8", {"number": 7})["passed"]
     assert check_reply("anything", {})["passed"]
 
 

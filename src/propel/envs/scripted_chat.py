@@ -6,8 +6,8 @@ a worked example) and the first user message, and each ``step`` grades the assis
 next user message (role ``user``), so the sequence of requests never depends on the assistant: a prose reply, a
 wrong one or one cut by the token budget all go on to the next turn. After the last turn the episode ends
 (``submitted``) with the share of turns passed as the reward. A check (``check_reply``) reads the reply's text
-only: ``number`` (the first integer in it), ``require`` (substrings it must hold) and ``forbid`` (substrings it must
-not hold).
+only: ``number`` (the last integer in it: "3 + 5 = 8" answers 8), ``require`` (substrings it must hold) and
+``forbid`` (substrings it must not hold).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ _INT = re.compile(r"-?\d+")
 
 def check_reply(text: str, check: dict[str, Any]) -> dict[str, bool]:
     """Each part of ``check`` that is present, judged on ``text``, and ``passed`` (all of them): ``number`` (the
-    first integer in the text equals it), ``require`` (every substring present), ``forbid`` (none present)."""
+    last integer in the text equals it), ``require`` (every substring present), ``forbid`` (none present)."""
     out: dict[str, bool] = {}
     if "number" in check:
-        found = _INT.search(text)
-        out["number"] = found is not None and int(found.group()) == int(check["number"])
+        found = _INT.findall(text)
+        out["number"] = bool(found) and int(found[-1]) == int(check["number"])
     if check.get("require"):
         out["require"] = all(s in text for s in check["require"])
     if check.get("forbid"):
