@@ -25,6 +25,7 @@ def test_check_reply_reads_the_first_integer_and_the_substrings():
     assert check_reply("3 + 4 = 7", {"number": 7})["passed"]  # the last integer is the answer
     assert not check_reply("7, or maybe 8", {"number": 7})["passed"]
     assert check_reply("anything", {})["passed"]
+    assert check_reply("9 [CEDAR]", {"require": ["[cedar]"]})["passed"]  # case is ignored
 
 
 def test_every_turn_is_reached_whatever_the_assistant_writes():

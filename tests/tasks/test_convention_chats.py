@@ -28,7 +28,7 @@ def test_conversations_are_deterministic_and_place_the_target_and_conflicts():
         conflict = c.data["turns"][kinds.index("conflict")]
         assert check_reply(f"{conflict['check']['number']} {conflict['check']['require'][0]}", conflict["check"])[
             "passed"]  # fmt: skip
-    assert tasks.hint == "Our team's tag is [cedar]."
+    assert tasks.hint == "Our team's tag is [cedar]. Example: 4 [cedar]"
     assert c.prompt.messages[0]["role"] == "system" and c.prompt.messages[-1]["role"] == "assistant"  # the example
 
 

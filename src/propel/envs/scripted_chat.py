@@ -7,7 +7,7 @@ next user message (role ``user``), so the sequence of requests never depends on 
 wrong one or one cut by the token budget all go on to the next turn. After the last turn the episode ends
 (``submitted``) with the share of turns passed as the reward. A check (``check_reply``) reads the reply's text
 only: ``number`` (the last integer in it: "3 + 5 = 8" answers 8), ``require`` (substrings it must hold) and
-``forbid`` (substrings it must not hold).
+``forbid`` (substrings it must not hold), both ignoring case.
 """
 
 from __future__ import annotations
@@ -26,15 +26,17 @@ _INT = re.compile(r"-?\d+")
 
 def check_reply(text: str, check: dict[str, Any]) -> dict[str, bool]:
     """Each part of ``check`` that is present, judged on ``text``, and ``passed`` (all of them): ``number`` (the
-    last integer in the text equals it), ``require`` (every substring present), ``forbid`` (none present)."""
+    last integer in the text equals it), ``require`` (every substring present), ``forbid`` (none present); case is
+    ignored."""
     out: dict[str, bool] = {}
     if "number" in check:
         found = _INT.findall(text)
         out["number"] = bool(found) and int(found[-1]) == int(check["number"])
+    low = text.lower()
     if check.get("require"):
-        out["require"] = all(s in text for s in check["require"])
+        out["require"] = all(s.lower() in low for s in check["require"])
     if check.get("forbid"):
-        out["forbid"] = not any(s in text for s in check["forbid"])
+        out["forbid"] = not any(s.lower() in low for s in check["forbid"])
     out["passed"] = all(out.values())
     return out
 

@@ -3,11 +3,11 @@
 Each conversation is ``turns`` short arithmetic requests ("What is 3 + 5?"), checked by value. At one turn, the
 *target* (its position drawn per conversation, never the first or the last), the user asks for "our team's tag" at
 the end of the reply: a convention the model cannot infer (``rule``, ``[cedar]`` by default), which a hint can
-carry. At ``conflicts`` other turns (one before the target and one after where there is room) the user asks for a
-different tag by name: a reply there that carries the team's tag is the hint bleeding where it must not. The other
-turns are plain. Every turn's check is data (``propel.envs.scripted_chat.check_reply``): the sum, plus the tag
-asked for (target and conflict turns) and, everywhere but the target, no team tag. ``data`` also holds the target
-turn, the kinds of all turns and the rule, for an experiment's metrics.
+carry (``RULE_HINT``). At ``conflicts`` other turns (one before the target and one after where there is room) the
+user asks for a different tag by name: a reply there that carries the team's tag is the hint bleeding where it
+must not. The other turns are plain. Every turn's check is data (``propel.envs.scripted_chat.check_reply``): the
+sum, plus the tag asked for (target and conflict turns) and, everywhere but the target, no team tag. ``data`` also
+holds the target turn, the kinds of all turns and the rule, for an experiment's metrics.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ EXAMPLE = [
 ]
 """The worked example opening each conversation (a reply that is the sum, then the tag asked for)."""
 OTHER_TAGS = ["[maple]", "[river]", "[stone]", "[amber]", "[tiger]", "[lemon]"]
-RULE_HINT = "Our team's tag is {rule}."
+RULE_HINT = "Our team's tag is {rule}. Example: 4 {rule}"
+"""The hint (with an example reply: without one the bundled 135M model put the tag at the turn 0-2 times in 12)."""
 
 
 class ConventionChats(TaskSource):
