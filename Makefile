@@ -71,8 +71,10 @@ exp-grpo-vs-trl: setup
 exp-triage-style: setup
 	.venv/bin/python benchmarks/exp_triage_style.py --out runs/experiments/triage_style
 
-# Does turn-targeted KL stay on its turn? targeted vs whole-sequence divergence (+ an unrelated-hint control), 3 seeds x 12
-# steps each on the bundled model, off-target drift compared at equal target-turn gain
+# Does turn-targeted KL stay on its turn? Scripted 6-turn conversations (every episode reaches every turn), a team
+# convention hinted at a randomised turn t: targeted, sequence (t to the end), whole episode, unrelated-hint control and
+# no KL, 3 seeds x 12 steps; off-target drift (before/after t), conflict-turn bleed and retention at matched target
+# success (resumable: a finished arm-seed is read back)
 exp-turn-kl-scope: setup
 	.venv/bin/python benchmarks/exp_turn_kl_scope.py --out runs/experiments/turn_kl_scope
 

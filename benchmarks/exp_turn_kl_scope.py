@@ -1,32 +1,39 @@
-"""Experiment: does turn-targeted KL stay on its turn? The targeted term against the same divergence over the whole
-sequence, with an unrelated-hint control, over several seeds.
+"""Experiment: does turn-targeted KL stay on its turn? Five arms on scripted conversations that always reach every
+turn, compared at matched target-turn success over seeds.
 
-The setting is ``configs/agent/distill.yaml``: the bundled model runs ``ShellTasks`` (``create_file``, no solved
-example) in ``ToolEnv`` for two assistant turns, and at turn 0 it mostly writes prose instead of a tool call. The
-hint (the config's ``hints.yaml`` text: answer with exactly one tool call, with an example) is spliced in before
-turn 0 of every episode; the teacher is the policy with its adapters off (``teacher: base``, a fixed target) and
-the student the policy without the hint. Three arms per seed, each trained ``--steps`` steps into
-``<out>/<arm>/seed<s>/``:
+The setting is ``configs/agent/distill_conventions.yaml``: ``ConventionChats`` in ``ScriptedChatEnv``, six short
+arithmetic requests per episode whose sequence never depends on the assistant. At one turn t, drawn per episode
+(never the first or last), the user asks for "our team's tag", a convention the student cannot infer; the hint
+"Our team's tag is [cedar]." carries it. At two other turns (one before t, one after) the user asks for a different
+tag by name: the team's tag appearing there is the hint's rule bleeding where it must not. The teacher is the
+policy with its adapters off (``teacher: base``, a fixed target) and the hint; the student is the policy without
+it. Arms, each trained ``--steps`` steps into ``<out>/<arm>/seed<s>/``:
 
-* ``targeted``: the divergence on turn 0's tokens only (``turn_kl.scope: turn``);
-* ``sequence``: the same divergence on every assistant token from turn 0 on (``turn_kl.scope: sequence``);
-* ``control``: the targeted term with an unrelated hint in place of the real one.
+* ``targeted``: the hint before turn t, the divergence on turn t's tokens only (``turn_kl.scope: turn``);
+* ``sequence``: the hint before turn t, the divergence on every assistant token from t to the end (``scope: sequence``);
+* ``whole``: the hint before turn 0, the divergence on every assistant token of the episode (the global alternative:
+  context distillation of the whole conversation);
+* ``control``: the targeted term with an unrelated hint in place of the real one;
+* ``none``: no update (the start, measured with the arm's own sampling seed).
 
-Every ``--every`` steps, on held-out episodes the base model ran on tasks never trained on:
+Measured at step 0 and every ``--every`` steps, on ``--held-out`` fixed conversations (never trained on; the base
+model ran each once, the same continuations in every arm and seed):
 
-* the target gap: KL(teacher with the hint || student) on turn 0, and the gain (its fall since step 0);
-* the drift: KL(step 0 || now) per token on turn 1 (off-target: the targeted arm never trains it) and on turn 0;
-* at the start and the end, the behaviour the hint teaches: the share of first-turn samples without the hint that
-  are a valid tool call (Wilson intervals).
+* target success: the share of ``--samples`` replies at turn t, sampled without the hint after the fixed history,
+  that carry the team's tag (at step 0 also with the hint: the teacher's success, the gap the method can close);
+* accuracy at off-target turns (plain and conflict, one reply each sampled after the fixed history: the sum right,
+  the tag asked for present, the team's tag absent) and bleed (the team's tag at a non-target turn);
+* drift: KL(start || now) per token on the off-target turns' fixed continuations (teacher-forced), before t and
+  after t separately, and on retention prompts unrelated to the task (``RETENTION``; the start's greedy answers).
 
-At equal target gain: for each seed, the gain both arms reach (the smaller of their largest gains) and each arm's
-off-target drift at that gain (linear interpolation along its checkpoints); the claim holds if the sequence arm's
-drift minus the targeted arm's has a 95% t interval over seeds above 0. An arm-seed that finished is read back on a
-rerun (``result.json``); one that was interrupted trains again from its start; ``settings.json`` refuses a folder
-made with other settings.
+Analysis: per seed, each other arm against ``targeted`` at matched target success (the smaller of the two arms'
+largest success, each arm's metrics interpolated linearly between its checkpoints where its success first reaches
+that level), the per-seed paired difference with a 95% t interval over seeds. An arm-seed that finished is read back
+on a rerun (``result.json``); an interrupted one trains again from its start; ``settings.json`` refuses a folder made
+with other settings.
 
-    python benchmarks/exp_turn_kl_scope.py                        # 3 seeds x 3 arms (make exp-turn-kl-scope)
-    python benchmarks/exp_turn_kl_scope.py --seeds 0 --steps 4    # a quick look
+    python benchmarks/exp_turn_kl_scope.py                        # 5 arms x 3 seeds (make exp-turn-kl-scope)
+    python benchmarks/exp_turn_kl_scope.py --seeds 0 --steps 4    # a pilot
     python benchmarks/exp_turn_kl_scope.py --out runs/experiments/turn_kl_scope_gpu -- --trainer.accelerator=gpu \
         --trainer.precision=bf16-mixed --model.init_args.dtype=bfloat16   # on one GPU (the trainer takes both)
 """
@@ -37,30 +44,49 @@ import argparse
 import copy
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import torch
 from scipy import stats
 
-from propel.metrics.intervals import wilson
 from propel.pools.manifest import check_manifest
 from propel.rollouts.hints import Hint, HintSource
 
-CONFIGS = ("configs/grpo/base.yaml", "configs/agent/distill.yaml")
-ARMS = {"targeted": ("turn", "real"), "sequence": ("sequence", "real"), "control": ("turn", "control")}
+CONFIGS = ("configs/grpo/base.yaml", "configs/agent/distill.yaml", "configs/agent/distill_conventions.yaml")
+ARMS = {  # arm -> (turn_kl.scope, which hint, where it is spliced in)
+    "targeted": ("turn", "real", "target"),
+    "sequence": ("sequence", "real", "target"),
+    "whole": ("sequence", "real", "start"),
+    "control": ("turn", "control", "target"),
+    "none": (None, None, None),
+}
 CONTROL_HINT = "Take a deep breath and read the task again."
 HELD_OUT_SEED = 12345
+RETENTION = [
+    "What is the capital of France?",
+    "Name three colours of the rainbow.",
+    "Write one sentence about the sea.",
+    "What do bees make?",
+    "Give a synonym of happy.",
+    "How many days are in a week?",
+    "What is water made of?",
+    "Say hello in Spanish.",
+]
+"""General prompts unrelated to the task: their answers must not change (KL to the start on the start's answers)."""
+OFF_TARGET = ("drift_before", "drift_after", "acc_plain", "acc_conflict", "bleed", "retention")
+"""The side effects compared at matched target success."""
 
 
-class FirstTurnHint(HintSource):
-    """The same hint before turn 0 of every episode (the experiment's fixed target turn)."""
+class TurnHint(HintSource):
+    """The same hint in every episode, before its target turn (``data["target_turn"]``) or before turn 0."""
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+    def __init__(self, text: str, at: str = "target") -> None:
+        self.text, self.at = text, at
 
     def hints(self, sample) -> list[Hint]:
-        return [Hint(0, self.text)]
+        return [Hint(sample.context.data["target_turn"] if self.at == "target" else 0, self.text)]
 
 
 def settings(args: argparse.Namespace) -> dict:
@@ -86,64 +112,109 @@ def build(args: argparse.Namespace, seed: int, scope: str):
     return cli.model, cli.datamodule, trainer
 
 
-def first_turn_rate(module, contexts, n: int) -> tuple[int, int]:
-    """Valid tool calls among ``n`` first-turn samples per held-out task, without the hint."""
-    from propel.engines.engine import Prompt
-    from propel.engines.tool_calls import CLOSE, ToolCall, check_arguments, parse_tool_call
-    from propel.envs import ToolEnv
-    from propel.rollouts.conversation import Conversation
-
-    env = ToolEnv()
-    sampling = copy.deepcopy(module.sampling)
-    sampling.n, sampling.stop = n, [CLOSE]
-    prompts = []
-    for c in contexts:
-        conv = Conversation(module.tokenizer, [{"role": "system", "content": env.system_prompt}, *c.prompt.messages],
-                            env.tools)  # fmt: skip
-        prompts.append(Prompt(token_ids=list(conv.ids)))
-    with module.eval_mode():
-        groups = module.engine.generate(prompts, sampling)
-    ok = sum(
-        isinstance(call := parse_tool_call(out.text), ToolCall) and check_arguments(call, env.tools) is None
-        for group in groups
-        for out in group
-    )
-    return int(ok), n * len(contexts)
-
-
 class HeldOut:
-    """The held-out episodes' turn 0 and turn 1 (token ids and lengths), and the fixed teacher's turn-0 logits."""
+    """Fixed held-out conversations: the base model's one episode on each (the fixed continuations), the start's
+    logits on them and on the retention answers, and the measurements."""
 
-    def __init__(self, module, episodes, hint: str) -> None:
+    def __init__(self, module, data, n: int, samples: int, other_samples: int = 1) -> None:
+        from propel.engines.engine import Prompt
+        from propel.rollouts.conversation import Conversation
+        from propel.rollouts.episode_runner import EpisodeRunner
         from propel.rollouts.hints import turn_context
 
-        self.module, self.rows = module, {}
-        for k in (0, 1):
-            rows = [turn_context(s, k) for s in episodes if sum(t.trainable for t in s.all_turns) > k]
-            self.rows[k] = [(prefix + ids, len(ids)) for prefix, ids in rows if ids]
-        turn0 = self.rows[0]
-        spliced = [module.splicer.splice(ids[:-n], hint) + ids[-n:] for ids, n in turn0]
-        with module.eval_mode(), torch.no_grad():
-            self.teacher = module._turn_logits(spliced, [n for _, n in turn0], "teacher").cpu()
-        self.start = self.logits()
+        self.module, self.samples, self.other_samples, self.hint = module, samples, other_samples, data.tasks.hint
+        contexts = data.tasks.contexts(n, seed=HELD_OUT_SEED)
+        torch.manual_seed(HELD_OUT_SEED)  # the same continuations in every arm and seed (the base model ran them)
+        sampling = copy.deepcopy(module.sampling)
+        sampling.n = 1
+        groups, _ = EpisodeRunner(module.engine, data.make_env, None, concurrency=8, execute_cut_turns=True).run(
+            contexts, sampling
+        )
+        self.episodes = [g[0] for g in groups]
+        self.turns = [sum(t.trainable for t in s.all_turns) for s in self.episodes]
+        self.rows = []  # (episode, turn, kind, position relative to t, prefix, turn ids)
+        for e, (s, c) in enumerate(zip(self.episodes, contexts, strict=True)):
+            t = c.data["target_turn"]
+            for k in range(self.turns[e]):
+                prefix, ids = turn_context(s, k, e)
+                where = "target" if k == t else "before" if k < t else "after"
+                self.rows.append((e, k, c.data["turns"][k], where, prefix, ids))
+        tok = module.tokenizer
+        prompts = [Prompt(token_ids=list(Conversation(tok, [{"role": "user", "content": q}], []).ids))
+                   for q in RETENTION]  # fmt: skip
+        greedy = copy.deepcopy(module.sampling)
+        greedy.n, greedy.temperature, greedy.max_new_tokens, greedy.stop = 1, 0.0, 24, []
+        with module.eval_mode():
+            answers = module.engine.generate(prompts, greedy)
+        self.retention = [(p.token_ids + list(a[0].token_ids), len(a[0].token_ids))
+                          for p, a in zip(prompts, answers, strict=True) if a[0].token_ids]  # fmt: skip
+        self.start_rows, self.start_retention = self._logits(self._kl_rows()), self._logits(self.retention)
 
-    def logits(self) -> dict[int, torch.Tensor]:
-        out = {}
+    def _kl_rows(self) -> list[tuple[list[int], int]]:
+        return [(prefix + ids, len(ids)) for *_, where, prefix, ids in self.rows if where != "target" and ids]
+
+    def _logits(self, rows) -> list[torch.Tensor]:
+        out = []
         with self.module.eval_mode(), torch.no_grad():
-            for k, rows in self.rows.items():
-                if rows:
-                    out[k] = self.module._turn_logits([ids for ids, _ in rows], [n for _, n in rows], "student").cpu()
+            for i in range(0, len(rows), 8):
+                chunk = rows[i : i + 8]
+                logits = self.module._turn_logits([r for r, _ in chunk], [n for _, n in chunk], "student").cpu()
+                out += [logits[b, :n] for b, (_, n) in enumerate(chunk)]
         return out
 
-    def measure(self) -> dict[str, float]:
-        from propel.losses.distillation import DivergenceSpec, masked_mean, token_divergence
+    def _drift(self, now: list[torch.Tensor], start: list[torch.Tensor]) -> list[float]:
+        """Per row: the summed per-token KL(start || now) and the token count."""
+        from propel.losses.distillation import DivergenceSpec, token_divergence
 
-        now, spec, out = self.logits(), self.module.turn_kl.divergence, {}
-        mask = {k: self.module._mask([n for _, n in rows]).cpu() for k, rows in self.rows.items() if rows}
-        out["target_gap"] = float(masked_mean(token_divergence(now[0], self.teacher, spec), mask[0]))
-        for k in now:
-            drift = token_divergence(now[k], self.start[k], DivergenceSpec("forward_kl"))  # KL(start || now)
-            out[f"drift_turn{k}"] = float(masked_mean(drift, mask[k]))
+        spec = DivergenceSpec("forward_kl")
+        return [float(token_divergence(a[None], b[None], spec).sum()) for a, b in zip(now, start, strict=True)]
+
+    def _sample(self, prompts: list[list[int]], n: int) -> list[list[str]]:
+        from propel.engines.engine import Prompt
+
+        sampling = copy.deepcopy(self.module.sampling)
+        sampling.n, sampling.stop = n, []
+        with self.module.eval_mode():
+            groups = self.module.engine.generate([Prompt(token_ids=p) for p in prompts], sampling)
+        return [[o.text for o in g] for g in groups]
+
+    def teacher_success(self) -> float:
+        """The hinted start's success at turn t (the teacher's: only at step 0, the teacher does not move)."""
+        splice = self.module.splicer.splice
+        target = [(row, splice(row[4], self.hint)) for row in self.rows if row[3] == "target"]
+        replies = self._sample([p for _, p in target], self.samples)
+        rule = [row[2]["check"]["require"][0] for row, _ in target]
+        return float(np.mean([r in x for r, xs in zip(rule, replies, strict=True) for x in xs]))
+
+    def measure(self) -> dict[str, float]:
+        from propel.envs.scripted_chat import check_reply
+
+        out: dict[str, float] = {}
+        target = [i for i, row in enumerate(self.rows) if row[3] == "target"]
+        other = [i for i, row in enumerate(self.rows) if row[3] != "target"]
+        replies = dict(zip(target, self._sample([self.rows[i][4] for i in target], self.samples), strict=True))
+        replies |= dict(zip(other, self._sample([self.rows[i][4] for i in other], self.other_samples), strict=True))
+        hits: dict[str, list[float]] = {k: [] for k in ("target", "acc_plain", "acc_conflict", "bleed")}
+        for i, row in enumerate(self.rows):
+            _, _, turn, where, *_ = row
+            for x in replies[i]:
+                check = check_reply(x, turn["check"])
+                if where == "target":
+                    hits["target"].append(float(check.get("require", False)))
+                    continue
+                hits[f"acc_{turn['kind']}"].append(float(check["passed"]))
+                hits["bleed"].append(float(not check.get("forbid", True)))
+        out["target_success"] = float(np.mean(hits["target"]))
+        for k in ("acc_plain", "acc_conflict", "bleed"):
+            out[k] = float(np.mean(hits[k])) if hits[k] else float("nan")
+        kl_rows = self._kl_rows()
+        sums = self._drift(self._logits(kl_rows), self.start_rows)
+        wheres = [row[3] for row in self.rows if row[3] != "target" and row[5]]
+        for side in ("before", "after"):
+            idx = [i for i, w in enumerate(wheres) if w == side]
+            out[f"drift_{side}"] = sum(sums[i] for i in idx) / max(1, sum(kl_rows[i][1] for i in idx))
+        ret = self._drift(self._logits(self.retention), self.start_retention)
+        out["retention"] = sum(ret) / max(1, sum(n for _, n in self.retention))
         return out
 
 
@@ -151,46 +222,39 @@ def run_arm(args: argparse.Namespace, arm: str, seed: int, root: Path) -> dict:
     import lightning.pytorch as pl
     from lightning.pytorch.callbacks import Callback
 
-    from propel.rollouts.episode_runner import EpisodeRunner
-    from propel.sandbox import LocalSandbox
-    from propel.tasks.shell import ShellTasks
-
     result_path = root / "result.json"
     if result_path.exists():
         return json.loads(result_path.read_text())
-    print(f"[exp] {arm} seed {seed}: training {args.steps} steps into {root}", flush=True)
-    scope, which = ARMS[arm]
+    start = time.perf_counter()
+    scope, which, at = ARMS[arm]
+    steps = 0 if arm == "none" else args.steps
+    print(f"[exp] {arm} seed {seed}: training {steps} steps into {root}", flush=True)
     pl.seed_everything(seed)
-    module, data, placement = build(args, seed, scope)
+    module, data, placement = build(args, seed, scope or "turn")
     module.configure_model()
-    real = module.hints.tool_error  # the config's hint text (hints.yaml)
-    module.hints = FirstTurnHint(real if which == "real" else CONTROL_HINT)
-    held_out = ShellTasks(["create_file"], demonstration=False).contexts(args.held_out, seed=HELD_OUT_SEED)
-    torch.manual_seed(HELD_OUT_SEED)  # the same held-out episodes in every arm and seed (the base model ran them)
-    with LocalSandbox(max_workers=1) as box:
-        runner = EpisodeRunner(module.engine, data.make_env, box, concurrency=8)
-        sampling = copy.deepcopy(module.sampling)
-        sampling.n = 2
-        groups, _ = runner.run(held_out, sampling)
-    probe = HeldOut(module, [s for g in groups for s in g], real)
+    probe = HeldOut(module, data, args.held_out, args.samples)
+    module.hints = TurnHint(data.tasks.hint if which == "real" else CONTROL_HINT, at or "target")
     torch.manual_seed(seed)
-    behaviour = {"before": first_turn_rate(module, held_out, args.samples)}
     curve = [{"step": 0, **probe.measure()}]
+    teacher = probe.teacher_success()
+    print(f"[exp] {arm} seed {seed} step 0 ({time.perf_counter() - start:.0f} s): {curve[-1]} teacher {teacher:.3f}",
+          flush=True)  # fmt: skip
 
     class Measure(Callback):
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             step = trainer.global_step
-            if step % args.every == 0 or step == args.steps:
+            if step % args.every == 0 or step == steps:
                 curve.append({"step": step, **probe.measure()})
-                print(f"[exp] {arm} seed {seed} step {step}: {curve[-1]}", flush=True)
+                print(f"[exp] {arm} seed {seed} step {step} ({time.perf_counter() - start:.0f} s): {curve[-1]}",
+                      flush=True)  # fmt: skip
 
-    trainer = pl.Trainer(max_steps=args.steps, **placement, devices=1, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, callbacks=[Measure()])  # fmt: skip
-    trainer.fit(module, datamodule=data)
-    torch.manual_seed(seed)
-    behaviour["after"] = first_turn_rate(module, held_out, args.samples)
-    result = {"arm": arm, "seed": seed, "curve": curve, "behaviour": behaviour, "held_out_turns": {
-        k: len(rows) for k, rows in probe.rows.items()}}  # fmt: skip
+    if steps:
+        trainer = pl.Trainer(max_steps=steps, **placement, devices=1, logger=False, enable_checkpointing=False,
+                             enable_progress_bar=False, enable_model_summary=False, callbacks=[Measure()])  # fmt: skip
+        trainer.fit(module, datamodule=data)
+    result = {"arm": arm, "seed": seed, "curve": curve, "teacher_success": teacher, "turns": probe.turns,
+              "target_turns": [r[1] for r in probe.rows if r[3] == "target"],
+              "seconds": time.perf_counter() - start}  # fmt: skip
     root.mkdir(parents=True, exist_ok=True)
     result_path.write_text(json.dumps(result, indent=1))
     return result
@@ -198,7 +262,9 @@ def run_arm(args: argparse.Namespace, arm: str, seed: int, root: Path) -> dict:
 
 def t_interval(values: list[float]) -> tuple[float, float, float]:
     """Mean and 95% t interval over seeds (NaN bounds with one seed)."""
-    a = np.asarray(values, dtype=float)
+    a = np.asarray([v for v in values if np.isfinite(v)], dtype=float)
+    if not len(a):
+        return float("nan"), float("nan"), float("nan")
     mean = float(a.mean())
     if len(a) < 2:
         return mean, float("nan"), float("nan")
@@ -206,102 +272,103 @@ def t_interval(values: list[float]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
-def gains(result: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Along an arm's checkpoints: its target gain (the gap's fall since step 0) and its off-target drift."""
+def at_success(result: dict, level: float, key: str) -> float:
+    """``key`` where the arm's target success first reaches ``level`` (linear between checkpoints)."""
     curve = result["curve"]
-    gain = np.array([curve[0]["target_gap"] - c["target_gap"] for c in curve])
-    drift = np.array([c.get("drift_turn1", float("nan")) for c in curve])
-    return gain, drift
-
-
-def drift_at(result: dict, level: float) -> float:
-    """The off-target drift where the arm's gain first reaches ``level`` (linear between checkpoints)."""
-    gain, drift = gains(result)
-    for i in range(1, len(gain)):
-        if gain[i] >= level:
-            lo, hi = gain[i - 1], gain[i]
+    success = [c["target_success"] for c in curve]
+    for i in range(len(curve)):
+        if success[i] >= level:
+            if i == 0:
+                return float(curve[0][key])
+            lo, hi = success[i - 1], success[i]
             w = 1.0 if hi == lo else float(np.clip((level - lo) / (hi - lo), 0.0, 1.0))
-            return float(drift[i - 1] + w * (drift[i] - drift[i - 1]))
+            return float(curve[i - 1][key] + w * (curve[i][key] - curve[i - 1][key]))
     return float("nan")
 
 
+def matched(results: dict[str, dict[int, dict]], other: str) -> list[dict]:
+    """Per seed: the success level both ``targeted`` and ``other`` reach, and each off-target metric there."""
+    rows = []
+    for seed in sorted(set(results.get("targeted", {})) & set(results.get(other, {}))):
+        t, o = results["targeted"][seed], results[other][seed]
+        level = min(max(c["target_success"] for c in t["curve"]), max(c["target_success"] for c in o["curve"]))
+        start = max(t["curve"][0]["target_success"], o["curve"][0]["target_success"])
+        row = {"seed": seed, "level": float(level), "above_start": bool(level > start)}
+        for key in OFF_TARGET:
+            row[key] = {"targeted": at_success(t, level, key), other: at_success(o, level, key)}
+        rows.append(row)
+    return rows
+
+
 def analyse(results: dict[str, dict[int, dict]]) -> dict:
-    seeds = sorted(set(results["targeted"]) & set(results["sequence"]))
-    matched = []
-    for seed in seeds:
-        t, s = results["targeted"][seed], results["sequence"][seed]
-        level = min(gains(t)[0].max(), gains(s)[0].max())
-        if level <= 0:
-            matched.append({"seed": seed, "gain": level, "targeted": float("nan"), "sequence": float("nan")})
-            continue
-        matched.append({"seed": seed, "gain": float(level), "targeted": drift_at(t, level),
-                        "sequence": drift_at(s, level)})  # fmt: skip
-    usable = [m for m in matched if np.isfinite(m["targeted"]) and np.isfinite(m["sequence"])]
     arms = {}
     for arm, runs in results.items():
-        last = [r["curve"][-1] for r in runs.values()]
-        first = [r["curve"][0] for r in runs.values()]
-        before = [r["behaviour"]["before"] for r in runs.values()]
-        after = [r["behaviour"]["after"] for r in runs.values()]
-        arms[arm] = {
-            "gap_before": t_interval([c["target_gap"] for c in first]),
-            "gap_after": t_interval([c["target_gap"] for c in last]),
-            "gain": t_interval([a["target_gap"] - b["target_gap"] for a, b in zip(first, last, strict=True)]),
-            "drift_turn0": t_interval([c.get("drift_turn0", float("nan")) for c in last]),
-            "drift_turn1": t_interval([c.get("drift_turn1", float("nan")) for c in last]),
-            "valid_before": [sum(k for k, _ in before), sum(n for _, n in before)],
-            "valid_after": [sum(k for k, _ in after), sum(n for _, n in after)],
-        }
-    difference = t_interval([m["sequence"] - m["targeted"] for m in usable]) if usable else None
-    return {"arms": arms, "matched": matched, "difference": difference, "seeds": seeds}
+        last, first = [r["curve"][-1] for r in runs.values()], [r["curve"][0] for r in runs.values()]
+        teacher = t_interval([r["teacher_success"] for r in runs.values()])
+        arms[arm] = {"seeds": sorted(runs), "teacher_success": teacher}
+        arms[arm]["success_start"] = t_interval([c["target_success"] for c in first])
+        for key in ("target_success", *OFF_TARGET):
+            arms[arm][key] = t_interval([c[key] for c in last])
+        arms[arm]["every_turn_reached"] = all(min(r["turns"]) == max(r["turns"]) for r in runs.values())
+    comparisons = {}
+    for other in ("sequence", "whole", "control"):
+        if other not in results or "targeted" not in results:
+            continue
+        rows = matched(results, other)
+        usable = [r for r in rows if r["above_start"]]
+        comparisons[other] = {"matched": rows, "difference": {
+            key: t_interval([r[key][other] - r[key]["targeted"] for r in usable]) for key in OFF_TARGET}}  # fmt: skip
+    return {"arms": arms, "comparisons": comparisons}
+
+
+def _fmt(t, sign=""):
+    if not np.isfinite(t[0]):
+        return "n/a"
+    if not np.isfinite(t[1]):
+        return f"{t[0]:{sign}.4f}"
+    return f"{t[0]:{sign}.4f} [{t[1]:{sign}.4f}, {t[2]:{sign}.4f}]"
 
 
 def verdict(analysis: dict) -> list[str]:
-    d, out = analysis["difference"], []
-    if d is None:
-        return ["No seed reached a positive target gain in both arms: there is no equal-gain point to compare at."]
-    mean, low, high = d
-    where = f"{mean:+.4f} [{low:+.4f}, {high:+.4f}] over {sum(np.isfinite(m['sequence']) for m in analysis['matched'])}"
-    if low > 0:
-        out.append(f"At equal target gain the targeted arm drifts less off its turn: sequence - targeted = {where} "
-                   "seeds (the interval excludes 0): the claim holds here.")  # fmt: skip
-    elif high < 0:
-        out.append(f"At equal target gain the targeted arm drifts MORE off its turn: sequence - targeted = {where} "
-                   "seeds: the claim does not hold here.")  # fmt: skip
-    else:
-        out.append(f"At equal target gain the off-target drift difference (sequence - targeted) is {where} seeds: "
-                   "not distinguishable from 0, so the claim is not shown here.")  # fmt: skip
-    arms = analysis["arms"]
-    if "control" in arms and "targeted" in arms:
-        c, t = arms["control"]["gain"], arms["targeted"]["gain"]
-        out.append(f"Target gain (fall of KL(teacher with hint || student) on turn 0): targeted {t[0]:+.4f} "
-                   f"[{t[1]:+.4f}, {t[2]:+.4f}], unrelated-hint control {c[0]:+.4f} "
-                   f"[{c[1]:+.4f}, {c[2]:+.4f}].")  # fmt: skip
+    out = []
+    for other, comp in analysis["comparisons"].items():
+        n = sum(r["above_start"] for r in comp["matched"])
+        if n == 0:
+            out.append(f"{other} vs targeted: no seed where both arms raised target success above the start: no "
+                       "matched point to compare at (not shown).")  # fmt: skip
+            continue
+        for key in ("drift_before", "drift_after", "bleed", "acc_conflict", "retention"):
+            mean, low, high = comp["difference"][key]
+            where = f"{other} - targeted = {_fmt((mean, low, high), '+')} over {n} seed(s)"
+            if not np.isfinite(low):
+                out.append(f"{key}: {where}: one seed, no interval (not shown).")
+            elif low > 0:
+                out.append(f"{key}: {where}: the interval excludes 0 ({other} higher).")
+            elif high < 0:
+                out.append(f"{key}: {where}: the interval excludes 0 ({other} lower).")
+            else:
+                out.append(f"{key}: {where}: includes 0 (not shown).")
     return out
 
 
 def report(analysis: dict, args: argparse.Namespace, command: str) -> str:
-    def fmt(t, sign=""):
-        return f"{t[0]:{sign}.4f} [{t[1]:{sign}.4f}, {t[2]:{sign}.4f}]"
-
-    def rate(k, n):
-        w = wilson(k, n)
-        return f"{k}/{n} = {k / n:.2f} [{w.low:.2f}, {w.high:.2f}]" if w else "n/a"
-
-    lines = ["# Turn-targeted KL against whole-sequence KL", "",
-             f"Seeds {analysis['seeds']}, {args.steps} steps per arm, measured every {args.every} steps on "
-             f"{args.held_out} held-out tasks x 2 episodes; 95% t intervals over seeds; valid-call rates pooled over "
-             "seeds with Wilson intervals.", "",
-             "| arm | KL(teacher‖student) turn 0, start | end | gain | drift turn 0 | drift turn 1 (off-target) | "
-             "valid call before | after |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    keys = ("target_success", "drift_before", "drift_after", "acc_plain", "acc_conflict", "bleed", "retention")
+    lines = ["# Turn-targeted KL: does the update stay on its turn?", "",
+             f"{args.steps} steps per arm, measured every {args.every} steps on {args.held_out} held-out "
+             f"conversations (6 turns each; {args.samples} samples at the target turn, 1 at every other); means "
+             "at the last step with 95% t intervals over seeds.", "",
+             "| arm | seeds | teacher success (hint) | success at start | " + " | ".join(keys) + " |",
+             "|---|---|---|---|" + "---|" * len(keys)]  # fmt: skip
     for arm, a in analysis["arms"].items():
-        lines.append(f"| {arm} | {fmt(a['gap_before'])} | {fmt(a['gap_after'])} | {fmt(a['gain'], '+')} | "
-                     f"{fmt(a['drift_turn0'])} | {fmt(a['drift_turn1'])} | {rate(*a['valid_before'])} | "
-                     f"{rate(*a['valid_after'])} |")  # fmt: skip
-    lines += ["", "At equal target gain (per seed: the smaller of the two arms' largest gains):", "",
-              "| seed | gain | off-target drift, targeted | sequence |", "|---|---|---|---|"]  # fmt: skip
-    for m in analysis["matched"]:
-        lines.append(f"| {m['seed']} | {m['gain']:.4f} | {m['targeted']:.4f} | {m['sequence']:.4f} |")
+        lines.append(f"| {arm} | {a['seeds']} | {_fmt(a['teacher_success'])} | {_fmt(a['success_start'])} | "
+                     + " | ".join(_fmt(a[k]) for k in keys) + " |")  # fmt: skip
+    for other, comp in analysis["comparisons"].items():
+        lines += ["", f"Matched target success, {other} against targeted (per seed):", "",
+                  "| seed | level | above start | " + " | ".join(f"{k} (t / {other})" for k in OFF_TARGET) + " |",
+                  "|---|---|---|" + "---|" * len(OFF_TARGET)]  # fmt: skip
+        for r in comp["matched"]:
+            cells = " | ".join(f"{r[k]['targeted']:.4f} / {r[k][other]:.4f}" for k in OFF_TARGET)
+            lines.append(f"| {r['seed']} | {r['level']:.3f} | {r['above_start']} | {cells} |")
     lines += ["", *verdict(analysis), "", f"Command: `{command}`.", ""]
     return "\n".join(lines)
 
@@ -312,17 +379,21 @@ def plot(results: dict[str, dict[int, dict]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    colours = {"targeted": "tab:blue", "sequence": "tab:orange", "control": "tab:grey"}
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    colours = {"targeted": "tab:blue", "sequence": "tab:orange", "whole": "tab:red", "control": "tab:grey",
+               "none": "black"}  # fmt: skip
     for arm, runs in results.items():
         for i, r in enumerate(runs.values()):
-            gain, drift = gains(r)
-            ax.plot(gain, drift, "o-", color=colours[arm], alpha=0.7, label=arm if i == 0 else None)
-    ax.set_xlabel("target gain: fall of KL(teacher with hint || student), turn 0")
-    ax.set_ylabel("off-target drift: KL(start || now), turn 1")
-    ax.legend()
+            x = [c["target_success"] for c in r["curve"]]
+            for ax, key in zip(axes, ("drift_before", "drift_after", "bleed"), strict=True):
+                ax.plot(x, [c[key] for c in r["curve"]], "o-", color=colours[arm], alpha=0.7,
+                        label=arm if i == 0 else None)  # fmt: skip
+    for ax, key in zip(axes, ("KL(start||now), off-target turns before t", "... after t", "bleed"), strict=True):
+        ax.set_xlabel("target success (no hint)")
+        ax.set_ylabel(key)
+    axes[0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
@@ -330,20 +401,18 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m-instruct")
     p.add_argument("--steps", type=int, default=12)
-    p.add_argument("--every", type=int, default=3, help="measure every this many steps")
+    p.add_argument("--every", type=int, default=4, help="measure every this many steps")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     p.add_argument("--kl-coefficient", type=float, default=1.0)
-    p.add_argument("--lr", type=float, default=2e-4)
-    p.add_argument("--episodes", type=int, default=2, help="episodes per task per step (the module's group_size)")
-    p.add_argument("--contexts", type=int, default=2, help="tasks per step")
-    p.add_argument("--held-out", type=int, default=8, help="held-out tasks (2 episodes each)")
-    p.add_argument("--samples", type=int, default=8, help="first-turn samples per held-out task")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--episodes", type=int, default=2, help="episodes per conversation per step (group_size)")
+    p.add_argument("--contexts", type=int, default=4, help="conversations per step")
+    p.add_argument("--held-out", type=int, default=12, help="held-out conversations")
+    p.add_argument("--samples", type=int, default=8, help="samples at each held-out target turn")
     p.add_argument("--out", default="runs/experiments/turn_kl_scope")
     p.add_argument("extra", nargs="*", help="more `propel fit` flags for every arm (after --)")
     args = p.parse_args(argv)
-    if not {"targeted", "sequence"} <= set(args.arms):
-        raise SystemExit("--arms needs targeted and sequence (the comparison); control is optional")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     check_manifest(out, settings(args), "experiment folder")  # refuses runs made with other settings
@@ -354,9 +423,9 @@ def main(argv: list[str] | None = None) -> dict:
     analysis = analyse(results)
     command = "python benchmarks/exp_turn_kl_scope.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = report(analysis, args, command.strip())
-    (out / "analysis.json").write_text(json.dumps(analysis, indent=1))
+    (out / "summary.json").write_text(json.dumps({"analysis": analysis, "results": results}, indent=1))
     (out / "report.md").write_text(text)
-    plot(results, out / "drift_vs_gain.png")
+    plot(results, out / "drift_vs_success.png")
     print(text)
     return analysis
 

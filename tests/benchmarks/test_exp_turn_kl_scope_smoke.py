@@ -1,7 +1,8 @@
-"""A short run of ``benchmarks/exp_turn_kl_scope.py`` (tiny model, two steps, two seeds, every arm) so the
-experiment's command cannot rot: each arm-seed trains with its scope and hint, measures the target gap and the drift
-at step 0 and at each checkpoint, the report compares the arms at equal gain, a rerun trains nothing, and a folder
-made with other settings is refused. The measured table is the experiment's own: ``make exp-turn-kl-scope``."""
+"""A short run of ``benchmarks/exp_turn_kl_scope.py`` (tiny model, one step, one seed, every arm) so the
+experiment's command cannot rot: every held-out conversation reaches all six turns, each arm-seed measures target
+success, off-target accuracy, bleed, drift before and after t and retention at step 0 and at each checkpoint, the
+report compares the arms at matched target success, a rerun trains nothing, and a folder made with other settings
+is refused. The measured table is the experiment's own: ``make exp-turn-kl-scope``."""
 
 from __future__ import annotations
 
@@ -14,43 +15,46 @@ import pytest
 from propel.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
+ARMS = ("targeted", "sequence", "whole", "control", "none")
 
 
 @pytest.mark.timeout(900)
-def test_turn_kl_scope_experiment_trains_every_arm_and_compares_at_equal_gain(
+def test_turn_kl_scope_experiment_runs_every_arm_and_compares_at_matched_success(
     benchmark_module, tiny_model_dir, tmp_path, monkeypatch, capsys
 ):
     monkeypatch.chdir(ROOT)
     exp = benchmark_module("exp_turn_kl_scope")
     out = tmp_path / "exp"
-    args = ["--model", str(tiny_model_dir), "--steps", "2", "--every", "1", "--seeds", "0", "1", "--held-out", "2",
-            "--samples", "2", "--lr", "0.05", "--out", str(out), "--", "--model.init_args.max_new_tokens=6",
-            "--data.init_args.execute_cut_turns=true"]  # fmt: skip
+    args = ["--model", str(tiny_model_dir), "--steps", "1", "--every", "1", "--seeds", "0", "--held-out", "2",
+            "--samples", "2", "--contexts", "1", "--lr", "0.05", "--out", str(out), "--",
+            "--model.init_args.max_new_tokens=3"]  # fmt: skip
     analysis = exp.main(args)
 
-    assert set(analysis["arms"]) == {"targeted", "sequence", "control"} and analysis["seeds"] == [0, 1]
-    for arm in ("targeted", "sequence", "control"):
-        for seed in (0, 1):
+    assert set(analysis["arms"]) == set(ARMS) and set(analysis["comparisons"]) == {"sequence", "whole", "control"}
+    for arm in ARMS:
+        for seed in (0,):
             result = json.loads((out / arm / f"seed{seed}" / "result.json").read_text())
-            assert [c["step"] for c in result["curve"]] == [0, 1, 2]
+            assert result["turns"] == [6, 6]  # every held-out conversation reaches every turn
+            assert [c["step"] for c in result["curve"]] == ([0] if arm == "none" else [0, 1])
             start, end = result["curve"][0], result["curve"][-1]
-            assert start["drift_turn0"] == 0.0 and end["drift_turn0"] > 0  # trained: turn 0 moved
-            assert start["target_gap"] > 0 and result["behaviour"]["before"][1] == 4  # 2 tasks x 2 samples
-        gap = analysis["arms"][arm]["gap_before"]
-        assert gap[1] <= gap[0] <= gap[2]
-    starts = {arm: json.loads((out / arm / "seed0" / "result.json").read_text())["curve"][0]["target_gap"]
-              for arm in ("targeted", "sequence", "control")}  # fmt: skip
-    assert len(set(starts.values())) == 1  # the same held-out episodes and fixed teacher in every arm
-    assert [m["seed"] for m in analysis["matched"]] == [0, 1]
+            assert start["drift_before"] == start["drift_after"] == start["retention"] == 0.0
+            assert all(0.0 <= end[k] <= 1.0 for k in ("target_success", "acc_plain", "acc_conflict", "bleed"))
+            if arm != "none":
+                assert end["drift_before"] > 0 and end["drift_after"] > 0  # trained: the off-target turns moved
+        assert analysis["arms"][arm]["every_turn_reached"]
+    for comp in analysis["comparisons"].values():
+        assert [r["seed"] for r in comp["matched"]] == [0]
     report = (out / "report.md").read_text()
-    assert "| targeted |" in report and "| sequence |" in report and "At equal target gain" in report
-    assert (out / "drift_vs_gain.png").stat().st_size > 0
+    assert "| targeted |" in report and "| whole |" in report and "Matched target success" in report
+    assert (out / "drift_vs_success.png").stat().st_size > 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["results"]) == set(ARMS)  # the per-run curves: every number of the report recomputes
 
     capsys.readouterr()
     assert json.dumps(exp.main(args)) == json.dumps(analysis)  # read back: no arm trains again
     assert "[exp]" not in capsys.readouterr().out
     with pytest.raises(ConfigError, match="other settings"):
-        exp.main([*args[:3], "3", *args[4:]])
+        exp.main([*args[:3], "2", *args[4:]])
 
 
 def test_turn_kl_scope_trainer_placement_comes_from_the_fit_flags(benchmark_module, tiny_model_dir, monkeypatch):
@@ -62,3 +66,10 @@ def test_turn_kl_scope_trainer_placement_comes_from_the_fit_flags(benchmark_modu
     assert exp.build(args, 0, "turn")[2] == {"accelerator": "cpu", "precision": None}
     args.extra = ["--trainer.precision=bf16-mixed"]  # (an accelerator=gpu flag takes the same path; no GPU here)
     assert exp.build(args, 0, "turn")[2] == {"accelerator": "cpu", "precision": "bf16-mixed"}
+
+
+def test_the_hint_goes_before_the_target_turn_or_before_turn_0(benchmark_module):
+    exp = benchmark_module("exp_turn_kl_scope")
+    sample = argparse.Namespace(context=argparse.Namespace(data={"target_turn": 3}))
+    assert [(h.turn, h.text) for h in exp.TurnHint("x").hints(sample)] == [(3, "x")]
+    assert [h.turn for h in exp.TurnHint("x", at="start").hints(sample)] == [0]

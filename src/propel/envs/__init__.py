@@ -5,6 +5,16 @@ starts). Where their tasks come from is ``propel.tasks``; the text format of too
 
 from propel.envs.agent_env import FINISH_REASONS, AgentEnv, EpisodeState, Observation
 from propel.envs.openenv_env import OpenEnvAgentEnv
+from propel.envs.scripted_chat import ScriptedChatEnv, check_reply
 from propel.envs.tool_env import ToolEnv
 
-__all__ = ["FINISH_REASONS", "AgentEnv", "EpisodeState", "Observation", "OpenEnvAgentEnv", "ToolEnv"]
+__all__ = [
+    "FINISH_REASONS",
+    "AgentEnv",
+    "EpisodeState",
+    "Observation",
+    "OpenEnvAgentEnv",
+    "ScriptedChatEnv",
+    "ToolEnv",
+    "check_reply",
+]

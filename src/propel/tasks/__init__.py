@@ -5,6 +5,7 @@ datasets, the tiny shell tasks, SWE bug-injection episodes and OpenEnv episodes.
 writes, how that is parsed and checked) is ``propel.domains``; a task source only hands out graded problems.
 """
 
+from propel.tasks.conventions import ConventionChats
 from propel.tasks.gym import GymDataset, ReasoningGymTasks, answer_tag, extract_answer, gym_dataset
 from propel.tasks.humaneval import HumanEvalAgentTasks, HumanEvalTasks
 from propel.tasks.openenv import OpenEnvTasks
@@ -16,6 +17,7 @@ from propel.tasks.triage import TriageTickets
 __all__ = [
     "DEMONSTRATION",
     "BugInjectionTasks",
+    "ConventionChats",
     "GymDataset",
     "HumanEvalAgentTasks",
     "HumanEvalTasks",
