@@ -12,8 +12,7 @@ import torch
 from lightning.pytorch import LightningModule
 from torch import Tensor
 
-from propel.probes.artifact import ProbeArtifact
-from propel.probes.classifier import probe_artifact, probe_loss, probe_metrics, probe_optimizer
+from propel.probes.classifier import ProbeClassifier
 from propel.probes.heads import ARCHS, ProbeHead
 
 
@@ -82,19 +81,27 @@ class ProbeModule(LightningModule):
             raise RuntimeError("ProbeModule has no head yet: pass input_dim or fit with a datamodule")
         return self.head(features)
 
+    def classifier(self) -> ProbeClassifier:
+        """This module's head with the probe objective (``ProbeClassifier.around``: shared, not copied): the one
+        definition of the loss, metrics, optimizer and export that the sweep's in-memory fits use too."""
+        if self.head is None:
+            raise RuntimeError("ProbeModule has no head yet: pass input_dim or fit with a datamodule")
+        h = self.hparams
+        return ProbeClassifier.around(
+            self.head, lr=h.lr, weight_decay=h.weight_decay, pos_weight=self._pos_weight, threshold=h.threshold,
+            n_bins=h.n_bins,
+        )  # fmt: skip
+
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         """BCE-with-logits, with ``pos_weight`` when set."""
-        return probe_loss(logits, labels, self._pos_weight)
+        return self.classifier().loss(logits, labels)
 
     def metrics(self, logits: Tensor, labels: Tensor, solve_counts: Tensor | None = None) -> dict[str, float]:
         """All probe metrics (plus loss) of one split."""
-        h = self.hparams
-        return probe_metrics(
-            logits, labels, solve_counts, pos_weight=self._pos_weight, threshold=h.threshold, n_bins=h.n_bins
-        )
+        return self.classifier().metrics(logits, labels, solve_counts)
 
     def configure_optimizers(self):
-        return probe_optimizer(self.parameters(), self.hparams.lr, self.hparams.weight_decay)
+        return self.classifier().configure_optimizers()
 
     # --- Lightning hooks ---
     def setup(self, stage: str) -> None:
@@ -164,27 +171,4 @@ class ProbeModule(LightningModule):
             self.last_metrics.update({f"val_{k}": v for k, v in self._best[2].items()})
         if self.hparams.export_dir:
             info = getattr(self.trainer.datamodule, "feature_info", {}) if self.trainer.datamodule else {}
-            self.to_artifact(**info).save(self.hparams.export_dir)
-
-    def to_artifact(
-        self,
-        reference_model: str = "unknown",
-        layer: int = -1,
-        pooling: str = "unknown",
-        trajectory_pooling: str = "mean",
-        max_length: int = 1024,
-        metrics: dict | None = None,
-        reference: dict | None = None,
-    ) -> ProbeArtifact:
-        """The head as a Lightning-free ``ProbeArtifact`` (a copy on CPU)."""
-        return probe_artifact(
-            self.head,
-            self.hparams.threshold,
-            self.last_metrics if metrics is None else metrics,
-            reference_model,
-            layer,
-            pooling,
-            trajectory_pooling,
-            max_length,
-            reference,
-        )
+            self.classifier().to_artifact(metrics=self.last_metrics, **info).save(self.hparams.export_dir)

@@ -1,7 +1,8 @@
 """The probe's training objective, defined once: BCE-with-logits, AdamW, metrics and artifact export.
 
 ``ProbeClassifier`` (a plain ``nn.Module``: head + objective) is what the sweep trains in memory, thousands of times,
-without Lightning; ``propel.lit_modules.probe_training.ProbeModule`` drives the same functions under a Trainer.
+without Lightning; ``propel.lit_modules.probe_training.ProbeModule`` is a shell that drives one under a Trainer
+(``ProbeClassifier.around`` its head), so loss, metrics, optimizer and export are this module's.
 """
 
 from __future__ import annotations
@@ -43,34 +44,6 @@ def probe_optimizer(parameters, lr: float = 1e-3, weight_decay: float = 1e-2) ->
     return torch.optim.AdamW(parameters, lr=lr, weight_decay=weight_decay)
 
 
-def probe_artifact(
-    head: ProbeHead,
-    threshold: float,
-    metrics: dict,
-    reference_model: str = "unknown",
-    layer: int = -1,
-    pooling: str = "unknown",
-    trajectory_pooling: str = "mean",
-    max_length: int = 1024,
-    reference: dict | None = None,
-) -> ProbeArtifact:
-    """The head as a Lightning-free ``ProbeArtifact`` (a copy on CPU, so training can go on).
-
-    ``reference`` is the features' ``reference_fingerprint`` (cache metadata), checked when the probe is bound.
-    """
-    return ProbeArtifact(
-        head=copy.deepcopy(head).cpu().eval(),
-        reference_model=reference_model,
-        layer=layer,
-        pooling=pooling,
-        trajectory_pooling=trajectory_pooling,
-        max_length=max_length,
-        threshold=threshold,
-        metrics=dict(metrics),
-        reference=reference,
-    )
-
-
 class ProbeClassifier(nn.Module):
     """A probe head with its objective: what ``fit_in_memory`` trains and ``refit_selected`` returns.
 
@@ -104,6 +77,27 @@ class ProbeClassifier(nn.Module):
         self.threshold, self.n_bins = threshold, n_bins
         self.last_metrics: dict[str, float] = {}
 
+    @classmethod
+    def around(
+        cls,
+        head: ProbeHead,
+        *,
+        lr: float = 1e-3,
+        weight_decay: float = 1e-2,
+        pos_weight: float | None = None,
+        threshold: float = 0.5,
+        n_bins: int = 15,
+    ) -> ProbeClassifier:
+        """A classifier over an existing head (shared, not copied): how ``ProbeModule`` scores and exports the head
+        it trains under a Trainer, so the objective and the export are this class's."""
+        module = cls.__new__(cls)
+        nn.Module.__init__(module)
+        module.head = head
+        module.lr, module.weight_decay, module.pos_weight = lr, weight_decay, pos_weight
+        module.threshold, module.n_bins = threshold, n_bins
+        module.last_metrics = {}
+        return module
+
     def forward(self, features: Tensor) -> Tensor:
         """Logits [B] of features [B, D]."""
         return self.head(features)
@@ -129,15 +123,17 @@ class ProbeClassifier(nn.Module):
         metrics: dict | None = None,
         reference: dict | None = None,
     ) -> ProbeArtifact:
-        """The head as a ``ProbeArtifact`` (``metrics`` defaults to ``last_metrics``)."""
-        return probe_artifact(
-            self.head,
-            self.threshold,
-            self.last_metrics if metrics is None else metrics,
-            reference_model,
-            layer,
-            pooling,
-            trajectory_pooling,
-            max_length,
-            reference,
+        """The head as a Lightning-free ``ProbeArtifact`` (a copy on CPU, so training can go on; ``metrics``
+        defaults to ``last_metrics``). ``reference`` is the features' ``reference_fingerprint`` (cache metadata),
+        checked when the probe is bound."""
+        return ProbeArtifact(
+            head=copy.deepcopy(self.head).cpu().eval(),
+            reference_model=reference_model,
+            layer=layer,
+            pooling=pooling,
+            trajectory_pooling=trajectory_pooling,
+            max_length=max_length,
+            threshold=self.threshold,
+            metrics=dict(self.last_metrics if metrics is None else metrics),
+            reference=reference,
         )
