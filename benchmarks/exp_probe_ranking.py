@@ -49,6 +49,7 @@ from scipy.stats import spearmanr
 
 from propel.domains.exact_trials import band_utility, solve_probabilities
 from propel.domains.interface import Task
+from propel.domains.letter_counting import LetterCountingDomain, letter_examples
 from propel.domains.math.expression_domain import MathExpressionDomain, expression_examples
 from propel.engines.engine import SamplingSpec
 from propel.engines.factory import make_engine
@@ -64,6 +65,21 @@ MODEL = "smollm2-135m-instruct"
 BAND, N_TRIALS = (1, 3), 8
 METHODS = ("probe", "logistic", "cheap", "shuffled", "probe_soft", "oracle")
 Z80 = 1.959964 + 0.841621
+
+
+DOMAINS = {
+    "math": {  # configs/math/domain.yaml: the demo's domain
+        "build": lambda: MathExpressionDomain(lenient_expression=True, solver_format="few_shot"),
+        "shots": lambda: {e["problem"].strip() for e in expression_examples()},
+        "fields": ("problem", "expression"),
+    },
+    "letters": {  # a two-sided band for the bundled solver (benchmarks/pilot_letter_band.py)
+        "build": LetterCountingDomain,
+        "shots": lambda: {e["text"].strip() for e in letter_examples()},
+        "fields": ("text", "letter"),
+    },
+}
+"""The generator domains the experiment runs on (``--domain``), what counts as a copy of an in-context example."""
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -83,7 +99,7 @@ def generate(args, domain, engine, work: Path) -> list[dict]:
     rows = _jsonl(path)
     done = {r["context"] for r in rows}
     contexts = domain.contexts(args.contexts, seed=args.seed)
-    shots = {e["problem"].strip() for e in expression_examples()}
+    shots = DOMAINS[args.domain]["shots"]()
     sampling = SamplingSpec(n=args.group_size, max_new_tokens=args.max_new_tokens, temperature=1.0)
     for start in range(0, len(contexts), args.chunk):
         chunk = [c for c in contexts[start : start + args.chunk] if c.id not in done]
@@ -109,7 +125,7 @@ def generate(args, domain, engine, work: Path) -> list[dict]:
                         "reason": "length" if cut and s.valid else s.info.get("reason", ""),
                         "task": task,
                         "text": s.task_text if valid else None,
-                        "copy": bool(valid and s.task.data["problem"].strip() in shots),
+                        "copy": bool(valid and s.task.data[DOMAINS[args.domain]["fields"][0]].strip() in shots),
                     }
                 )
         _append(path, new)
@@ -182,9 +198,12 @@ def features(args, domain, engine, rows: list[dict], work: Path) -> dict[str, to
 _OPS = re.compile(r"[+\-*/]")
 
 
-def cheap_features(task: dict) -> list[float]:
-    """Length, answer magnitude, operator and number counts: what a probe must beat to be worth its cost."""
+def cheap_features(task: str) -> list[float]:
+    """What a probe must beat to be worth its cost. Math: length, answer magnitude, operator and number counts;
+    letter counting: words, characters, the count and whether it is 0."""
     data = Task.from_json(task).data
+    if "letter" in data:
+        return [len(data["text"].split()), len(data["text"]), data["answer"], float(data["answer"] == 0)]
     numbers = re.findall(r"\d+(?:\.\d+)?", data["expression"])
     return [
         len(data["problem"]),
@@ -360,9 +379,10 @@ def report(args, summary: dict) -> str:
         "# Does the probe rank a group's valid tasks by utility?",
         "",
         f"Measured {summary['date']} at commit `{summary['commit']}` with "
-        f"`python benchmarks/exp_probe_ranking.py --contexts {args.contexts} --group-size {args.group_size}`: "
+        f"`python benchmarks/exp_probe_ranking.py --domain {args.domain} --contexts {args.contexts} "
+        f"--group-size {args.group_size}`: "
         f"{g['contexts']} contexts x {args.group_size} tasks from the base generator (SmolLM2-135M-Instruct, "
-        f"the demo's math domain, temperature 1, {args.max_new_tokens} new tokens, a cut completion invalid); "
+        f"the {args.domain} domain, temperature 1, {args.max_new_tokens} new tokens, a cut completion invalid); "
         f"{g['valid']} valid ({g['valid_rate']:.1%}), {g['copies']} of them copies of an in-context example; "
         f"{summary['ranking']['contexts_compared']} held-out contexts with at least 2 valid tasks.",
         "",
@@ -455,7 +475,10 @@ def write_rows(path: Path, rows: list[dict], scores: dict[str, np.ndarray]) -> N
 
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow([*ROW_COLUMNS, *METHODS, "problem", "expression", "answer"])
+        fields = [
+            k for k in ("problem", "expression", "letter", "text") if rows and k in Task.from_json(rows[0]["task"]).data
+        ]
+        writer.writerow([*ROW_COLUMNS, *METHODS, *fields, "answer"])
         for i, r in enumerate(rows):
             d = Task.from_json(r["task"]).data
             labels = [
@@ -469,7 +492,7 @@ def write_rows(path: Path, rows: list[dict], scores: dict[str, np.ndarray]) -> N
                 r["u"],
             ]
             labels = ["" if v is None else repr(v) if isinstance(v, float) else v for v in labels]
-            writer.writerow([*labels, *[repr(float(scores[m][i])) for m in METHODS], d["problem"], d["expression"],
+            writer.writerow([*labels, *[repr(float(scores[m][i])) for m in METHODS], *[d[k] for k in fields],
                              d["answer"]])  # fmt: skip
 
 
@@ -509,6 +532,7 @@ def reanalyse(args, path: Path) -> dict:
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--domain", choices=sorted(DOMAINS), default="math")
     ap.add_argument("--workdir", default="runs/experiments/probe_ranking")
     ap.add_argument("--out", default=None, help="copy summary.json, report.md and rows.csv here (docs/...)")
     ap.add_argument("--contexts", type=int, default=160)
@@ -530,7 +554,7 @@ def main(argv=None) -> dict:
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    domain = MathExpressionDomain(lenient_expression=True, solver_format="few_shot")  # configs/math/domain.yaml
+    domain = DOMAINS[args.domain]["build"]()
     engine = make_engine("hf", args.model)
     tasks = generate(args, domain, engine, work)
     exact, sampled = label(args, domain, engine, tasks, work)

@@ -1,0 +1,127 @@
+"""Letter counting as a task-generator domain: where a 135M solver's band is two-sided.
+
+The generator continues few-shot ``Letter: ... / Text: ...`` blocks (examples from reasoning-gym's
+``letter_counting``, whose texts no one here wrote); a task is valid when its letter is one letter and its text (the
+line after ``Text:``) is 1..``max_words`` words, and its answer (which may be 0) is counted by code. The solver answers
+raw few-shot (``Question: How many times does the letter "r" appear in the text: "..."? / Answer: <count>``), so its
+exact solve probability is computable by teacher forcing (``answer_text``). Text length controls difficulty: for the
+bundled model 1-word texts are mostly too easy and 16-word texts mostly too hard
+(``benchmarks/pilot_letter_band.py``).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+from functools import cache
+
+from propel.domains.interface import AnswerText, Context, Domain, ParseFailure, Task, Verdict
+from propel.domains.math.answers import parse_number
+from propel.engines.engine import Prompt
+from propel.errors import ConfigError
+from propel.sandbox.sandbox import Sandbox
+
+_WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
+
+
+@cache
+def letter_examples(n: int = 24, max_words: int = 8, seed: int = 2026) -> tuple[dict, ...]:
+    """``n`` reasoning-gym ``letter_counting`` items (text, letter, count) as the few-shot pool."""
+    try:
+        import reasoning_gym
+    except ModuleNotFoundError as e:
+        raise ConfigError("the letter-counting domain needs reasoning-gym: pip install -e '.[gym]'") from e
+    data = reasoning_gym.create_dataset("letter_counting", min_words=1, max_words=max_words, size=n, seed=seed)
+    return tuple(
+        {"text": " ".join(x["metadata"]["span"]), "letter": x["metadata"]["target_letter"], "count": int(x["answer"])}
+        for x in data
+    )
+
+
+def count_letter(text: str, letter: str) -> int:
+    """Occurrences of ``letter`` in ``text``, ignoring case (reasoning-gym's rule)."""
+    return text.lower().count(letter.lower())
+
+
+def question(text: str, letter: str) -> str:
+    return f'How many times does the letter "{letter}" appear in the text: "{text}"?'
+
+
+class LetterCountingDomain(Domain):
+    """Tasks "count letter x in this text", written by the generator, solved few-shot.
+
+    Args:
+        few_shot: examples per generator prompt.
+        max_words: longer texts are invalid.
+        solver_shots: solved examples in the solver's prompt.
+    """
+
+    name = "letter_counting"
+    needs_sandbox = False
+    generator_stop = ("\n\n",)
+    solver_stop = ("\n",)
+
+    def __init__(self, few_shot: int = 4, max_words: int = 16, solver_shots: int = 3):
+        pool = len(letter_examples())
+        if not 0 < few_shot <= pool or not 0 < solver_shots <= pool:
+            raise ConfigError(f"LetterCountingDomain few_shot and solver_shots must be in 1..{pool}")
+        if max_words < 1:
+            raise ConfigError(f"LetterCountingDomain max_words must be >= 1, got {max_words}")
+        self.few_shot, self.max_words, self.solver_shots = few_shot, max_words, solver_shots
+
+    def contexts(self, n: int, seed: int = 0) -> list[Context]:
+        examples = letter_examples()
+        out = []
+        for i in range(n):
+            picks = random.Random(f"letter_counting:{seed}:{i}").sample(range(len(examples)), self.few_shot)
+            shots = "".join(f"Letter: {examples[j]['letter']}\nText: {examples[j]['text']}\n\n" for j in picks)
+            group = "shots-" + "-".join(str(j) for j in sorted(picks))
+            out.append(Context(id=f"letter_counting-{seed}-{i}", prompt=Prompt(text=shots + "Letter:"), group=group))
+        return out
+
+    def parse(self, completion: str) -> Task | ParseFailure:
+        block = completion.split("\n\n")[0]
+        if "Text:" not in block:
+            return ParseFailure("no_text")
+        letter, _, rest = block.partition("Text:")
+        letter, text = letter.strip().strip("\"'").lower(), rest.strip().split("\n")[0].strip()
+        if not text:
+            return ParseFailure("empty_text")
+        return Task(domain=self.name, data={"text": text, "letter": letter})
+
+    def validity(self, tasks: Sequence[Task], sandbox: Sandbox | None = None) -> list[Verdict]:
+        verdicts = []
+        for task in tasks:
+            text, letter = task.data["text"], task.data["letter"]
+            words = text.split()
+            if not words or any(not _WORD.fullmatch(w.strip(".,!?;:")) for w in words):
+                verdicts.append(Verdict(False, "not_words"))
+            elif len(words) > self.max_words:
+                verdicts.append(Verdict(False, "too_long"))
+            elif len(letter) != 1 or not letter.isalpha():
+                verdicts.append(Verdict(False, "not_one_letter"))
+            else:
+                task.data["answer"] = count_letter(text, letter)
+                verdicts.append(Verdict(True, "ok"))
+        return verdicts
+
+    def solver_prompt(self, task: Task) -> Prompt:
+        shots = "".join(
+            f"Question: {question(x['text'], x['letter'])}\nAnswer: {x['count']}\n\n"
+            for x in letter_examples()[-self.solver_shots :]
+        )
+        return Prompt(text=f"{shots}Question: {question(task.data['text'], task.data['letter'])}\nAnswer:")
+
+    def grade(self, task: Task, completions: Sequence[str], sandbox: Sandbox | None = None) -> list[bool]:
+        return [parse_number(c.strip().split("\n")[0]) == task.data["answer"] for c in completions]
+
+    def answer_text(self, task: Task) -> AnswerText | None:
+        return AnswerText(prefix=f" {task.data['answer']}", extends=r"[0-9.,/]") if "answer" in task.data else None
+
+    def topic(self, task: Task) -> str:
+        n = len(task.data["text"].split())
+        return "1 word" if n == 1 else "2-3 words" if n <= 3 else "4-7 words" if n <= 7 else "8+ words"
+
+    def render(self, task: Task) -> str:
+        return f"Letter: {task.data['letter']}\nText: {task.data['text']}"
