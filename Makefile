@@ -1,6 +1,6 @@
 .PHONY: setup setup-vllm test test-quick docs demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint \
 	bench bench-vllm exp-grpo-vs-trl exp-triage-style exp-turn-kl-scope \
-	exp-grader-pressure exp-probe-ranking
+	exp-grader-pressure exp-probe-ranking gpu-check gpu-wheels
 
 setup:
 	bash scripts/setup.sh
@@ -57,6 +57,16 @@ bench: setup
 	.venv/bin/python benchmarks/distill_step.py
 	.venv/bin/python benchmarks/reward_integrity.py --backends local docker
 	.venv/bin/python benchmarks/swe_validity.py --repos parse,inflection,isodate,webcolors --bugs 8 --backends local,docker
+
+# Every CUDA path on one GPU in at most 8 minutes (GRPO bf16, TRL on the same card, turn-KL, probe extraction, FSDP,
+# peak memory against the estimate) -> $OUT or runs/gpu_check/gpu_check.{json,md}; on CPU it stops with one line.
+# No setup dependency: on a device machine it runs on the image's torch (docs/gpu.md, "Checking a GPU machine").
+gpu-check:
+	bash scripts/gpu_check.sh
+
+# The wheels and model parts gpu-check needs on a bare device image -> .gpu_wheels/ and .gpu_model/ (ignored; carried)
+gpu-wheels: setup
+	bash scripts/gpu_wheels.sh
 
 bench-vllm: setup-vllm
 	.venv-vllm/bin/python benchmarks/rollout.py

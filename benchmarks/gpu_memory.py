@@ -23,6 +23,26 @@ def init_args(cfg: dict, key: str) -> dict:
     return (cfg.get(key) or {}).get("init_args") or {}
 
 
+def grpo_estimate(arch, model: dict, data: dict, prompt_tokens: int, checkpointing: bool, overhead_gib: float = 2.0):
+    """The training GPU's ``MemoryEstimate`` for a GRPO recipe's ``model`` and ``data`` init_args (GRPOModule's
+    defaults where a key is absent), its prompts ``prompt_tokens`` long. ``gpu_check.py`` compares it with a run."""
+    seq = prompt_tokens + model.get("max_new_tokens", 128)
+    rollouts = data.get("contexts_per_step", 4) * model.get("group_size", 8)
+    lora = model.get("lora") or {}
+    engine = model.get("engine", "hf")
+    return estimate_grpo_memory(
+        arch,
+        lora_r=lora.get("r", 16),
+        micro_batch=model.get("micro_batch_size", 16),
+        seq_len=seq,
+        gradient_checkpointing=checkpointing or bool(model.get("gradient_checkpointing", False)),
+        engine=engine,
+        rollout_tokens=rollouts * seq,
+        engine_on_this_gpu=engine != "vllm_server",
+        overhead_gib=overhead_gib,
+    )
+
+
 def estimates(path: Path, prompt_tokens: int, checkpointing: bool) -> list[tuple[str, str, object]]:
     """(where, what, MemoryEstimate) rows for one recipe."""
     cfg = yaml.safe_load(path.read_text())
@@ -41,21 +61,12 @@ def estimates(path: Path, prompt_tokens: int, checkpointing: bool) -> list[tuple
             ("GPU 0", f"vLLM solver {solver['model']}", sol),
         ]
     arch = KNOWN[model["model"]]
-    seq = prompt_tokens + model.get("max_new_tokens", 128)
-    rollouts = data.get("contexts_per_step", 4) * model.get("group_size", 8)
+    train = grpo_estimate(arch, model, data, prompt_tokens, checkpointing)
     lora = model.get("lora") or {}
     engine = model.get("engine", "hf")
     servers = engine_kwargs.get("replicas", 1) if engine == "vllm_server" else 0
-    train = estimate_grpo_memory(
-        arch,
-        lora_r=lora.get("r", 16),
-        micro_batch=model.get("micro_batch_size", 16),
-        seq_len=seq,
-        gradient_checkpointing=checkpointing,
-        engine=engine,
-        rollout_tokens=rollouts * seq,
-        engine_on_this_gpu=engine != "vllm_server",
-    )
+    seq = prompt_tokens + model.get("max_new_tokens", 128)
+    rollouts = data.get("contexts_per_step", 4) * model.get("group_size", 8)
     rows = [("each trainer GPU", f"GRPO {model['model']} LoRA r={lora.get('r', 16)}", train)]
     for i in range(servers):
         serve = estimate_serving_memory(arch, tokens_in_flight=rollouts * seq // servers)

@@ -11,6 +11,12 @@ and needs ``.venv-vllm``. ``vllm-async`` and ``vllm-merged-async`` are the same 
 step's rollouts sampled while this one trains, ``max_staleness: 1``): sync vs async on the same workload. Their
 "generation s/step" is the engine's time, mostly hidden behind training; "waited s/step" is what the step waited for.
 
+Memory, per trainer: "peak RSS" is the process's resident set sampled every 20 ms while that trainer runs (the
+larger of it and what the previous trainer left), "peak GPU" is ``torch.cuda.max_memory_allocated`` over the run
+(``--device gpu``: bf16 weights and bf16 autocast in both trainers, as ``exp_grpo_vs_trl.py --device gpu``).
+``--json PATH`` writes the numbers. The glibc mmap threshold is fixed first, as the ``propel`` command does
+(``propel.cli.allocator``), so freed memory leaves the resident set in both trainers.
+
 python benchmarks/grpo_step.py --steps 3
 .venv-vllm/bin/python benchmarks/grpo_step.py --propel-engines hf vllm vllm-merged --steps 10
 .venv-vllm/bin/python benchmarks/grpo_step.py --only propel --propel-engines vllm vllm-async --steps 10
@@ -19,17 +25,68 @@ python benchmarks/grpo_step.py --steps 3
 from __future__ import annotations
 
 import argparse
+import gc
+import json
 import os
+import threading
 import time
+from pathlib import Path
 
 import torch
 from rich.console import Console
 from rich.table import Table
 
+from propel.cli.allocator import fix_mmap_threshold
 from propel.domains import MathExpressionDomain
 from propel.models import LoRASpec
 
 PROMPTS_PER_STEP, GROUP, NEW_TOKENS = 2, 4, 64
+DEVICES = {"cpu": {"dtype": "float32", "precision": "32-true"}, "gpu": {"dtype": "bfloat16", "precision": "bf16-mixed"}}
+"""Per ``--device``: the weights' dtype and Lightning's precision (TRL: ``bf16`` on when the precision is bf16)."""
+
+
+def rss_mib() -> float:
+    """This process's resident set now, MiB (Linux ``/proc``; 0 where it cannot be read)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class PeakMemory:
+    """Peak resident set (sampled every ``every_s`` on a thread) and peak CUDA memory allocated inside a ``with``."""
+
+    def __init__(self, every_s: float = 0.02) -> None:
+        self.every_s, self.rss_mib, self.gpu_mib = every_s, 0.0, None
+        self._stop = threading.Event()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.rss_mib = max(self.rss_mib, rss_mib())
+
+    def __enter__(self) -> PeakMemory:
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        self.rss_mib = rss_mib()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.rss_mib = max(self.rss_mib, rss_mib())
+        if torch.cuda.is_available():
+            self.gpu_mib = torch.cuda.max_memory_allocated() / 2**20
+
+    def stats(self) -> dict:
+        return {
+            "peak_rss_mib": round(self.rss_mib, 1),
+            "peak_gpu_mib": None if self.gpu_mib is None else round(self.gpu_mib, 1),
+        }
 
 
 def digits_reward(text: str) -> float:
@@ -64,7 +121,19 @@ ENGINES = {  # benchmark name -> (engine, engine_kwargs, async_rollouts)
 }
 
 
-def run_propel(model: str, steps: int, engine: str = "hf") -> dict:
+def run_propel(
+    model: str,
+    steps: int,
+    engine: str = "hf",
+    device: str = "cpu",
+    *,
+    prompts_per_step: int = PROMPTS_PER_STEP,
+    group: int = GROUP,
+    new_tokens: int = NEW_TOKENS,
+    gradient_checkpointing: bool = False,
+    strategy: str = "auto",
+) -> dict:
+    """propel's ``GRPOModule``: one warm-up step, then ``steps`` timed; means, per-step times and peak memory."""
     import lightning.pytorch as pl
 
     from propel.datamodules.contexts import ContextDataModule
@@ -94,11 +163,13 @@ def run_propel(model: str, steps: int, engine: str = "hf") -> dict:
         rewards=[FunctionReward("digits", lambda s: digits_reward(s.completion))],
         lora=LoRASpec(r=16, alpha=32),
         loss=LossSpec(loss_type="grpo", beta=0.04),
-        group_size=GROUP,
-        max_new_tokens=NEW_TOKENS,
+        group_size=group,
+        max_new_tokens=new_tokens,
         stop=[],
-        micro_batch_size=PROMPTS_PER_STEP * GROUP,
+        micro_batch_size=prompts_per_step * group,
+        gradient_checkpointing=gradient_checkpointing,
         lr=1e-5,
+        dtype=DEVICES[device]["dtype"],
         engine=ENGINES[engine][0],
         engine_kwargs=ENGINES[engine][1],
         async_rollouts=ENGINES[engine][2],
@@ -107,18 +178,33 @@ def run_propel(model: str, steps: int, engine: str = "hf") -> dict:
     timing = Timing()
     trainer = pl.Trainer(
         max_steps=steps + 1,
-        accelerator="cpu",
+        accelerator=device,
+        devices=1,
+        strategy=strategy,
+        precision=DEVICES[device]["precision"],
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
         callbacks=[timing],
     )
-    trainer.fit(module, datamodule=ContextDataModule(MathExpressionDomain(), contexts_per_step=PROMPTS_PER_STEP))
-    return _stats(timing.rows[1:])
+    data = ContextDataModule(MathExpressionDomain(), contexts_per_step=prompts_per_step)
+    with PeakMemory() as memory:
+        trainer.fit(module, datamodule=data)
+    return {**_stats(timing.rows[1:]), **memory.stats()}
 
 
-def run_trl(model: str, steps: int, gradient_checkpointing: bool) -> dict:
+def run_trl(
+    model: str,
+    steps: int,
+    gradient_checkpointing: bool = False,
+    device: str = "cpu",
+    *,
+    prompts_per_step: int = PROMPTS_PER_STEP,
+    group: int = GROUP,
+    new_tokens: int = NEW_TOKENS,
+) -> dict:
+    """TRL's ``GRPOTrainer`` on the same settings as ``run_propel``."""
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -126,7 +212,7 @@ def run_trl(model: str, steps: int, gradient_checkpointing: bool) -> dict:
     from propel.models import load_model
     from propel.models.lora import peft_lora_config
 
-    policy, tokenizer = load_model(model)
+    policy, tokenizer = load_model(model, dtype=DEVICES[device]["dtype"])
     peft_config = peft_lora_config(LoRASpec())  # the adapters propel trains
 
     def reward(completions, **kwargs):
@@ -148,10 +234,10 @@ def run_trl(model: str, steps: int, gradient_checkpointing: bool) -> dict:
 
     config = GRPOConfig(
         output_dir="/tmp/propel-bench-trl",
-        use_cpu=True,
-        per_device_train_batch_size=PROMPTS_PER_STEP * GROUP,
-        num_generations=GROUP,
-        max_completion_length=NEW_TOKENS,
+        use_cpu=device == "cpu",
+        per_device_train_batch_size=prompts_per_step * group,
+        num_generations=group,
+        max_completion_length=new_tokens,
         max_steps=steps + 1,
         learning_rate=1e-5,
         beta=0.04,
@@ -162,11 +248,11 @@ def run_trl(model: str, steps: int, gradient_checkpointing: bool) -> dict:
         report_to=[],
         save_strategy="no",
         seed=0,
-        bf16=False,
+        bf16=DEVICES[device]["precision"].startswith("bf16"),
         disable_tqdm=True,
     )
     timing = Timing()
-    data = Dataset.from_dict({"prompt": prompts(PROMPTS_PER_STEP) * (steps + 1) * 2})
+    data = Dataset.from_dict({"prompt": prompts(prompts_per_step) * (steps + 1) * 2})
     trainer = GRPOTrainer(
         model=policy,
         reward_funcs=reward,
@@ -176,10 +262,11 @@ def run_trl(model: str, steps: int, gradient_checkpointing: bool) -> dict:
         peft_config=peft_config,
         callbacks=[timing],
     )
-    trainer.train()
+    with PeakMemory() as memory:
+        trainer.train()
     lengths = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
     rows = [(s, g, lengths[i] if i < len(lengths) else float("nan"), w) for i, (s, g, _, w) in enumerate(timing.rows)]
-    return _stats(rows[1:])
+    return {**_stats(rows[1:]), **memory.stats()}
 
 
 def _stats(rows: list[tuple[float, float, float, float]]) -> dict:
@@ -195,31 +282,52 @@ def _stats(rows: list[tuple[float, float, float, float]]) -> dict:
     }
 
 
-def main() -> None:
+def ratios(results: dict[str, dict]) -> dict[str, float]:
+    """Each propel row's s/step over TRL's (above 1: propel slower); empty without a TRL row."""
+    trl = [r["s_per_step"] for name, r in results.items() if name.startswith("TRL")]
+    if not trl or not trl[0]:
+        return {}
+    return {name: r["s_per_step"] / trl[0] for name, r in results.items() if name.startswith("propel")}
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m-instruct")
     p.add_argument("--steps", type=int, default=3, help="timed steps per trainer (after one warm-up step)")
+    p.add_argument("--device", choices=tuple(DEVICES), default="cpu", help="cpu: fp32; gpu: one CUDA GPU, bf16")
+    p.add_argument("--prompts", type=int, default=PROMPTS_PER_STEP, help="prompts per step")
+    p.add_argument("--group", type=int, default=GROUP, help="completions per prompt (G)")
+    p.add_argument("--new-tokens", type=int, default=NEW_TOKENS, help="max new tokens per completion")
+    p.add_argument("--gradient-checkpointing", action="store_true", help="propel: activation checkpointing")
     p.add_argument("--trl-gradient-checkpointing", action="store_true")
     p.add_argument("--only", choices=["propel", "trl"], default=None)
     p.add_argument("--propel-engines", nargs="+", default=["hf"], choices=list(ENGINES))
-    a = p.parse_args()
+    p.add_argument("--json", type=Path, default=None, help="also write the results here")
+    a = p.parse_args(argv)
+    if a.device == "gpu" and not torch.cuda.is_available():
+        p.error("--device gpu: no CUDA GPU is visible to torch")
+    fix_mmap_threshold()  # as the propel command does: peak RSS is what is alive, for both trainers
     torch.set_num_threads(torch.get_num_threads())
     load_before = os.getloadavg()
+    shape = {"prompts_per_step": a.prompts, "group": a.group, "new_tokens": a.new_tokens}
     results = {}
     if a.only in (None, "propel"):
         for engine in a.propel_engines:
-            results[f"propel ({engine} engine)"] = run_propel(a.model, a.steps, engine)
+            results[f"propel ({engine} engine)"] = run_propel(
+                a.model, a.steps, engine, a.device, gradient_checkpointing=a.gradient_checkpointing, **shape
+            )
     if a.only in (None, "trl"):
         results[f"TRL GRPOTrainer (grad ckpt {'on' if a.trl_gradient_checkpointing else 'off'})"] = run_trl(
-            a.model, a.steps, a.trl_gradient_checkpointing
+            a.model, a.steps, a.trl_gradient_checkpointing, a.device, **shape
         )
     load_after = os.getloadavg()
+    dtype = DEVICES[a.device]["dtype"]
     table = Table(
-        title=f"GRPO step, {a.model} fp32, LoRA r=16 x 7 proj, {PROMPTS_PER_STEP} prompts x G={GROUP}, "
-        f"<= {NEW_TOKENS} new tokens, {torch.get_num_threads()} threads"
+        title=f"GRPO step, {a.model} {dtype} on {a.device}, LoRA r=16 x 7 proj, {a.prompts} prompts x G={a.group}, "
+        f"<= {a.new_tokens} new tokens, {torch.get_num_threads()} threads"
     )
     cols = ("trainer", "timed steps", "s/step", "generation s/step", "waited s/step", "generation share", "mean len")
-    for col in (*cols, "per step"):
+    for col in (*cols, "peak RSS MiB", "peak GPU MiB", "per step"):
         table.add_column(col, justify="right")
     for name, r in results.items():
         share = r["gen_s_per_step"] / r["s_per_step"] if r["s_per_step"] else 0.0
@@ -231,18 +339,21 @@ def main() -> None:
             f"{r['waited_s_per_step']:.2f}",
             f"{share:.0%}",
             f"{r['mean_len']:.1f}",
+            f"{r['peak_rss_mib']:.0f}",
+            "-" if r["peak_gpu_mib"] is None else f"{r['peak_gpu_mib']:.0f}",
             str(r["per_step"]),
         )
-    trl = [r["s_per_step"] for name, r in results.items() if name.startswith("TRL")]
-    if trl:
-        table.caption = ", ".join(
-            f"{name} / TRL = {r['s_per_step'] / trl[0]:.2f}x"
-            for name, r in results.items()
-            if name.startswith("propel")
-        )
-    console = Console(width=160)
+    by_trl = ratios(results)
+    if by_trl:
+        table.caption = ", ".join(f"{name} / TRL = {v:.2f}x" for name, v in by_trl.items())
+    console = Console(width=200)
     console.print(table)
     console.print(f"load average (1/5/15 min) before: {load_before}, after: {load_after}")
+    if a.json is not None:
+        a.json.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"settings": {**vars(a), "json": str(a.json)}, "results": results, "ratio_to_trl": by_trl}
+        a.json.write_text(json.dumps(payload, indent=2))
+    return results
 
 
 if __name__ == "__main__":
