@@ -78,6 +78,10 @@ def test_a_small_real_run_writes_its_files_and_resumes(benchmark_module, tmp_pat
         "4",
         "--layers",
         "6",
+        "--validate",
+        "2",
+        "--validate-trials",
+        "2",
         "--chunk",
         "3",
     ]
