@@ -7,6 +7,7 @@ solver completions. Everything that runs model-written code goes through a ``pro
 from __future__ import annotations
 
 import json
+import random
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -69,6 +70,18 @@ class Verdict(NamedTuple):
 
     ok: bool
     reason: str
+
+
+def few_shot_contexts(name: str, n: int, seed: int, blocks: Sequence[str], k: int, cue: str) -> list[Context]:
+    """``n`` generator contexts of ``k`` example blocks each (a seeded draw per context) followed by ``cue``; the
+    group names the drawn examples, so contexts that share them are kept together by grouped splits."""
+    out = []
+    for i in range(n):
+        picks = random.Random(f"{name}:{seed}:{i}").sample(range(len(blocks)), k)
+        group = "shots-" + "-".join(str(j) for j in sorted(picks))
+        prompt = Prompt(text="".join(blocks[j] for j in picks) + cue)
+        out.append(Context(id=f"{name}-{seed}-{i}", prompt=prompt, group=group))
+    return out
 
 
 class Domain(ABC):

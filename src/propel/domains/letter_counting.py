@@ -11,12 +11,11 @@ bundled model 1-word texts are mostly too easy and 16-word texts mostly too hard
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Sequence
 from functools import cache
 
-from propel.domains.interface import AnswerText, Context, Domain, ParseFailure, Task, Verdict
+from propel.domains.interface import AnswerText, Context, Domain, ParseFailure, Task, Verdict, few_shot_contexts
 from propel.domains.math.answers import parse_number
 from propel.engines.engine import Prompt
 from propel.errors import ConfigError
@@ -71,14 +70,8 @@ class LetterCountingDomain(Domain):
         self.few_shot, self.max_words, self.solver_shots = few_shot, max_words, solver_shots
 
     def contexts(self, n: int, seed: int = 0) -> list[Context]:
-        examples = letter_examples()
-        out = []
-        for i in range(n):
-            picks = random.Random(f"letter_counting:{seed}:{i}").sample(range(len(examples)), self.few_shot)
-            shots = "".join(f"Letter: {examples[j]['letter']}\nText: {examples[j]['text']}\n\n" for j in picks)
-            group = "shots-" + "-".join(str(j) for j in sorted(picks))
-            out.append(Context(id=f"letter_counting-{seed}-{i}", prompt=Prompt(text=shots + "Letter:"), group=group))
-        return out
+        blocks = [f"Letter: {e['letter']}\nText: {e['text']}\n\n" for e in letter_examples()]
+        return few_shot_contexts(self.name, n, seed, blocks, self.few_shot, "Letter:")
 
     def parse(self, completion: str) -> Task | ParseFailure:
         block = completion.split("\n\n")[0]

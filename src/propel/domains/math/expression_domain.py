@@ -10,7 +10,6 @@ either way it is graded numerically against the reference.
 from __future__ import annotations
 
 import json
-import random
 import re
 from collections.abc import Sequence
 from fractions import Fraction
@@ -18,7 +17,7 @@ from functools import cache
 from importlib import resources
 
 from propel.domains.agents import SolvedByAgents
-from propel.domains.interface import AnswerText, Context, Domain, ParseFailure, Task, Verdict
+from propel.domains.interface import AnswerText, Context, Domain, ParseFailure, Task, Verdict, few_shot_contexts
 from propel.domains.math.answers import extract_answer, parse_number
 from propel.domains.math.expression import ExpressionError, evaluate
 from propel.domains.math.topic import math_topic
@@ -110,16 +109,8 @@ class MathExpressionDomain(Domain, SolvedByAgents):
         self.solver_stop = ("\n",) if solver_format == "few_shot" else ()
 
     def contexts(self, n: int, seed: int = 0) -> list[Context]:
-        examples = expression_examples()
-        out = []
-        for i in range(n):
-            picks = random.Random(f"math_expression:{seed}:{i}").sample(range(len(examples)), self.few_shot)
-            shots = "".join(
-                f"Problem: {examples[j]['problem']}\nExpression: {examples[j]['expression']}\n\n" for j in picks
-            )
-            group = "shots-" + "-".join(str(j) for j in sorted(picks))
-            out.append(Context(id=f"math_expression-{seed}-{i}", prompt=Prompt(text=shots + "Problem:"), group=group))
-        return out
+        blocks = [f"Problem: {e['problem']}\nExpression: {e['expression']}\n\n" for e in expression_examples()]
+        return few_shot_contexts(self.name, n, seed, blocks, self.few_shot, "Problem:")
 
     def parse(self, completion: str) -> Task | ParseFailure:
         text = completion.split("\n\n")[0]
