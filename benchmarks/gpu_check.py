@@ -75,14 +75,15 @@ def time_limit(seconds: int):
 
 
 # ------------------------------------------------------------------------------------------------------------ parts
+def _step_row(r: dict) -> dict:
+    """A GRPO run's row: seconds per step, peak memory, and the run's own numbers."""
+    return {"s_per_step": r["s_per_step"], "peak_gpu_mib": r["peak_gpu_mib"], "peak_rss_mib": r["peak_rss_mib"],
+            "detail": r}  # fmt: skip
+
+
 def part_grpo(args, results: dict) -> dict:
     r = benchmark("grpo_step").run_propel(args.model, args.steps, "hf", args.device, **shape(args))
-    return {
-        "s_per_step": r["s_per_step"],
-        "peak_gpu_mib": r["peak_gpu_mib"],
-        "peak_rss_mib": r["peak_rss_mib"],
-        "detail": r,
-    }
+    return _step_row(r)
 
 
 def part_trl(args, results: dict) -> dict:
@@ -172,12 +173,7 @@ def part_fsdp(args, results: dict) -> dict:
     if args.device != "gpu":
         return {"status": "skipped", "reason": "Lightning's FSDPStrategy requires a GPU accelerator (this run is CPU)"}
     r = benchmark("grpo_step").run_propel(args.model, 1, "hf", args.device, strategy="fsdp", **shape(args))
-    return {
-        "s_per_step": r["s_per_step"],
-        "peak_gpu_mib": r["peak_gpu_mib"],
-        "peak_rss_mib": r["peak_rss_mib"],
-        "detail": r,
-    }
+    return _step_row(r)
 
 
 def part_memory(args, results: dict) -> dict:
