@@ -34,8 +34,10 @@ def _token_texts(tokenizer) -> tuple[str, ...]:
     return tuple(tokenizer.decode([i]) for i in range(len(tokenizer)))
 
 
+@lru_cache(maxsize=8)
 def _extends_mask(tokenizer, pattern: str, vocab: int) -> torch.Tensor:
-    """Which vocabulary ids start with text matching ``pattern`` (they continue the answer)."""
+    """Which vocabulary ids start with text matching ``pattern`` (they continue the answer); computed once per
+    tokenizer and pattern, not per call."""
     mask = torch.zeros(vocab, dtype=torch.bool)
     if pattern:
         rx = re.compile(pattern)
@@ -71,7 +73,6 @@ def solve_probabilities(
     ]
     out: list[float | None] = [None] * len(tasks)
     device = next(model.parameters()).device
-    masks: dict[str, torch.Tensor] = {}
     was_training = model.training
     model.eval()
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -90,10 +91,7 @@ def solve_probabilities(
             warped = warp_logits(logits[r, positions], temperature=temperature, top_k=top_k, top_p=top_p)
             logp = torch.log_softmax(warped, dim=-1)
             answer_logp = float(logp[torch.arange(len(answer)), torch.tensor(answer)].sum())
-            pattern = answers[i].extends
-            if pattern not in masks:
-                masks[pattern] = _extends_mask(tokenizer, pattern, logp.shape[-1])
-            p_end = float(logp[-1].exp()[~masks[pattern]].sum())
+            p_end = float(logp[-1].exp()[~_extends_mask(tokenizer, answers[i].extends, logp.shape[-1])].sum())
             out[i] = math.exp(answer_logp) * min(p_end, 1.0)
     model.train(was_training)
     return out

@@ -164,9 +164,11 @@ class ProbeJob:
         module, metrics = refit_selected(features, rows, result, self.sweep)
         artifact = self._export(module, metrics, features, rows, result, cache)
         self._plot_test_reliability(artifact, features, rows, result, metrics)
-        held_out = self._held_out(artifact, features, rows, result, metrics, frame, dict(zip(ids, items, strict=True)))
+        held_out, ranking = self._held_out(
+            artifact, features, rows, result, metrics, frame, dict(zip(ids, items, strict=True))
+        )
         summary = self._summary(rows, result, metrics, start, held_out)
-        summary["held_out_ranking"] = self._held_out_ranking(artifact, features, rows, result, metrics, frame)
+        summary["held_out_ranking"] = ranking
         write_json(out / SUMMARY, summary)
         return summary
 
@@ -240,20 +242,26 @@ class ProbeJob:
             title=f"selected probe {result.selected['key']} {result.selected['arch']} (test split)",
         )
 
-    def _held_out(self, artifact, features, rows, result, metrics, frame, item_of: dict) -> dict | None:
-        """The exported probe against chance, logistic regression on the same features, and the input's length
-        and topic alone, on the test rows of its refit split: balanced accuracies with paired bootstrap intervals
-        (``propel.metrics.held_out``); None when those rows lack a class. Each row's label and predictions go to
-        ``held_out_rows.json``, so the outer folds of a k-fold sweep can be pooled (``probe_outer_folds.py``)."""
+    def _held_out(
+        self, artifact, features, rows, result, metrics, frame, item_of: dict
+    ) -> tuple[dict | None, dict | None]:
+        """On the test rows of the exported probe's refit split: ``(comparison, ranking)``, or ``(None, None)`` when
+        those rows lack a class. The comparison: the probe against chance, logistic regression on the same
+        features, and the input's length and topic alone, as balanced accuracies with paired bootstrap intervals
+        (``propel.metrics.held_out``); each row's label and predictions go to ``held_out_rows.json``, so the outer
+        folds of a k-fold sweep can be pooled (``probe_outer_folds.py``). The ranking (``held_out_ranking``): what
+        GRPO uses of the probe, its scores' AUROC against the label and Spearman with the solve count."""
         train, _, test = split_indices(rows, self.sweep, fold=metrics["fold"])
         y = rows.labels.numpy().astype(bool)
         if y[test].all() or not y[test].any():
-            return None
+            return None, None
         x = features[result.selected["key"]][torch.as_tensor(rows.rows, dtype=torch.long)].float()
         ids = np.asarray(rows.ids)
+        with torch.no_grad():
+            scores = artifact.score(x[test])
         topics = dict(zip(frame["id"].astype(str), frame["topic"].fillna("").astype(str), strict=True))
         predictions = {
-            "probe": (torch.sigmoid(artifact.score(x[test])) >= artifact.threshold).numpy(),
+            "probe": (torch.sigmoid(scores) >= artifact.threshold).numpy(),
             "logistic": fit_logistic(x[train].numpy(), y[train], balance="weighted").predict(x[test].numpy()),
             "length_only": length_only_predictions(
                 [item_of[i] for i in ids[train]], y[train], [item_of[i] for i in ids[test]]
@@ -266,23 +274,15 @@ class ProbeJob:
         per_row = {"ids": ids[test].tolist(), "labels": y[test].tolist()}  # pooled over outer folds by callers
         per_row.update({name: np.asarray(p, dtype=bool).tolist() for name, p in predictions.items()})
         write_json(self.output_dir / HELD_OUT_ROWS, per_row)
-        return compare_on_held_out(y[test], predictions, subject="probe", seed=int(metrics["seed"]))
-
-    def _held_out_ranking(self, artifact, features, rows, result, metrics, frame) -> dict | None:
-        """How the exported probe *ranks* the test rows of its refit split (GRPO uses its ranking within a group,
-        not a threshold): AUROC against the in-band label and Spearman with the solve count; None without both
-        classes."""
-        _, _, test = split_indices(rows, self.sweep, fold=metrics["fold"])
-        y = rows.labels.numpy().astype(int)[test]
-        if y.all() or not y.any():
-            return None
-        x = features[result.selected["key"]][torch.as_tensor(rows.rows[test], dtype=torch.long)].float()
-        with torch.no_grad():
-            scores = artifact.score(x).numpy()
         solves = dict(zip(frame["id"].astype(str), frame["solve_count"], strict=True))
-        counts = np.asarray([solves[i] for i in np.asarray(rows.ids)[test]], dtype=float)
-        rho = spearmanr(scores, counts).statistic if len(set(counts)) > 1 else float("nan")
-        return {"rows": int(len(test)), "auroc": float(roc_auc_score(y, scores)), "spearman_solve_count": float(rho)}
+        counts = np.asarray([solves[i] for i in ids[test]], dtype=float)
+        rho = spearmanr(scores.numpy(), counts).statistic if len(set(counts)) > 1 else float("nan")
+        ranking = {
+            "rows": int(len(test)),
+            "auroc": float(roc_auc_score(y[test].astype(int), scores.numpy())),
+            "spearman_solve_count": float(rho),
+        }
+        return compare_on_held_out(y[test], predictions, subject="probe", seed=int(metrics["seed"])), ranking
 
     def _summary(self, rows, result, metrics, start: float, held_out: dict | None = None) -> dict:
         """``summary.json``'s content: the pool, the selected cell, its refit metrics, the logistic baseline of the
