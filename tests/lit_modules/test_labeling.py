@@ -69,7 +69,7 @@ def test_in_band():
 def test_solver_trials_and_rows(tiny_model_dir, tmp_path):
     module = label(tiny_model_dir, tmp_path / "pool", FixedTaskDomain(), n_tasks=3, n_trials=3)
     pool = read_pool(tmp_path / "pool")
-    assert sorted(pool["id"]) == [f"math_expression-0-{i}" for i in range(3)]
+    assert sorted(pool["id"]) == [f"fixed-0-{i}" for i in range(3)]  # ids carry the domain's name
     assert pool["valid"].all() and (pool["reason"] == "ok").all()
     assert all(len(g) == 3 for g in pool["grades"])
     assert (pool["solve_count"] == [sum(g) for g in pool["grades"]]).all()
