@@ -1,6 +1,6 @@
 .PHONY: setup setup-vllm test test-quick docs demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint \
 	bench bench-vllm exp-grpo-vs-trl exp-triage-style exp-turn-kl-scope \
-	exp-grader-pressure exp-probe-ranking gpu-check gpu-wheels
+	exp-grader-pressure exp-probe-ranking exp-propel gpu-check gpu-wheels
 
 setup:
 	bash scripts/setup.sh
@@ -102,3 +102,10 @@ exp-grader-pressure: setup
 exp-probe-ranking: setup
 	.venv/bin/python benchmarks/exp_probe_ranking.py --contexts 160 --workdir runs/experiments/probe_ranking \
 		--out docs/experiments/probe_ranking
+
+# Issue 53's arms: GRPO against the validity gate, the probe, a probe on shuffled labels and the exact utility (the
+# oracle), 3 seeds x 30 steps, each policy evaluated on 64 fixed contexts x 4 samples by exact band utility
+# (about 75 min on an idle 2-core machine; resumable); reads the ranking run's groups (make exp-probe-ranking first,
+# or it runs it); outputs committed in docs/experiments/propel_arms
+exp-propel: setup
+	.venv/bin/python benchmarks/exp_propel_arms.py --workdir runs/experiments/propel_arms --out docs/experiments/propel_arms

@@ -51,3 +51,17 @@ def test_bad_group_size():
         group_advantages(torch.zeros(10), 4)
     with pytest.raises(ValueError, match="scale"):
         group_advantages(torch.zeros(8), 4, scale="z")
+
+
+def test_within_valid_share_splits_the_variance_between_the_gate_and_the_valid_ranking():
+    from propel.losses.advantages import within_valid_share
+
+    gate_only = torch.tensor([1.0, 1.0, -1.0, -1.0])
+    assert within_valid_share(gate_only, torch.tensor([True, True, False, False]), 4) == 0.0
+    ranked = torch.tensor([0.1, 0.5, 0.9, 0.3])
+    assert within_valid_share(ranked, torch.ones(4, dtype=torch.bool), 4) == pytest.approx(1.0)
+    # group 1: valid 0 and 2 (within SS 2), total SS of [0, -2, 2, -2] about its mean -0.5 = 11; group 2 flat
+    rewards = torch.tensor([0.0, -2.0, 2.0, -2.0, 3.0, 3.0, 3.0, 3.0])
+    valid = torch.tensor([True, False, True, False, True, True, True, True])
+    assert within_valid_share(rewards, valid, 4) == pytest.approx(2.0 / 11.0)
+    assert within_valid_share(torch.ones(4), torch.ones(4, dtype=torch.bool), 4) is None

@@ -7,6 +7,8 @@ import pytest
 from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
 from propel.engines.engine import Prompt
 from propel.rollouts import GeneratorScorer, Sample
+from propel.rollouts.record import Turn
+from propel.rollouts.scorer import CUT
 
 
 class WordDomain(Domain):
@@ -44,6 +46,26 @@ def test_score_fills_verdicts_in_place():
     assert samples[0].task_text == "<hello>" and samples[0].topic == "h"
     assert samples[1].task is None and samples[1].task_text == "  "  # no task: the raw completion
     assert scorer.stop == ("\n\n",)
+
+
+def test_a_completion_cut_at_the_token_limit_is_invalid_where_the_domain_says_so():
+    class Cut(WordDomain):
+        cut_completions_invalid = True
+
+    def sample(finish):
+        return Sample("p", "hello", turns=[Turn("assistant", "hello", token_ids=[1, 2], finish_reason=finish)])
+
+    for domain, expected in ((Cut(), [True, False]), (WordDomain(), [True, True])):
+        samples = [sample("stop"), sample("length")]
+        GeneratorScorer(domain).score(samples)
+        assert [s.valid for s in samples] == expected
+    assert samples[1].info["reason"] == "ok" and samples[1].task is not None
+    cut = [sample("length")]
+    GeneratorScorer(Cut()).score(cut)
+    assert cut[0].info["reason"] == CUT and cut[0].task is None
+    manual = [Sample("p", "hello")]  # not sampled by an engine (no token ids): parsed as written
+    GeneratorScorer(Cut()).score(manual)
+    assert manual[0].valid
 
 
 def test_sandbox_is_started_and_stopped_only_when_needed():

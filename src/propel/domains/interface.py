@@ -97,6 +97,10 @@ class Domain(ABC):
     """Stop strings for generator sampling (e.g. a blank line for raw few-shot prompts)."""
     needs_oracle: bool = False
     """True for domains whose reference answers come from an oracle model (given with ``set_oracle``)."""
+    cut_completions_invalid: bool = False
+    """True for domains whose generator writes a task as one completion ended by a stop string: a completion the
+    engine cut at the token limit (``finish_reason="length"``) may be a truncated task (``3 * 12`` cut to ``3 * 1``
+    still parses), so it is invalid in training, labeling and evaluation alike."""
 
     @abstractmethod
     def contexts(self, n: int, seed: int = 0) -> list[Context]:

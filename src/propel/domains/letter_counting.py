@@ -60,6 +60,7 @@ class LetterCountingDomain(Domain):
     needs_sandbox = False
     generator_stop = ("\n\n",)
     solver_stop = ("\n",)
+    cut_completions_invalid = True
 
     def __init__(self, few_shot: int = 4, max_words: int = 16, solver_shots: int = 3):
         pool = len(letter_examples())

@@ -35,7 +35,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from propel.errors import ConfigError
 from propel.lit_modules.lora_policy import LoRAPolicyModule, MicroLoss
 from propel.lit_modules.state import RolloutState
-from propel.losses.advantages import SCALES, group_advantages, zero_variance_mask
+from propel.losses.advantages import SCALES, group_advantages, within_valid_share, zero_variance_mask
 from propel.losses.policy_gradient import LossSpec, policy_loss, truncated_importance_weights
 from propel.rewards.combine import CombinedReward, RewardBreakdown
 from propel.rewards.reward import RewardComponent, RewardContext
@@ -175,6 +175,7 @@ class GRPOModule(LoRAPolicyModule):
             "completion_length": float(lengths.mean()),
             "tokens_per_s": float(lengths.sum()) / max(rollout.timings.get("generation_s", 0.0), 1e-9),
             "kept_fraction": float(keep.float().mean()),
+            **_share(rewards, samples, g),
             **episode_stats(samples),
             **{f"time/{k}": v for k, v in rollout.timings.items()},
         }
@@ -319,3 +320,9 @@ class GRPOModule(LoRAPolicyModule):
             return total, stats
 
         return loss
+
+
+def _share(rewards: torch.Tensor, samples: list, group_size: int) -> dict[str, float]:
+    """``adv_share_within_valid`` (``propel.losses.advantages.within_valid_share``) where a group has variance."""
+    share = within_valid_share(rewards, torch.tensor([bool(s.valid) for s in samples]), group_size)
+    return {} if share is None else {"adv_share_within_valid": share}

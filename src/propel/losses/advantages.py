@@ -94,3 +94,18 @@ def zero_variance_mask(
         std = (centred**2).sum(dim=1, keepdim=True).div(count.clamp(min=1)).sqrt().masked_fill(count < 2, 0.0)
         std = std.squeeze(1)
     return (std < tol).repeat_interleave(group_size)
+
+
+def within_valid_share(rewards: torch.Tensor, valid: torch.Tensor, group_size: int) -> float | None:
+    """The share of a step's advantage variance that comes from reward differences *among valid samples*, against
+    validity (valid vs invalid): per group with reward variance, the within-valid sum of squares over the group's
+    total sum of squares, averaged over those groups (group-scaled advantages weigh every group alike). 0 when only
+    the gate separates samples, 1 when all samples are valid and the rest of the reward (a probe) ranks them; None
+    when no group has variance."""
+    grouped, ok = _grouped(rewards.double(), group_size), _grouped(valid.double(), group_size)
+    total = ((grouped - grouped.mean(1, keepdim=True)) ** 2).sum(1)
+    n_valid = ok.sum(1)
+    valid_mean = (grouped * ok).sum(1) / n_valid.clamp(min=1)
+    within = (((grouped - valid_mean[:, None]) ** 2) * ok).sum(1)
+    has = total > 1e-12
+    return float((within[has] / total[has]).mean()) if has.any() else None

@@ -72,8 +72,12 @@ class GeneratorScorer(Scorer):
         domain = self.domain
         texts = [task_text(domain, s) for s in samples]
         for s, text in zip(samples, texts, strict=True):
-            parsed = domain.parse(text)
             s.valid = False
+            if domain.cut_completions_invalid and cut_at_limit(s):
+                s.task, s.topic = None, None
+                s.info["reason"] = CUT
+                continue
+            parsed = domain.parse(text)
             if isinstance(parsed, Task):
                 s.task, s.topic = parsed, domain.topic(parsed)
                 s.info.update(task_text=domain.render(parsed), reason="unchecked")
@@ -89,6 +93,16 @@ class GeneratorScorer(Scorer):
         for sample, verdict in zip(parsed_rows, verdicts, strict=True):
             sample.valid, sample.info["reason"] = bool(verdict.ok), verdict.reason
             sample.topic = domain.topic(sample.task)  # validity may have filled what the topic reads (SWE: files)
+
+
+CUT = "cut at the token limit"
+"""The invalid reason of a completion the engine cut (``Domain.cut_completions_invalid``)."""
+
+
+def cut_at_limit(sample: Sample) -> bool:
+    """Whether a one-turn completion sampled by an engine ended at the token limit, not at a stop string or EOS."""
+    turns = [t for t in sample.turns if t.role == "assistant"]
+    return len(turns) == 1 and bool(turns[0].token_ids) and turns[0].finish_reason == "length"
 
 
 def task_text(domain: Domain, sample: Sample) -> str:

@@ -81,6 +81,8 @@ class MathExpressionDomain(Domain, SolvedByAgents):
     needs_sandbox = False
     generator_stop = ("\n\n",)
 
+    cut_completions_invalid = True
+
     def __init__(
         self,
         few_shot: int = 3,
