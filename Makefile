@@ -104,8 +104,8 @@ exp-probe-ranking: setup
 		--out docs/experiments/probe_ranking
 
 # Issue 53's arms: GRPO against the validity gate, the probe, a probe on shuffled labels and the exact utility (the
-# oracle), 3 seeds x 30 steps, each policy evaluated on 64 fixed contexts x 4 samples by exact band utility
-# (about 75 min on an idle 2-core machine; resumable); reads the ranking run's groups (make exp-probe-ranking first,
+# oracle), 3 seeds x 12 steps, each policy evaluated on 64 fixed contexts x 4 samples by exact band utility
+# (about 90 min on an idle 2-core machine; resumable); reads the ranking run's groups (make exp-probe-ranking first,
 # or it runs it); outputs committed in docs/experiments/propel_arms
 exp-propel: setup
 	.venv/bin/python benchmarks/exp_propel_arms.py --workdir runs/experiments/propel_arms --out docs/experiments/propel_arms

@@ -3,7 +3,8 @@
 The offline ranking test (``exp_probe_ranking.py``, ``docs/experiments/probe_ranking/``) found that on the demo's
 math domain the probe's top pick of a group's valid tasks beats a random valid pick by +0.063 [+0.034, +0.095] in
 band utility. This asks whether that survives RL: the same GRPO run (the demo's: LoRA on the bundled model, group 8,
-64 new tokens, lr 1e-4) trained with each reward, on the same context stream within a seed:
+2 contexts per step, 64 new tokens, lr 1e-4; 12 steps, the most 12 runs fit in about 80 min at ~26 s a step on 2 CPU
+cores) trained with each reward, on the same context stream within a seed:
 
 - ``gate``: 1 for a valid task, the floor otherwise (``ValidityReward``): is the probe worth more than validity?
 - ``propel``: the hard-gated probe logit (``ProbeReward``), the probe trained as PROPEL trains it on the ranking
@@ -38,7 +39,7 @@ run: config, checkpoints, adapters, CSV metrics; a cut run resumes from ``last.c
 (the evaluation samples), then ``summary.json``, ``report.md`` and ``rows.csv`` (one row per evaluation sample),
 copied to ``--out``. ``--from-rows <rows.csv>`` recomputes the analysis from committed rows.
 
-    make exp-propel     # 3 seeds x 4 arms x 30 steps + 13 evaluations: about 75 min on an idle 2-core machine
+    make exp-propel     # 3 seeds x 4 arms x 12 steps + 13 evaluations: about 90 min on an idle 2-core machine
     python benchmarks/exp_propel_arms.py --from-rows docs/experiments/propel_arms/rows.csv
 """
 
@@ -471,7 +472,7 @@ def parse_args(argv=None):
     p.add_argument("--layers", type=int, nargs="+", default=[6, 12, 18, 24])
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
-    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--steps", type=int, default=12)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--group-size", type=int, default=8)
     p.add_argument("--contexts-per-step", type=int, default=2)
@@ -491,7 +492,7 @@ def main(argv=None) -> dict:
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout
-    artifacts = probes(args, work)
+    artifacts = probes(args, work) if {"propel", "shuffled"} & set(args.arms) else {}
     solver = make_engine("hf", ranking.MODEL)
     rows = evaluate(args, "base", None, solver, work)
     for seed in args.seeds:

@@ -12,6 +12,7 @@ from lightning.pytorch import Callback, Trainer
 
 from propel.callbacks.pool_writer import PoolWriter
 from propel.datamodules.task_pool import TaskPoolDataModule
+from propel.domains.exact_trials import solve_probabilities
 from propel.domains.interface import Task
 from propel.domains.math import MathExpressionDomain
 from propel.domains.trials import SolverSpec, in_band
@@ -21,6 +22,7 @@ from propel.envs import ToolEnv
 from propel.lit_modules.labeling import LabelingModule
 from propel.pools import pool_summary, read_pool
 from propel.rollouts import AgentSolver
+from propel.rollouts.scorer import CUT
 
 
 class FixedTaskDomain(MathExpressionDomain):
@@ -81,6 +83,18 @@ def test_solver_trials_and_rows(tiny_model_dir, tmp_path):
     assert summary["tasks"] == 3 and summary["valid_rate"] == 1.0 and sum(summary["solve_count_hist"]) == 3
 
 
+def test_exact_p_is_recorded_where_the_domain_gives_an_answer_text(tiny_model_dir, tmp_path):
+    few_shot = FixedTaskDomain(solver_format="few_shot")
+    module = label(tiny_model_dir, tmp_path / "a", few_shot, n_tasks=2, n_trials=2)
+    pool = read_pool(tmp_path / "a")
+    want = solve_probabilities(few_shot, [Task.from_json(t) for t in pool["task"]], module.solver_engine)
+    assert pool["exact_p"].tolist() == pytest.approx(want) and all(0 < p < 1 for p in want)
+    label(tiny_model_dir, tmp_path / "b", FixedTaskDomain(), n_tasks=2, n_trials=2)  # chat solver: no answer text
+    assert read_pool(tmp_path / "b")["exact_p"].isna().all()
+    label(tiny_model_dir, tmp_path / "c", few_shot, n_tasks=2, n_trials=2, exact_p=False)
+    assert read_pool(tmp_path / "c")["exact_p"].isna().all()
+
+
 def test_resume_after_kill_redoes_nothing(tiny_model_dir, tmp_path, caplog):
     out = tmp_path / "pool"
     with pytest.raises(RuntimeError, match="killed"):
@@ -135,6 +149,7 @@ def test_real_model_labels_expression_tasks(bundled_dir, tmp_path):
         "expression_too_long",
         "answer_too_large",
         "bad_operator",
+        CUT,  # 12 new tokens: most completions are cut, and a cut task is invalid
     }
 
 

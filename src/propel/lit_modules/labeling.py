@@ -16,6 +16,7 @@ import torch
 from lightning.pytorch import LightningModule
 
 from propel.domains.agents import writes_in_episodes
+from propel.domains.exact_trials import solve_probabilities
 from propel.domains.interface import Context, Domain
 from propel.domains.trials import SolverSpec, Trials, solver_trials
 from propel.engines.engine import Engine, SamplingSpec
@@ -56,6 +57,9 @@ class LabelingModule(LightningModule):
         generator_agent: write each task in an agent episode (``propel.rollouts.AgentEpisodes``; SWE: inject a bug
             in a clean checkout, ``SweDomain(generate=true)``); the task is what the episode left
             (``domain.episode_completion``), checked like a generated one. None: one completion per task.
+        exact_p: also record each valid task's exact solve probability (``exact_p``: one teacher-forced solver pass,
+            ``propel.domains.exact_trials``) where the domain gives an answer text (``Domain.answer_text``) and the
+            solver is a local HF model answering in one completion: a label without the trials' sampling noise.
     """
 
     def __init__(
@@ -74,6 +78,7 @@ class LabelingModule(LightningModule):
         sandbox: Sandbox | None = None,
         solver_agent: AgentSolver | None = None,
         generator_agent: AgentEpisodes | None = None,
+        exact_p: bool = True,
     ):
         super().__init__()
         check_kind(engine)
@@ -203,6 +208,7 @@ class LabelingModule(LightningModule):
         valid = [s for s in samples if s.valid]
         self.phases.start("solving", total=len(valid), unit=f"tasks x {self.n_trials} trials")
         trials = dict(zip(map(id, valid), self.run_trials(valid), strict=True))
+        self._exact_p(valid)
         rows = []
         for s in samples:
             t = trials.get(id(s))
@@ -219,6 +225,22 @@ class LabelingModule(LightningModule):
         if self.generator_agent is None:
             return sample_single_turn(self.generator_engine, contexts, spec)
         return self.generator_agent.run(self.generator_engine, contexts, replace(spec, stop=[]), self.sandbox)
+
+    def _exact_p(self, samples: list[Sample]) -> None:
+        """``info["exact_p"]`` of each valid task whose domain gives an answer text (see ``exact_p``)."""
+        local = getattr(self.solver_engine, "model", None) is not None and self.solver_agent is None
+        if not (self.hparams.get("exact_p", True) and local and samples):
+            return
+        ps = solve_probabilities(
+            self.domain,
+            [s.task for s in samples],
+            self.solver_engine,
+            temperature=self.solver.temperature,
+            top_p=self.solver.top_p,
+        )
+        for s, p in zip(samples, ps, strict=True):
+            if p is not None:
+                s.info["exact_p"] = p
 
     def run_trials(self, samples: list[Sample]) -> list[Trials]:
         """The solver's graded trials of each sample's (valid) task: completions, or agent episodes."""

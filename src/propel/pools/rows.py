@@ -41,6 +41,7 @@ def pool_row(
         "topic": None,
         "n_trials": n_trials,
         "solver_tokens": 0,
+        "exact_p": sample.info.get("exact_p"),
     }
     if trials is not None:
         if band is None:

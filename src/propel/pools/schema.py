@@ -20,6 +20,7 @@ SCHEMA = pa.schema(
         ("topic", pa.string()),
         ("n_trials", pa.int32()),
         ("solver_tokens", pa.int64()),
+        ("exact_p", pa.float64()),  # the solver's exact solve probability (teacher forcing), where computed
     ]
 )
 COLUMNS = list(SCHEMA.names)
