@@ -175,7 +175,7 @@ class GRPOModule(LoRAPolicyModule):
             "completion_length": float(lengths.mean()),
             "tokens_per_s": float(lengths.sum()) / max(rollout.timings.get("generation_s", 0.0), 1e-9),
             "kept_fraction": float(keep.float().mean()),
-            **_share(rewards, samples, g),
+            **self._within_valid_share(everywhere.total, samples, g),
             **episode_stats(samples),
             **{f"time/{k}": v for k, v in rollout.timings.items()},
         }
@@ -221,6 +221,13 @@ class GRPOModule(LoRAPolicyModule):
             first = self.trainer.strategy.broadcast(first, src=0)
         where = f" on all {self.ranks.size} ranks" if self.ranks.size > 1 else ""
         raise RuntimeError(f"every rollout of step {self.global_step} failed outside the policy{where}; first: {first}")
+
+    def _within_valid_share(self, everywhere: torch.Tensor, samples: list, group_size: int) -> dict[str, float]:
+        """``adv_share_within_valid`` of the global batch (``propel.losses.advantages.within_valid_share``): the same
+        key and value on every rank (a logged key must be on all of them), NaN when no group has reward variance."""
+        valid = self.ranks.gather(torch.tensor([float(bool(s.valid)) for s in samples]))
+        share = within_valid_share(everywhere, valid.bool(), group_size)
+        return {"adv_share_within_valid": float("nan") if share is None else share}
 
     def _advantages(self, rewards: torch.Tensor, everywhere: torch.Tensor, failed: torch.Tensor) -> torch.Tensor:
         """This rank's group advantages. ``group`` and ``none`` need only each group's rewards; ``batch`` divides by
@@ -320,9 +327,3 @@ class GRPOModule(LoRAPolicyModule):
             return total, stats
 
         return loss
-
-
-def _share(rewards: torch.Tensor, samples: list, group_size: int) -> dict[str, float]:
-    """``adv_share_within_valid`` (``propel.losses.advantages.within_valid_share``) where a group has variance."""
-    share = within_valid_share(rewards, torch.tensor([bool(s.valid) for s in samples]), group_size)
-    return {} if share is None else {"adv_share_within_valid": share}
