@@ -223,11 +223,12 @@ class GRPOModule(LoRAPolicyModule):
         raise RuntimeError(f"every rollout of step {self.global_step} failed outside the policy{where}; first: {first}")
 
     def _within_valid_share(self, everywhere: torch.Tensor, samples: list, group_size: int) -> dict[str, float]:
-        """``adv_share_within_valid`` of the global batch (``propel.losses.advantages.within_valid_share``): the same
-        key and value on every rank (a logged key must be on all of them), NaN when no group has reward variance."""
+        """``adv_share_within_valid`` of the global batch (``propel.losses.advantages.within_valid_share``), so every
+        rank logs the same key and value (a key logged on one rank only breaks the all-reduce); absent, on every
+        rank, when no group has reward variance."""
         valid = self.ranks.gather(torch.tensor([float(bool(s.valid)) for s in samples]))
         share = within_valid_share(everywhere, valid.bool(), group_size)
-        return {"adv_share_within_valid": float("nan") if share is None else share}
+        return {} if share is None else {"adv_share_within_valid": share}
 
     def _advantages(self, rewards: torch.Tensor, everywhere: torch.Tensor, failed: torch.Tensor) -> torch.Tensor:
         """This rank's group advantages. ``group`` and ``none`` need only each group's rewards; ``batch`` divides by
