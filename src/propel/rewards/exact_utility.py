@@ -18,12 +18,11 @@ from propel.domains.exact_trials import band_utility, solve_probabilities
 from propel.domains.interface import Domain
 from propel.domains.trials import SolverSpec
 from propel.engines.engine import Engine
-from propel.errors import ConfigError
-from propel.rewards.reward import Reward, RewardContext
+from propel.rewards.reward import RewardContext, ValidTaskReward
 from propel.rollouts.record import Sample
 
 
-class ExactUtilityReward(Reward):
+class ExactUtilityReward(ValidTaskReward):
     """Reward = a valid task's exact band utility for the solver; invalid -> the floor.
 
     Args:
@@ -47,30 +46,21 @@ class ExactUtilityReward(Reward):
         name: str = "utility",
         weight: float = 1.0,
     ) -> None:
-        if not floor < 0:
-            raise ConfigError(f"floor must be below 0 (a valid task of utility 0 scores 0), got {floor}")
+        super().__init__(floor, name, weight, zero_means="a valid task of utility 0")
         self.domain, self.solver, self.engine = domain, solver or SolverSpec(), engine
         self.engine_kwargs = dict(engine_kwargs or {})
-        self._floor, self.name, self.weight = float(floor), name, weight
         self.last_stats: dict[str, float] = {}
-
-    @property
-    def floor(self) -> float:
-        """The reward of invalid samples (what ``RewardFloorCheck`` compares valid rewards with)."""
-        return self._floor
 
     def setup(self, context: RewardContext) -> None:
         if self.engine is None:
             from propel.engines.factory import make_engine
 
-            name = self.solver.model or context.model_name
-            if name is None:
-                raise ConfigError("ExactUtilityReward: set solver.model (no policy base model was offered at setup)")
+            name = self.solver_model(self.solver.model, context.model_name, "ExactUtilityReward")
             self.engine = make_engine("hf", name, **self.engine_kwargs)
 
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
         rewards = torch.full((len(samples),), self._floor, dtype=torch.float32)
-        scored = [i for i, s in enumerate(samples) if s.valid and s.task is not None and s.infra_error is None]
+        scored = self.graded(samples)
         if scored and self.engine is None:
             self.setup(RewardContext())
         ps = (

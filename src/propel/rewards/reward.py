@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from propel.errors import ConfigError
 from propel.rollouts.record import Sample
 
 
@@ -72,3 +73,31 @@ class FunctionReward(Reward):
 
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
         return torch.tensor([float(self.fn(s)) for s in samples], dtype=torch.float32)
+
+
+class ValidTaskReward(Reward):
+    """A reward paid on valid tasks only (at least 0) whose invalid samples get ``floor`` (below 0): the shape of
+    the solver-backed rewards (solver in the loop, exact utility). ``graded`` picks the samples it pays."""
+
+    def __init__(self, floor: float, name: str, weight: float, zero_means: str) -> None:
+        if not floor < 0:
+            raise ConfigError(f"floor must be below 0 ({zero_means} scores 0), got {floor}")
+        self._floor, self.name, self.weight = float(floor), name, weight
+
+    @property
+    def floor(self) -> float:
+        """The reward of invalid samples (what ``RewardFloorCheck`` compares valid rewards with)."""
+        return self._floor
+
+    @staticmethod
+    def graded(samples: Sequence[Sample]) -> list[int]:
+        """Indices of the samples with a valid parsed task and no infrastructure error."""
+        return [i for i, s in enumerate(samples) if s.valid and s.task is not None and s.infra_error is None]
+
+    @staticmethod
+    def solver_model(solver_model: str | None, policy_model: str | None, reward: str) -> str:
+        """The solver's model: its own, else the policy's base model (a separate frozen copy is loaded from it)."""
+        name = solver_model or policy_model
+        if name is None:
+            raise ConfigError(f"{reward}: set solver.model (no policy base model was offered at setup)")
+        return name

@@ -19,8 +19,7 @@ import torch
 from propel.domains.interface import Domain
 from propel.domains.trials import SolverSpec, Trials, solver_trials
 from propel.engines.engine import Engine
-from propel.errors import ConfigError
-from propel.rewards.reward import Reward, RewardContext
+from propel.rewards.reward import RewardContext, ValidTaskReward
 from propel.rollouts.record import Sample
 from propel.rollouts.scorer import GeneratorScorer
 from propel.sandbox.sandbox import Sandbox
@@ -29,7 +28,7 @@ TrialRunner = Callable[[list[Sample]], list[Trials]]
 """Samples with valid tasks -> their graded solver trials (``LabelingModule.run_trials`` has this shape)."""
 
 
-class SolverInLoopReward(Reward):
+class SolverInLoopReward(ValidTaskReward):
     """Reward = 1 if a valid task's realized solve count lies in the solver's band, else 0; invalid -> the floor.
 
     Args:
@@ -59,22 +58,15 @@ class SolverInLoopReward(Reward):
         name: str = "sil",
         weight: float = 1.0,
     ) -> None:
-        if not floor < 0:
-            raise ConfigError(f"floor must be below 0 (a valid task out of the band scores 0), got {floor}")
+        super().__init__(floor, name, weight, zero_means="a valid task out of the band")
         self.domain, self.solver = domain, solver or SolverSpec()
         self.engine, self.engine_kind, self.engine_kwargs = engine, engine_kind, dict(engine_kwargs or {})
         self.run_trials = run_trials
-        self._floor, self.name, self.weight = float(floor), name, weight
         self._scorer = GeneratorScorer(domain, sandbox)
         self._owns_engine = False
         self.trials_total = 0
         """Solver attempts run so far (all steps)."""
         self.last_stats: dict[str, float] = {}
-
-    @property
-    def floor(self) -> float:
-        """The reward of invalid samples (what ``RewardFloorCheck`` compares valid rewards with)."""
-        return self._floor
 
     def setup(self, context: RewardContext) -> None:
         """Build the solver engine and open the grading sandbox once, before training."""
@@ -86,9 +78,7 @@ class SolverInLoopReward(Reward):
         if self.engine is None:
             from propel.engines.factory import make_engine
 
-            name = self.solver.model or model_name
-            if name is None:
-                raise ConfigError("SolverInLoopReward: set solver.model (no policy base model was offered at setup)")
+            name = self.solver_model(self.solver.model, model_name, "SolverInLoopReward")
             self.engine, self._owns_engine = make_engine(self.engine_kind, name, **self.engine_kwargs), True
         if self.domain.needs_oracle:
             self.domain.set_oracle(self.engine)
@@ -108,7 +98,7 @@ class SolverInLoopReward(Reward):
 
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
         rewards = torch.full((len(samples),), self._floor, dtype=torch.float32)
-        scored = [i for i, s in enumerate(samples) if s.valid and s.task is not None and s.infra_error is None]
+        scored = self.graded(samples)
         trials: list[Trials] = []
         if scored:
             if self.run_trials is None:
