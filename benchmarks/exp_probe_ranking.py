@@ -230,19 +230,15 @@ def _auroc(y: np.ndarray, s: np.ndarray) -> float | None:
     return float(roc_auc_score(y, s)) if 0 < y.sum() < len(y) else None
 
 
-def _probe_scores(feats, keys, tr, te, target, groups, rng_seed: int, soft: bool) -> tuple[np.ndarray, str]:
-    """Held-out scores of the probe selected on an inner validation split (AUROC, or Spearman with a soft target)."""
-    inner_groups = sorted(set(groups[tr]))
-    rng = np.random.default_rng(rng_seed)
-    val_groups = set(rng.choice(inner_groups, size=max(1, len(inner_groups) // 5), replace=False))
-    va = tr[np.isin(groups[tr], list(val_groups))]
-    fit = tr[~np.isin(groups[tr], list(val_groups))]
+def select_cell(feats, keys, fit, va, target, seed: int, soft: bool = False) -> tuple[str, str, float]:
+    """The feature key (layer/pooling) and probe arch whose probe, fit on ``fit``, scores best on ``va`` (AUROC, or
+    Spearman with a soft target), and that score (-inf when none could be scored: the first key, linear)."""
     best, best_cell = -np.inf, None
     y = torch.tensor(target, dtype=torch.float32)
     for key in keys:
         x = feats[key].float()
         for arch in ("linear", "mlp"):
-            module = _fit_probe(x[fit], y[fit], x[va], y[va], arch, rng_seed)
+            module = _fit_probe(x[fit], y[fit], x[va], y[va], arch, seed)
             with torch.no_grad():
                 s = module(x[va]).numpy()
             if soft:
@@ -253,6 +249,18 @@ def _probe_scores(feats, keys, tr, te, target, groups, rng_seed: int, soft: bool
             if value > best:
                 best, best_cell = value, (key, arch)
     key, arch = best_cell or (keys[0], "linear")
+    return key, arch, float(best)
+
+
+def _probe_scores(feats, keys, tr, te, target, groups, rng_seed: int, soft: bool) -> tuple[np.ndarray, str]:
+    """Held-out scores of the probe selected on an inner validation split (AUROC, or Spearman with a soft target)."""
+    inner_groups = sorted(set(groups[tr]))
+    rng = np.random.default_rng(rng_seed)
+    val_groups = set(rng.choice(inner_groups, size=max(1, len(inner_groups) // 5), replace=False))
+    va = tr[np.isin(groups[tr], list(val_groups))]
+    fit = tr[~np.isin(groups[tr], list(val_groups))]
+    key, arch, _ = select_cell(feats, keys, fit, va, target, rng_seed, soft)
+    y = torch.tensor(target, dtype=torch.float32)
     x = feats[key].float()
     module = _fit_probe(x[fit], y[fit], x[va], y[va], arch, rng_seed)
     with torch.no_grad():

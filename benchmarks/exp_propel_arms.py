@@ -106,16 +106,7 @@ def probes(args, work: Path) -> dict[str, str]:
     shuffled = rng.permutation(y)
     val_groups = set(rng.choice(sorted(set(groups)), size=max(1, len(set(groups)) // 5), replace=False))
     va, fit = np.isin(groups, list(val_groups)), ~np.isin(groups, list(val_groups))
-    best, cell = -np.inf, None
-    for key in sorted(feats):
-        x = feats[key].float()
-        for arch in ("linear", "mlp"):
-            module = ranking._fit_probe(x[fit], torch.tensor(y[fit]), x[va], torch.tensor(y[va]), arch, args.seed)
-            with torch.no_grad():
-                value = ranking._auroc(y[va].astype(int), module(x[va]).numpy())
-            if value is not None and value > best:
-                best, cell = value, (key, arch)
-    key, arch = cell
+    key, arch, best = ranking.select_cell(feats, sorted(feats), fit, va, y, args.seed)
     layer, pooling = int(key.split("/")[0].removeprefix("layer")), key.split("/")[1]
     from propel.probes.gate import logit_quantiles
 
