@@ -76,10 +76,6 @@ EVAL_SEED = 10_000
 SOLVER = {"n_trials": ranking.N_TRIALS, "band": list(ranking.BAND), "max_new_tokens": 8, "temperature": 1.0}
 
 
-def _jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-
-
 # ------------------------------------------------------------------------------------------------ probes
 def probes(args, work: Path) -> dict[str, str]:
     """``probes/propel`` and ``probes/shuffled``: artifacts ``ProbeReward`` loads, fit on the ranking run's valid
@@ -92,8 +88,8 @@ def probes(args, work: Path) -> dict[str, str]:
         ranking.main(
             ["--contexts", str(args.ranking_contexts), "--workdir", str(rank_dir), "--layers", *map(str, args.layers)]
         )
-    tasks = [r for r in _jsonl(rank_dir / "tasks.jsonl") if r["valid"]]
-    exact = {r["id"]: r["p"] for r in _jsonl(rank_dir / "exact.jsonl")}
+    tasks = [r for r in ranking._jsonl(rank_dir / "tasks.jsonl") if r["valid"]]
+    exact = {r["id"]: r["p"] for r in ranking._jsonl(rank_dir / "exact.jsonl")}
     saved = torch.load(rank_dir / "features.pt")
     ids = [ranking._id(r) for r in tasks]
     if saved["ids"] != ids:
@@ -205,7 +201,7 @@ def evaluate(args, name: str, adapter: str | None, solver, work: Path) -> list[d
     with ``adapter``), each valid one's exact p and u from the frozen base solver."""
     path = work / "eval" / f"{name}.jsonl"
     if path.exists():
-        return _jsonl(path)
+        return ranking._jsonl(path)
     from propel.models.trained_policy import load_policy
 
     domain = ranking.DOMAINS["math"]["build"]()
