@@ -1,6 +1,6 @@
 .PHONY: setup setup-vllm test test-quick docs demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint \
 	bench bench-vllm exp-grpo-vs-trl exp-triage-style exp-turn-kl-scope \
-	exp-grader-pressure exp-probe-ranking exp-propel gpu-check gpu-wheels
+	exp-grader-pressure exp-probe-ranking exp-propel exp-propel-warm gpu-check gpu-wheels
 
 setup:
 	bash scripts/setup.sh
@@ -109,3 +109,7 @@ exp-probe-ranking: setup
 # or it runs it); outputs committed in docs/experiments/propel_arms
 exp-propel: setup
 	.venv/bin/python benchmarks/exp_propel_arms.py --workdir runs/experiments/propel_arms --out docs/experiments/propel_arms
+
+exp-propel-warm: setup
+	.venv/bin/python benchmarks/exp_propel_arms.py --workdir runs/experiments/propel_arms_warm \
+		--out docs/experiments/propel_arms_warm --warm-start-steps 24 --arms gate propel oracle

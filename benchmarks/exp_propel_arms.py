@@ -71,7 +71,16 @@ import exp_probe_ranking as ranking  # noqa: E402  (the ranking run's groups, la
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = ("gate", "propel", "shuffled", "oracle")
-CONTRASTS = (("propel", "gate"), ("propel", "shuffled"), ("oracle", "gate"), ("gate", "base"), ("propel", "base"))
+CONTRASTS = (
+    ("propel", "gate"),
+    ("propel", "shuffled"),
+    ("oracle", "gate"),
+    ("gate", "base"),
+    ("propel", "base"),
+    ("gate", "warm"),
+    ("propel", "warm"),
+)
+FIXED = ("base", "warm")  # policies evaluated once (no seed): the untrained generator and the warm start
 EVAL_SEED = 10_000
 SOLVER = {"n_trials": ranking.N_TRIALS, "band": list(ranking.BAND), "max_new_tokens": 8, "temperature": 1.0}
 
@@ -139,14 +148,17 @@ def reward_config(arm: str, artifacts: dict[str, str], domain: dict) -> list[dic
     raise SystemExit(f"unknown arm {arm!r}; choose from {ARMS}")
 
 
-def arm_overlay(args, arm: str, seed: int, artifacts: dict[str, str], root: Path) -> dict:
-    """What the arm sets on top of ``configs/grpo/base.yaml`` + ``configs/math/grpo.yaml``."""
+def arm_overlay(
+    args, arm: str, seed: int, artifacts: dict[str, str], root: Path, *, steps: int, lr: float, warm: bool = False
+) -> dict:
+    """What the arm sets on top of ``configs/grpo/base.yaml`` + ``configs/math/grpo.yaml``. ``seed`` is the context
+    stream's; a run continuing the warm start keeps its global seed (the resume restores its random state)."""
     domain = yaml.safe_load((ROOT / "configs" / "math" / "domain.yaml").read_text())
     return {
-        "seed_everything": seed,
+        "seed_everything": 0 if warm else seed,
         "trainer": {
             "default_root_dir": str(root),
-            "max_steps": args.steps,
+            "max_steps": steps,
             "logger": [
                 {
                     "class_path": "lightning.pytorch.loggers.CSVLogger",
@@ -157,7 +169,7 @@ def arm_overlay(args, arm: str, seed: int, artifacts: dict[str, str], root: Path
         },
         "model": {
             "init_args": {
-                "lr": args.lr,
+                "lr": lr,
                 "max_new_tokens": args.max_new_tokens,
                 "group_size": args.group_size,
                 "rewards": reward_config(arm, artifacts, domain),
@@ -167,31 +179,51 @@ def arm_overlay(args, arm: str, seed: int, artifacts: dict[str, str], root: Path
     }
 
 
-def train(args, arm: str, seed: int, artifacts: dict[str, str], work: Path) -> str:
-    """One GRPO run (resumed from ``last.ckpt`` when cut short, skipped when its final adapter exists); its adapter."""
+def warm_start(args, work: Path) -> Path | None:
+    """With ``--warm-start-steps`` W: one gate-only run (seed 0, ``--warm-start-lr``) of W steps, the checkpoint every
+    arm of every seed continues from (its LoRA weights, optimizer state, random state and stream position; each seed
+    then reads its own context stream). Its adapter is evaluated as the ``warm`` policy."""
+    if not args.warm_start_steps:
+        return None
+    root = work / "warm"
+    start = root / "start.ckpt"
+    if not start.exists():
+        config = arm_overlay(args, "gate", 0, {}, root, steps=args.warm_start_steps, lr=args.warm_start_lr)
+        _fit(root, config, args.warm_start_steps, "the warm start (gate)", init=None)
+        shutil.copy(root / "checkpoints" / "last.ckpt", start)
+    return start
+
+
+def train(args, arm: str, seed: int, artifacts: dict[str, str], work: Path, init: Path | None) -> str:
+    """One arm's GRPO run, from scratch or continuing the warm start ``init``; its final adapter."""
+    steps = args.steps + (args.warm_start_steps if init else 0)
+    config = arm_overlay(args, arm, seed, artifacts, work / str(seed) / arm, steps=steps, lr=args.lr, warm=bool(init))
+    return _fit(work / str(seed) / arm, config, steps, f"seed {seed} {arm}", init=init)
+
+
+def _fit(root: Path, config: dict, steps: int, what: str, init: Path | None) -> str:
+    """``propel fit`` with ``config`` as the overlay (resumed from ``last.ckpt`` when cut short, from ``init`` when
+    it starts; skipped when its final adapter exists); the final adapter."""
     from propel.cli.lightning_cli import run_lightning
     from propel.pipeline.stages import latest_adapter
 
-    root = work / str(seed) / arm
-    final = root / "adapters" / f"step-{args.steps}"
+    final = root / "adapters" / f"step-{steps}"
     if final.exists():
         return str(final)
     overlay = root / "overlay.yaml"
     root.mkdir(parents=True, exist_ok=True)
-    config = arm_overlay(args, arm, seed, artifacts, root)
     if overlay.exists() and yaml.safe_load(overlay.read_text()) != config:
-        raise SystemExit(f"{root} was started with other settings: delete it to train the {arm} arm again")
+        raise SystemExit(f"{root} was started with other settings: delete it to train {what} again")
     overlay.write_text(yaml.safe_dump(config, sort_keys=False))
     last = root / "checkpoints" / "last.ckpt"
+    resume = last if last.exists() else init
     t0 = time.monotonic()
     extra = ["-c", str(ROOT / "configs/math/grpo.yaml"), "-c", str(overlay)]
-    run_lightning(
-        "fit", ROOT / "configs/grpo/base.yaml", [*extra, *(["--ckpt_path", str(last)] if last.exists() else [])]
-    )
+    run_lightning("fit", ROOT / "configs/grpo/base.yaml", [*extra, *(["--ckpt_path", str(resume)] if resume else [])])
     adapter = latest_adapter(root / "adapters")
     if adapter is None or Path(adapter) != final:
-        raise SystemExit(f"the {arm} run (seed {seed}) did not save its step-{args.steps} adapter under {root}")
-    print(f"train: seed {seed} {arm} done in {time.monotonic() - t0:.0f}s", flush=True)
+        raise SystemExit(f"{what} did not save its step-{steps} adapter under {root}")
+    print(f"train: {what} done in {time.monotonic() - t0:.0f}s", flush=True)
     return adapter
 
 
@@ -248,7 +280,7 @@ def evaluate(args, name: str, adapter: str | None, solver, work: Path) -> list[d
 
 # ------------------------------------------------------------------------------------------------ analysis
 def _policy(seed: int | None, arm: str) -> str:
-    return "base" if arm == "base" else f"{seed}-{arm}"
+    return arm if arm in FIXED else f"{seed}-{arm}"
 
 
 def _per_context(rows: list[dict], policy: str, contexts: list[str]) -> np.ndarray:
@@ -266,9 +298,10 @@ def _iv(interval) -> list[float] | None:
 
 def analyse(rows: list[dict], seeds: list[int], arms: list[str]) -> dict:
     contexts = sorted({r["context"] for r in rows})
+    fixed = [f for f in FIXED if any(r["policy"] == f for r in rows)]
     policies = {}
-    for arm in ["base", *arms]:
-        for seed in [None] if arm == "base" else seeds:
+    for arm in [*fixed, *arms]:
+        for seed in [None] if arm in FIXED else seeds:
             name = _policy(seed, arm)
             mine = [r for r in rows if r["policy"] == name]
             valid = [r for r in mine if r["valid"]]
@@ -282,7 +315,7 @@ def analyse(rows: list[dict], seeds: list[int], arms: list[str]) -> dict:
     per = {name: _per_context(rows, name, contexts) for name in policies}
     contrasts = {}
     for a, b in CONTRASTS:
-        if a not in ["base", *arms] or b not in ["base", *arms]:
+        if a not in [*fixed, *arms] or b not in [*fixed, *arms]:
             continue
         diffs = np.array([per[_policy(s, a)].mean() - per[_policy(s, b)].mean() for s in seeds])
         mat = np.stack([per[_policy(s, a)] - per[_policy(s, b)] for s in seeds])  # seeds x contexts
@@ -348,6 +381,7 @@ def report(summary: dict) -> str:
         f"{len(summary['arms'])} arms x {summary['settings']['steps']} GRPO steps; each policy evaluated on "
         f"{a['contexts']} fixed contexts x {summary['settings']['eval_samples']} samples "
         "(`python benchmarks/exp_propel_arms.py`, design and pre-registered analysis in its header).",
+        *_warm_line(summary["settings"]),
         "",
         "## Per policy",
         "",
@@ -388,6 +422,17 @@ def report(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def _warm_line(settings: dict) -> list[str]:
+    w = settings.get("warm_start_steps") or 0
+    if not w:
+        return []
+    return [
+        "",
+        f"Every arm continues one gate-only run of {w} steps (lr {settings['warm_start_lr']:g}; its adapter is the "
+        "`warm` policy): each arm's steps count from there, on its seed's context stream.",
+    ]
+
+
 def verdict(a: dict) -> str:
     def says(name: str, what: str) -> str:
         c = a["contrasts"].get(name)
@@ -404,6 +449,7 @@ def verdict(a: dict) -> str:
             says("propel-shuffled", "PROPEL minus a probe on shuffled labels"),
             says("oracle-gate", "The oracle (exact utility) minus gate alone"),
             says("gate-base", "Gate alone minus the untrained generator"),
+            *([says("gate-warm", "Gate alone minus the warm start")] if "gate-warm" in a["contrasts"] else []),
         ]
     )
 
@@ -461,6 +507,14 @@ def parse_args(argv=None):
     p.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument(
+        "--warm-start-steps",
+        type=int,
+        default=0,
+        help="first train one gate-only run this long; every arm continues from it (validity near 1: the probe then "
+        "carries the within-valid signal)",
+    )
+    p.add_argument("--warm-start-lr", type=float, default=3e-4)
     p.add_argument("--group-size", type=int, default=8)
     p.add_argument("--contexts-per-step", type=int, default=2)
     p.add_argument("--max-new-tokens", type=int, default=64)
@@ -482,9 +536,13 @@ def main(argv=None) -> dict:
     artifacts = probes(args, work) if {"propel", "shuffled"} & set(args.arms) else {}
     solver = make_engine("hf", ranking.MODEL)
     rows = evaluate(args, "base", None, solver, work)
+    init = warm_start(args, work)
+    if init is not None:
+        warm = work / "warm" / "adapters" / f"step-{args.warm_start_steps}"
+        rows += evaluate(args, "warm", str(warm), solver, work)
     for seed in args.seeds:
         for arm in args.arms:
-            adapter = train(args, arm, seed, artifacts, work)
+            adapter = train(args, arm, seed, artifacts, work, init)
             rows += evaluate(args, _policy(seed, arm), adapter, solver, work)
     analysis = analyse(rows, args.seeds, args.arms)
     summary = {

@@ -1,7 +1,7 @@
 """``benchmarks/exp_propel_arms.py``: the probes it trains load as ``ProbeReward`` artifacts (the shuffled one with the
 same cell and label count), the paired analysis finds a planted difference and none where there is none and is
-reproduced from its rows (seconds), and a tiny real run (the bundled model, 1 step per arm) trains, evaluates,
-writes its files and resumes without retraining. The measured table is the experiment's own, committed under
+reproduced from its rows (seconds), and a tiny real run (the bundled model, a 1-step warm start and 1 step per arm
+continuing it) trains, evaluates, writes its files and resumes without retraining. The measured table is the experiment's own, committed under
 ``docs/experiments/propel_arms/``."""
 
 from __future__ import annotations
@@ -132,11 +132,16 @@ def test_a_tiny_real_run_trains_evaluates_and_resumes(benchmark_module, tmp_path
         "2",
         "--max-new-tokens",
         "48",
+        "--warm-start-steps",
+        "1",
     ]
     summary = exp.main(argv)
-    assert set(summary["analysis"]["policies"]) == {"base", "1-gate", "1-oracle"}
+    assert set(summary["analysis"]["policies"]) == {"base", "warm", "1-gate", "1-oracle"}
     assert {p["samples"] for p in summary["analysis"]["policies"].values()} == {2}
-    assert (tmp_path / "w" / "1" / "oracle" / "adapters" / "step-1").exists()
+    assert "gate-warm" in summary["analysis"]["contrasts"]
+    # each arm continued the warm start: its one step is the run's second
+    assert (tmp_path / "w" / "1" / "oracle" / "adapters" / "step-2").exists()
+    assert not (tmp_path / "w" / "1" / "oracle" / "adapters" / "step-1").exists()
     assert summary["training"]["oracle"]["valid_rate"] is not None
     for name in ("summary.json", "report.md", "rows.csv"):
         assert (tmp_path / "out" / name).exists()
