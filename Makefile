@@ -112,4 +112,4 @@ exp-propel: setup
 
 exp-propel-warm: setup
 	.venv/bin/python benchmarks/exp_propel_arms.py --workdir runs/experiments/propel_arms_warm \
-		--out docs/experiments/propel_arms_warm --warm-start-steps 24 --arms gate propel oracle
+		--out docs/experiments/propel_arms_warm --warm-start-steps 24 --seeds 1 2 3 4 --arms gate propel oracle

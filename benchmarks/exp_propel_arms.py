@@ -34,12 +34,23 @@ Pre-registered analysis (fixed before the runs; the numbers are printed, never c
 - **Stopping rule**: every arm x seed runs ``--steps`` steps; the analysis runs once all are evaluated; a seed is
   never dropped or added after looking.
 
+**The warm-started design** (``--warm-start-steps``, ``make exp-propel-warm``). In the first run every arm started
+from the base generator at 25% validity, so the gate's floor made most of the advantage variance (the within-valid
+share was 2.5-4%) and no reward could show what it adds among valid tasks. Here one gate-only run of 24 steps at lr
+3e-4 (validity 0.8-1.0 in its last steps) is the start of every arm of every seed: its LoRA weights, optimizer state,
+random state and stream position; a seed is then its own context stream. Fixed before the arms ran: 4 seeds x
+(gate, propel, oracle) x 12 steps, the same endpoint, contrasts and stopping rule as above, plus ``gate - warm`` and
+``propel - warm``; the shuffled-label arm runs (same seeds) only if ``propel - gate``'s t interval excludes zero,
+since it asks where a measured gain comes from. With 4 seeds a paired difference of (t(0.975, 3) + t(0.8, 3)) / 2 =
+2.1 times the seed sd has 80% power; at the first run's seed sd of about 0.01 that is about 0.02 in yield.
+
 Stages write under ``--workdir`` and resume: ``probes/`` (the two probe artifacts), ``<seed>/<arm>/`` (each GRPO
 run: config, checkpoints, adapters, CSV metrics; a cut run resumes from ``last.ckpt``), ``eval/<seed>-<arm>.jsonl``
 (the evaluation samples), then ``summary.json``, ``report.md`` and ``rows.csv`` (one row per evaluation sample),
 copied to ``--out``. ``--from-rows <rows.csv>`` recomputes the analysis from committed rows.
 
     make exp-propel     # 3 seeds x 4 arms x 12 steps + 13 evaluations: about 90 min on an idle 2-core machine
+    make exp-propel-warm  # 1 warm start + 4 seeds x 3 arms x 12 steps + 14 evaluations: about 80 min
     python benchmarks/exp_propel_arms.py --from-rows docs/experiments/propel_arms/rows.csv
 """
 

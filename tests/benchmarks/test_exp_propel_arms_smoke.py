@@ -1,8 +1,8 @@
 """``benchmarks/exp_propel_arms.py``: the probes it trains load as ``ProbeReward`` artifacts (the shuffled one with the
 same cell and label count), the paired analysis finds a planted difference and none where there is none and is
 reproduced from its rows (seconds), and a tiny real run (the bundled model, a 1-step warm start and 1 step per arm
-continuing it) trains, evaluates, writes its files and resumes without retraining. The measured table is the experiment's own, committed under
-``docs/experiments/propel_arms/``."""
+continuing it) trains, evaluates, writes its files and resumes without retraining. The measured tables are the
+experiment's own, committed under ``docs/experiments/propel_arms/`` and ``docs/experiments/propel_arms_warm/``."""
 
 from __future__ import annotations
 

@@ -1,0 +1,157 @@
+"""Peak memory and step time of the demo's GRPO stage per memory setting, each setting in its own process.
+
+The demo's GRPO run (``configs/grpo/base.yaml`` + ``configs/math/grpo.yaml``: the bundled model in fp32, LoRA,
+2 contexts x G=8, 64 new tokens, the same seed) for ``--steps`` steps under each variant of the two settings that
+decide what the update keeps alive: ``micro_batch_size`` (rows per forward/backward; 16 = the whole step at once)
+and ``gradient_checkpointing`` (each layer's activations recomputed in backward: the same loss and gradients).
+Every variant is a ``propel fit`` process of its own, so its peak resident set is its own: the child's
+``ru_maxrss``, what ``/usr/bin/time -v`` reports as "Maximum resident set size". Step time is the mean of
+``train/time/wall_s`` over the steps after the first (the first pays for warm-up). Same seed, same contexts and the
+same sampling in every variant: the rows each update sees are the same, so the variants differ only in how the
+update is computed (the table prints each run's mean loss to show it).
+
+The reward is the validity gate (``ValidityReward``): the demo's probe reward needs the probe stage's artifact
+(``--probe PATH`` uses one, e.g. ``runs/demo/probe/artifact``); its no-grad reference forward is not what peaks.
+
+    python benchmarks/grpo_memory.py                       # 4 variants x 3 steps: about 8 min on 2 idle cores
+    python benchmarks/grpo_memory.py --variants 16:off 8:on --steps 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_VARIANTS = ("16:off", "16:on", "4:off", "8:on")
+"""``micro_batch_size:gradient_checkpointing``; the first is the demo's setting before this benchmark."""
+
+
+def parse_variant(text: str) -> tuple[int, bool]:
+    size, _, ckpt = text.partition(":")
+    if not size.isdigit() or int(size) < 1 or ckpt not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"a variant is MICRO_BATCH:on|off (e.g. 8:on), got {text!r}")
+    return int(size), ckpt == "on"
+
+
+def overlay(root: Path, steps: int, micro_batch_size: int, checkpointing: bool, probe: str | None) -> dict:
+    reward = (
+        {"class_path": "propel.rewards.probe_reward.ProbeReward", "init_args": {"artifact": probe}}
+        if probe
+        else {"class_path": "propel.rewards.ValidityReward"}
+    )
+    return {
+        "trainer": {
+            "default_root_dir": str(root),
+            "max_steps": steps,
+            "logger": [
+                {
+                    "class_path": "lightning.pytorch.loggers.CSVLogger",
+                    "init_args": {"save_dir": str(root), "name": "csv"},
+                }
+            ],
+            "enable_progress_bar": False,
+        },
+        "model": {
+            "init_args": {
+                "micro_batch_size": micro_batch_size,
+                "gradient_checkpointing": checkpointing,
+                "rewards": [reward],
+            }
+        },
+        "data": {"init_args": {"contexts_per_step": 2}},
+    }
+
+
+def run_variant(root: Path, steps: int, micro_batch_size: int, checkpointing: bool, probe: str | None) -> dict:
+    """One ``propel fit`` child: its peak RSS (MiB), mean step time after the first, mean loss, wall time."""
+    root.mkdir(parents=True)
+    path = root / "overlay.yaml"
+    path.write_text(yaml.safe_dump(overlay(root, steps, micro_batch_size, checkpointing, probe), sort_keys=False))
+    cmd = [
+        sys.executable,
+        "-m",
+        "propel.cli",
+        "fit",
+        "-c",
+        str(ROOT / "configs/grpo/base.yaml"),
+        "-c",
+        str(ROOT / "configs/math/grpo.yaml"),
+        "-c",
+        str(path),
+    ]
+    t0 = time.monotonic()
+    with (root / "log.txt").open("w") as log:
+        child = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "WANDB_MODE": "offline"}
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+    wall = time.monotonic() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        tail = (root / "log.txt").read_text().strip().splitlines()[-5:]
+        raise SystemExit(f"variant {micro_batch_size}:{'on' if checkpointing else 'off'} failed:\n" + "\n".join(tail))
+    rows = [r for f in sorted((root / "csv").glob("version_*/metrics.csv")) for r in csv.DictReader(f.open())]
+    step_s = [float(r["train/time/wall_s"]) for r in rows if r.get("train/time/wall_s")]
+    losses = [float(r["train/loss"]) for r in rows if r.get("train/loss")]
+    later = step_s[1:] or step_s
+    return {
+        "micro_batch_size": micro_batch_size,
+        "gradient_checkpointing": checkpointing,
+        "peak_rss_mib": usage.ru_maxrss / 1024,  # Linux reports KiB
+        "step_s": sum(later) / len(later) if later else None,
+        "step_s_each": step_s,
+        "mean_loss": sum(losses) / len(losses) if losses else None,
+        "process_s": wall,
+    }
+
+
+def main(argv=None) -> list[dict]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--variants", nargs="+", type=parse_variant, default=[parse_variant(v) for v in DEFAULT_VARIANTS])
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--probe", default=None, help="a probe artifact: the demo's probe reward instead of the gate")
+    p.add_argument("--json", type=Path, default=None, help="also write the results here")
+    p.add_argument("--keep", default=None, help="keep the runs' folders here (default: a temporary folder)")
+    a = p.parse_args(argv)
+    work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="grpo_memory-"))
+    results = []
+    try:
+        for k, (size, ckpt) in enumerate(a.variants):
+            results.append(run_variant(work / f"{k}-{size}-{'on' if ckpt else 'off'}", a.steps, size, ckpt, a.probe))
+            print(json.dumps(results[-1]), flush=True)
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    table = Table(title=f"The demo's GRPO stage (2 contexts x G=8, 64 new tokens, fp32), {a.steps} steps per process")
+    for col in ("micro-batch", "activation checkpointing", "peak RSS MiB", "s/step (after the 1st)", "mean loss"):
+        table.add_column(col, justify="right")
+    base = results[0]["peak_rss_mib"]
+    for r in results:
+        table.add_row(
+            str(r["micro_batch_size"]),
+            "on" if r["gradient_checkpointing"] else "off",
+            f"{r['peak_rss_mib']:.0f} ({r['peak_rss_mib'] / base:.2f}x)",
+            "n/a" if r["step_s"] is None else f"{r['step_s']:.1f}",
+            "n/a" if r["mean_loss"] is None else f"{r['mean_loss']:+.5f}",
+        )
+    Console(width=160).print(table)
+    print(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f}")
+    if a.json:
+        a.json.write_text(json.dumps(results, indent=1))
+    return results
+
+
+if __name__ == "__main__":
+    main()
