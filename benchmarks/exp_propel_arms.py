@@ -181,6 +181,7 @@ def arm_overlay(
         "model": {
             "init_args": {
                 "lr": lr,
+                "micro_batch_size": 16,  # as every committed run (the demo config's 4 came later; same gradients)
                 "max_new_tokens": args.max_new_tokens,
                 "group_size": args.group_size,
                 "rewards": reward_config(arm, artifacts, domain),

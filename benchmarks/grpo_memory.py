@@ -5,10 +5,15 @@ The demo's GRPO run (``configs/grpo/base.yaml`` + ``configs/math/grpo.yaml``: th
 decide what the update keeps alive: ``micro_batch_size`` (rows per forward/backward; 16 = the whole step at once)
 and ``gradient_checkpointing`` (each layer's activations recomputed in backward: the same loss and gradients).
 Every variant is a ``propel fit`` process of its own, so its peak resident set is its own: the child's
-``ru_maxrss``, what ``/usr/bin/time -v`` reports as "Maximum resident set size". Step time is the mean of
-``train/time/wall_s`` over the steps after the first (the first pays for warm-up). Same seed, same contexts and the
+``ru_maxrss``, what ``/usr/bin/time -v`` reports as "Maximum resident set size". Times are means over the steps
+after the first (the first pays for warm-up): the update (``train/time/training_s``: forward, backward and optimizer
+step over the micro-batches, what the two settings change) and the rollout (``train/time/wall_s``: generation and
+scoring, which they leave alone). Same seed, same contexts and the
 same sampling in every variant: the rows each update sees are the same, so the variants differ only in how the
-update is computed (the table prints each run's mean loss to show it).
+update is computed; that neither setting changes the loss or its gradients is tested
+(``tests/losses/test_losses_policy.py::test_micro_batches_sum_to_full_batch_gradient``,
+``tests/models/test_checkpointing.py``). The table's mean loss (GRPO's on-policy loss is about 0) shows the runs
+agree to float noise.
 
 The reward is the validity gate (``ValidityReward``): the demo's probe reward needs the probe stage's artifact
 (``--probe PATH`` uses one, e.g. ``runs/demo/probe/artifact``); its no-grad reference forward is not what peaks.
@@ -103,18 +108,24 @@ def run_variant(root: Path, steps: int, micro_batch_size: int, checkpointing: bo
         tail = (root / "log.txt").read_text().strip().splitlines()[-5:]
         raise SystemExit(f"variant {micro_batch_size}:{'on' if checkpointing else 'off'} failed:\n" + "\n".join(tail))
     rows = [r for f in sorted((root / "csv").glob("version_*/metrics.csv")) for r in csv.DictReader(f.open())]
-    step_s = [float(r["train/time/wall_s"]) for r in rows if r.get("train/time/wall_s")]
+    update_s = [float(r["train/time/training_s"]) for r in rows if r.get("train/time/training_s")]
+    rollout_s = [float(r["train/time/wall_s"]) for r in rows if r.get("train/time/wall_s")]
     losses = [float(r["train/loss"]) for r in rows if r.get("train/loss")]
-    later = step_s[1:] or step_s
     return {
         "micro_batch_size": micro_batch_size,
         "gradient_checkpointing": checkpointing,
         "peak_rss_mib": usage.ru_maxrss / 1024,  # Linux reports KiB
-        "step_s": sum(later) / len(later) if later else None,
-        "step_s_each": step_s,
+        "update_s": _after_first(update_s),
+        "rollout_s": _after_first(rollout_s),
+        "update_s_each": update_s,
         "mean_loss": sum(losses) / len(losses) if losses else None,
         "process_s": wall,
     }
+
+
+def _after_first(values: list[float]) -> float | None:
+    later = values[1:] or values
+    return sum(later) / len(later) if later else None
 
 
 def main(argv=None) -> list[dict]:
@@ -135,7 +146,8 @@ def main(argv=None) -> list[dict]:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
     table = Table(title=f"The demo's GRPO stage (2 contexts x G=8, 64 new tokens, fp32), {a.steps} steps per process")
-    for col in ("micro-batch", "activation checkpointing", "peak RSS MiB", "s/step (after the 1st)", "mean loss"):
+    cols = ("micro-batch", "activation checkpointing", "peak RSS MiB", "update s/step", "rollout s/step", "mean loss")
+    for col in cols:
         table.add_column(col, justify="right")
     base = results[0]["peak_rss_mib"]
     for r in results:
@@ -143,8 +155,9 @@ def main(argv=None) -> list[dict]:
             str(r["micro_batch_size"]),
             "on" if r["gradient_checkpointing"] else "off",
             f"{r['peak_rss_mib']:.0f} ({r['peak_rss_mib'] / base:.2f}x)",
-            "n/a" if r["step_s"] is None else f"{r['step_s']:.1f}",
-            "n/a" if r["mean_loss"] is None else f"{r['mean_loss']:+.5f}",
+            "n/a" if r["update_s"] is None else f"{r['update_s']:.1f}",
+            "n/a" if r["rollout_s"] is None else f"{r['rollout_s']:.1f}",
+            "n/a" if r["mean_loss"] is None else f"{r['mean_loss']:+.2e}",
         )
     Console(width=160).print(table)
     print(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f}")

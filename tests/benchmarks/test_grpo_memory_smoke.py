@@ -1,6 +1,7 @@
 """``benchmarks/grpo_memory.py``: a variant is parsed or refused with the expected form, its overlay composes with the
 demo's configs into the settings it names (the CLI's own parser, seconds), and one real one-step run of the demo's
-GRPO stage reports its own peak RSS, step time and loss. The measured table is in ``docs/benchmarks.md``."""
+GRPO stage reports its own peak RSS, update and rollout times and loss. The measured table is in
+``docs/benchmarks.md``."""
 
 from __future__ import annotations
 
@@ -44,4 +45,4 @@ def test_one_real_step_reports_its_peak_rss_and_loss(benchmark_module, tmp_path)
     exp = benchmark_module("grpo_memory")
     (r,) = exp.main(["--variants", "16:off", "--steps", "1", "--keep", str(tmp_path / "runs")])
     assert 300 < r["peak_rss_mib"] < 24_000  # a real process that loaded the model, not this one's
-    assert r["step_s"] > 0 and r["mean_loss"] is not None and len(r["step_s_each"]) == 1
+    assert r["update_s"] > 0 and r["rollout_s"] > 0 and r["mean_loss"] is not None and len(r["update_s_each"]) == 1
