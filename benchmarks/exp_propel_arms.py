@@ -50,7 +50,7 @@ run: config, checkpoints, adapters, CSV metrics; a cut run resumes from ``last.c
 copied to ``--out``. ``--from-rows <rows.csv>`` recomputes the analysis from committed rows.
 
     make exp-propel     # 3 seeds x 4 arms x 12 steps + 13 evaluations: about 90 min on an idle 2-core machine
-    make exp-propel-warm  # 1 warm start + 4 seeds x 3 arms x 12 steps + 14 evaluations: about 80 min
+    make exp-propel-warm  # 1 warm start + 4 seeds x 3 arms x 12 steps + 14 evaluations: about 110 min
     python benchmarks/exp_propel_arms.py --from-rows docs/experiments/propel_arms/rows.csv
 """
 
