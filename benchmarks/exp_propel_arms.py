@@ -74,6 +74,7 @@ from propel.domains.interface import Task
 from propel.engines.engine import SamplingSpec
 from propel.engines.factory import make_engine
 from propel.metrics.intervals import t_interval
+from propel.pipeline.stages import csv_metrics, csv_trainer_overlay, latest_adapter
 from propel.rollouts.scorer import GeneratorScorer
 from propel.rollouts.single_turn import generate_tasks
 
@@ -167,17 +168,7 @@ def arm_overlay(
     domain = yaml.safe_load((ROOT / "configs" / "math" / "domain.yaml").read_text())
     return {
         "seed_everything": 0 if warm else seed,
-        "trainer": {
-            "default_root_dir": str(root),
-            "max_steps": steps,
-            "logger": [
-                {
-                    "class_path": "lightning.pytorch.loggers.CSVLogger",
-                    "init_args": {"save_dir": str(root), "name": "csv"},
-                }
-            ],
-            "enable_progress_bar": False,
-        },
+        "trainer": csv_trainer_overlay(root, steps),
         "model": {
             "init_args": {
                 "lr": lr,
@@ -217,7 +208,6 @@ def _fit(root: Path, config: dict, steps: int, what: str, init: Path | None) -> 
     """``propel fit`` with ``config`` as the overlay (resumed from ``last.ckpt`` when cut short, from ``init`` when
     it starts; skipped when its final adapter exists); the final adapter."""
     from propel.cli.lightning_cli import run_lightning
-    from propel.pipeline.stages import latest_adapter
 
     final = root / "adapters" / f"step-{steps}"
     if final.exists():
@@ -366,7 +356,6 @@ def _detectable(sd: float | None, n: int) -> float | None:
 
 def training_curves(work: Path, seeds: list[int], arms: list[str]) -> dict:
     """Per arm: mean over seeds and steps of the training validity, reward and within-valid advantage share."""
-    from propel.pipeline.stages import csv_metrics
 
     out = {}
     for arm in arms:

@@ -39,6 +39,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from propel.pipeline.stages import csv_trainer_overlay
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VARIANTS = ("16:off", "16:on", "4:off", "8:on")
 """``micro_batch_size:gradient_checkpointing``; the first is the demo's setting before this benchmark."""
@@ -58,17 +60,7 @@ def overlay(root: Path, steps: int, micro_batch_size: int, checkpointing: bool, 
         else {"class_path": "propel.rewards.ValidityReward"}
     )
     return {
-        "trainer": {
-            "default_root_dir": str(root),
-            "max_steps": steps,
-            "logger": [
-                {
-                    "class_path": "lightning.pytorch.loggers.CSVLogger",
-                    "init_args": {"save_dir": str(root), "name": "csv"},
-                }
-            ],
-            "enable_progress_bar": False,
-        },
+        "trainer": csv_trainer_overlay(root, steps),
         "model": {
             "init_args": {
                 "micro_batch_size": micro_batch_size,

@@ -16,6 +16,7 @@ import yaml
 
 from propel.durable import write_json
 from propel.pipeline.config import STAGE_SUBCOMMAND, PipelineConfig
+from propel.pipeline.links import LOGGERS
 
 
 def read_summary(cfg: PipelineConfig, stage: str) -> dict | None:
@@ -82,6 +83,17 @@ def run_probe(cfg: PipelineConfig) -> dict:
 
     path = write_config(cfg.configs["probe"], cfg.root / "probe" / "config.yaml")
     return probe_main(["-c", str(path)])
+
+
+def csv_trainer_overlay(root: Path, steps: int) -> dict:
+    """The ``trainer`` section of a child ``propel fit`` run whose per-step metrics ``csv_metrics(root)`` reads:
+    ``steps`` steps under ``root``, a CSV logger only, no progress bar (the parent prints its own)."""
+    return {
+        "default_root_dir": str(root),
+        "max_steps": steps,
+        "logger": [{"class_path": LOGGERS[1], "init_args": {"save_dir": str(root), "name": "csv"}}],
+        "enable_progress_bar": False,
+    }
 
 
 def csv_metrics(out: Path) -> dict[str, list[float]]:

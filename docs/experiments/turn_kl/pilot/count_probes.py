@@ -15,7 +15,7 @@ for name in ("probe3", "probe4"):
         if line.startswith("gen "):
             continue
         variant, answer = re.match(r"^(.*?) (\d+) cedar", line).groups()
-        replies = ast.literal_eval(line[line.index("["):])
+        replies = ast.literal_eval(line[line.index("[") :])
         row = out.setdefault(f"{name}/{variant}", {"replies": 0, "tag": 0, "sum_right": 0, "maple": 0})
         row["replies"] += len(replies)
         row["tag"] += sum("[cedar]" in r.lower() for r in replies)
