@@ -110,6 +110,8 @@ exp-probe-ranking: setup
 exp-propel: setup
 	.venv/bin/python benchmarks/exp_propel_arms.py --workdir runs/experiments/propel_arms --out docs/experiments/propel_arms
 
+# The same arms continuing one 24-step gate-only run (validity 0.96), 4 seeds (about 150 min; resumable); outputs
+# committed in docs/experiments/propel_arms_warm (the shuffled arm ran after propel - gate excluded zero, as fixed)
 exp-propel-warm: setup
 	.venv/bin/python benchmarks/exp_propel_arms.py --workdir runs/experiments/propel_arms_warm \
-		--out docs/experiments/propel_arms_warm --warm-start-steps 24 --seeds 1 2 3 4 --arms gate propel oracle
+		--out docs/experiments/propel_arms_warm --warm-start-steps 24 --seeds 1 2 3 4 --arms gate propel shuffled oracle

@@ -43,6 +43,8 @@ random state and stream position; a seed is then its own context stream. Fixed b
 ``propel - warm``; the shuffled-label arm runs (same seeds) only if ``propel - gate``'s t interval excludes zero,
 since it asks where a measured gain comes from. With 4 seeds a paired difference of (t(0.975, 3) + t(0.8, 3)) / 2 =
 2.1 times the seed sd has 80% power; at the first run's seed sd of about 0.01 that is about 0.02 in yield.
+(``propel - gate`` excluded zero, so the shuffled arm ran next on the same seeds; see
+``docs/experiments/propel_arms_warm``.)
 
 Stages write under ``--workdir`` and resume: ``probes/`` (the two probe artifacts), ``<seed>/<arm>/`` (each GRPO
 run: config, checkpoints, adapters, CSV metrics; a cut run resumes from ``last.ckpt``), ``eval/<seed>-<arm>.jsonl``
@@ -50,7 +52,7 @@ run: config, checkpoints, adapters, CSV metrics; a cut run resumes from ``last.c
 copied to ``--out``. ``--from-rows <rows.csv>`` recomputes the analysis from committed rows.
 
     make exp-propel     # 3 seeds x 4 arms x 12 steps + 13 evaluations: about 90 min on an idle 2-core machine
-    make exp-propel-warm  # 1 warm start + 4 seeds x 3 arms x 12 steps + 14 evaluations: about 110 min
+    make exp-propel-warm  # 1 warm start + 4 seeds x 4 arms x 12 steps + 18 evaluations: about 150 min
     python benchmarks/exp_propel_arms.py --from-rows docs/experiments/propel_arms/rows.csv
 """
 
