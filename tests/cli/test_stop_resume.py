@@ -205,3 +205,25 @@ def test_a_checkpoint_written_before_a_rename_is_compared_under_the_new_name():
     assert changes(saved, {"model": {"class_path": distill, "init_args": now}}) == ([], [])
     more = {"model": {"class_path": distill, "init_args": {**now, "group_size": 8}}}
     assert changes(saved, more) == ([], ["model.init_args.group_size: 4 -> 8"])
+
+
+def test_an_ignored_sigint_stays_ignored_and_sigterm_still_stops():
+    """A background job of a non-interactive shell starts with SIGINT ignored: propel keeps it so (its user asked
+    for that) and still routes SIGTERM to the checkpointing stop."""
+    import threading
+
+    from propel.cli import stops
+    from propel.cli.main import _catch_stop_signals
+
+    assert threading.current_thread() is threading.main_thread()  # signal handlers are set from the main thread only
+    outer = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        previous = _catch_stop_signals()
+        try:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN and signal.SIGINT not in previous
+            assert signal.getsignal(signal.SIGTERM) is stops.on_signal
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+    finally:
+        signal.signal(signal.SIGINT, outer)
