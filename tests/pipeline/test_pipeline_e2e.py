@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 
 import pandas as pd
@@ -172,6 +173,9 @@ def test_rerun_skips_finished_stages(toy_config, capsys):
     cfg = toy_config
     cfg.stages = ["label", "probe"]
     first = run_pipeline(cfg)
+    ran = capsys.readouterr().err
+    peaks = [float(x) for x in re.findall(r"stage \w+ finished in \d+s, peak memory so far ([\d.]+) GB", ran)]
+    assert len(peaks) == 2 and 0.05 < peaks[0] <= peaks[1] < 24  # the process's own high-water mark, in GB
     second = run_pipeline(cfg)
     assert json.dumps(first, sort_keys=True) == json.dumps(second, sort_keys=True)
     assert capsys.readouterr().err.count("done earlier, skipped") == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
 from rich.console import Console
@@ -9,6 +10,17 @@ from rich.console import Console
 from propel.errors import ConfigError
 from propel.pipeline.config import PipelineConfig
 from propel.pipeline.stage_configs import load_pipeline_config
+
+
+def peak_rss_gb() -> float | None:
+    """This process's peak resident set so far, in GB (the stages run in it, so the largest stage's plus what
+    earlier ones left); None where the platform has no ``resource`` module."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return peak / (1e9 if sys.platform == "darwin" else 1e6)
 
 
 def run_pipeline(cfg: PipelineConfig, console: Console | None = None) -> dict[str, dict]:
@@ -49,7 +61,9 @@ def run_pipeline(cfg: PipelineConfig, console: Console | None = None) -> dict[st
         start = time.monotonic()
         runners[name](cfg)
         summaries[name] = stage_fns.read_summary(cfg, name)  # what a later rerun will read, exactly
-        console.print(f"[bold]stage {name}[/] finished in {time.monotonic() - start:.0f}s")
+        peak = peak_rss_gb()
+        memory = f", peak memory so far {peak:.1f} GB" if peak is not None else ""
+        console.print(f"[bold]stage {name}[/] finished in {time.monotonic() - start:.0f}s{memory}")
     report = build_report(cfg, summaries)
     console.print(f"report: {report}")
     return summaries
