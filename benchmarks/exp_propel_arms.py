@@ -358,7 +358,6 @@ def _detectable(sd: float | None, n: int) -> float | None:
 
 def training_curves(work: Path, seeds: list[int], arms: list[str]) -> dict:
     """Per arm: mean over seeds and steps of the training validity, reward and within-valid advantage share."""
-
     out = {}
     for arm in arms:
         keys = {"valid_rate": "train/valid_rate", "adv_share_within_valid": "train/adv_share_within_valid"}

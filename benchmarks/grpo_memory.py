@@ -25,7 +25,6 @@ The reward is the validity gate (``ValidityReward``): the demo's probe reward ne
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import shutil
@@ -39,7 +38,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from propel.pipeline.stages import csv_trainer_overlay
+from propel.pipeline.stages import csv_metrics, csv_trainer_overlay
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VARIANTS = ("16:off", "16:on", "4:off", "8:on")
@@ -99,10 +98,11 @@ def run_variant(root: Path, steps: int, micro_batch_size: int, checkpointing: bo
     if os.waitstatus_to_exitcode(status) != 0:
         tail = (root / "log.txt").read_text().strip().splitlines()[-5:]
         raise SystemExit(f"variant {micro_batch_size}:{'on' if checkpointing else 'off'} failed:\n" + "\n".join(tail))
-    rows = [r for f in sorted((root / "csv").glob("version_*/metrics.csv")) for r in csv.DictReader(f.open())]
-    update_s = [float(r["train/time/training_s"]) for r in rows if r.get("train/time/training_s")]
-    rollout_s = [float(r["train/time/wall_s"]) for r in rows if r.get("train/time/wall_s")]
-    losses = [float(r["train/loss"]) for r in rows if r.get("train/loss")]
+    metrics = csv_metrics(root)
+    update_s, rollout_s, losses = (
+        [v for v in metrics.get(key, []) if v == v]  # a step that did not log the key is NaN there
+        for key in ("train/time/training_s", "train/time/wall_s", "train/loss")
+    )
     return {
         "micro_batch_size": micro_batch_size,
         "gradient_checkpointing": checkpointing,
