@@ -78,3 +78,36 @@ def test_lift_compares_distinct_3_by_the_two_jackknife_intervals():
     assert change["distinguishable"] and change["words"].startswith("Distinct-3 fell by")
     older = {k: v for k, v in base.items() if k != "intervals"} | {"intervals": {}}  # a summary from before
     assert "distinct_3" not in lift(older, trained)
+
+
+def test_exact_utility_is_the_band_chance_at_the_exact_solve_rate_and_its_change_is_bootstrapped(tmp_path):
+    """Per generation: P(lo <= Bin(n, p) <= hi) of a valid task (scipy's binomial, computed here by hand), 0 for an
+    invalid one; a valid task without its exact p leaves the metric out rather than counting it as 0."""
+    from math import comb
+
+    from propel.pools.summary import exact_utility_values
+
+    def by_hand(p: float, n: int = 8, lo: int = 1, hi: int = 3) -> float:
+        return sum(comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(lo, hi + 1))
+
+    valid, ps = [True, True, False, True], [0.05, 0.6, None, 0.0]
+    values = exact_utility_values(valid, ps, 8, (1, 3))
+    assert values == pytest.approx([by_hand(0.05), by_hand(0.6), 0.0, 0.0])
+    assert exact_utility_values([True, False], [float("nan"), None], 8, (1, 3)) is None
+    texts = [f"task {i} of {i + 1}" for i in range(4)]
+    folders = {}
+    for name, us in (("base", values), ("trained", [0.9, 0.8, 0.7, 0.95])):
+        summary = evaluation_summary(valid, [1, 5, None, 0], texts, [None] * 4, 8, (1, 3), exact_utility=us)
+        assert summary["exact_utility"] == pytest.approx(sum(us) / 4) and summary["intervals"]["exact_utility"]
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        (folders[name] / "summary.json").write_text(json.dumps(summary))
+        scores = {**diversity_scores(valid, texts), "exact_utility": us}
+        (folders[name] / "scores.json").write_text(json.dumps(scores))
+    table = compare_dirs(folders["base"], folders["trained"], tmp_path)
+    change = json.loads((tmp_path / "lift.json").read_text())["exact_utility"]
+    expected = bootstrap_difference([0.9, 0.8, 0.7, 0.95], values)
+    assert change["estimate"] == pytest.approx(expected.estimate) and change["low"] == pytest.approx(expected.low)
+    assert "| exact_utility |" in table and "exact utility (a valid task's in-band chance" in table
+    plain = _summary([True], [1], ["a b c"], ["t"])
+    assert "exact_utility" not in plain and "exact_utility" not in compare(plain, plain)  # no exact p: no row

@@ -19,7 +19,7 @@ from propel.errors import ConfigError
 from propel.lit_modules.labeling import LabelingModule
 from propel.pools.io import read_pool, write_part
 from propel.pools.manifest import check_manifest, run_settings
-from propel.pools.summary import diversity_scores, evaluation_summary, print_summary_table
+from propel.pools.summary import diversity_scores, evaluation_summary, exact_utility_values, print_summary_table
 
 SUMMARY = "summary.json"
 SCORES = "scores.json"
@@ -116,11 +116,15 @@ class EvaluationModule(LabelingModule):
         for task, ok in zip(frame["task"], valid, strict=True):
             for name, value in (self.domain.task_metrics(Task.from_json(task)) if ok else {}).items():
                 per_task.setdefault(name, []).append(float(value))
+        exact_p = list(frame["exact_p"]) if "exact_p" in frame else [None] * len(valid)
+        exact = exact_utility_values(valid, exact_p, self.n_trials, self.band)
         summary = evaluation_summary(
             valid, counts, texts, topics, self.n_trials, self.band, hp.confidence, hp.n_resamples, hp.seed, scores,
-            task_metrics=per_task,
+            task_metrics=per_task, exact_utility=exact,
         )  # fmt: skip
         scores.update({f"{name}_mean": values for name, values in per_task.items()})  # keys as the summary's means
+        if exact is not None:
+            scores["exact_utility"] = exact
         return summary, scores
 
     def log_summary(self) -> None:

@@ -25,6 +25,7 @@ COMPARED = (
     "valid_rate",
     "utility",
     "utility_valid",
+    "exact_utility",
     "self_bleu_3",
     "distinct_3",
     "top_topic_rate",
@@ -40,6 +41,7 @@ NAMES = {
     "valid_rate": "validity",
     "utility": "utility (in-band share of all generations)",
     "utility_valid": "utility among valid tasks",
+    "exact_utility": "exact utility (a valid task's in-band chance at the solver's exact solve rate; 0 if invalid)",
     "top_topic_rate": "top-topic rate",
     "top_topic_rate_valid": "top-topic rate among valid tasks",
     "self_bleu_3": "Self-BLEU-3",
@@ -122,6 +124,8 @@ def compare(
     rows = []
     task_means = [k for k in trained if k.endswith("_mean") and k in base]  # the domain's per-task metrics
     for key in [*COMPARED, *task_means]:
+        if key not in base and key not in trained:  # e.g. exact utility, where the domain gives no answer text
+            continue
         row = {"metric": key, names[0]: _with_interval(base, key), names[1]: _with_interval(trained, key)}
         if key in changes and "estimate" in changes[key]:
             c = changes[key]
@@ -166,8 +170,10 @@ def compare_dirs(
     trained_dir: str | Path,
     output_dir: str | Path,
     costs: Mapping[str, Mapping | None] | None = None,
+    names: tuple[str, str] = ("base", "trained"),
 ) -> str:
-    """``compare`` of the ``summary.json`` (and ``scores.json``) files two ``propel test`` runs wrote."""
+    """``compare`` of the ``summary.json`` (and ``scores.json``) files two ``propel test`` runs wrote (``names``:
+    the two policies' column names)."""
     base_dir, trained_dir = Path(base_dir), Path(trained_dir)
     base, trained = _read(base_dir, SUMMARY), _read(trained_dir, SUMMARY)
     if base is None or trained is None:
@@ -177,6 +183,7 @@ def compare_dirs(
         base,
         trained,
         output_dir,
+        names=names,
         base_scores=_read(base_dir, SCORES),
         trained_scores=_read(trained_dir, SCORES),
         costs=costs,

@@ -28,11 +28,15 @@ from propel.paths import config_path
 
 STAGES = ("label", "probe", "grpo", "evaluate")
 """The default run: PROPEL end to end."""
+WARM_START = "warm_start"
+"""The optional stage before ``grpo``: GRPO against the validity gate alone, whose checkpoint the GRPO stage continues
+(``PipelineConfig.warm_start``). Listed in ``stages`` to run: ``[label, probe, warm_start, grpo, evaluate]``."""
 COEVOLUTION_STAGES = ("aux_pool", "aux_probe", "constrained", "auxiliary", "arms")
 """Adversarial probe co-evolution after it (``propel.pipeline.coevolution``): the auxiliary pool from the GRPO stage's
 mined false positives and collapsed topic, the auxiliary probe, GRPO under ``min(main, auxiliary)``, optionally GRPO
 under the auxiliary probe alone, and every arm evaluated in one table (``configs/coevolution.yaml``)."""
-ALL_STAGES = STAGES + COEVOLUTION_STAGES
+ALL_STAGES = ("label", "probe", WARM_START, "grpo", "evaluate") + COEVOLUTION_STAGES
+"""Every stage, in the order a run takes them."""
 TEMPLATES: dict[str, list[str]] = {
     "label": ["configs/math/label.yaml"],
     "probe": ["configs/probe/sweep.yaml"],
@@ -41,7 +45,14 @@ TEMPLATES: dict[str, list[str]] = {
 }
 """The templates a stage composes when its section names none (paths relative to the working directory, then to
 the source checkout)."""
-STAGE_SUBCOMMAND = {"label": "predict", "grpo": "fit", "evaluate": "test", "constrained": "fit", "auxiliary": "fit"}
+STAGE_SUBCOMMAND = {
+    "label": "predict",
+    WARM_START: "fit",
+    "grpo": "fit",
+    "evaluate": "test",
+    "constrained": "fit",
+    "auxiliary": "fit",
+}
 """The ``propel`` subcommand that runs each Lightning stage (the probe stage runs ``propel probe``)."""
 
 
@@ -82,6 +93,14 @@ class PipelineConfig:
     stages: list[str] = field(default_factory=lambda: list(STAGES))
     label: dict[str, Any] = field(default_factory=dict)
     probe: dict[str, Any] = field(default_factory=dict)
+    warm_start: dict[str, Any] = field(default_factory=dict)
+    """Keys set over the GRPO stage's for the warm start (stage ``warm_start``): its reward is the validity gate alone
+    (``ValidityReward``) unless ``model.init_args.rewards`` is set here; ``trainer.max_steps`` is its own. The GRPO
+    stage then continues its checkpoint (LoRA weights, optimizer state, stream position) up to
+    ``grpo.trainer.max_steps``, which counts as Lightning counts a resumed run's steps: from the start of the warm
+    start (24 warm-start steps + 12 against the probe: ``grpo.trainer.max_steps: 36``). Worth it when the generator
+    starts mostly invalid: there the gate's floor makes most of the reward variance, and the probe's ranking of valid
+    tasks only counts once validity is high (docs/experiments.md)."""
     grpo: dict[str, Any] = field(default_factory=dict)
     evaluate: dict[str, Any] = field(default_factory=dict)
     aux_pool: dict[str, Any] = field(default_factory=dict)
@@ -157,4 +176,9 @@ def read_pipeline_config(path: str | Path | None = None, overrides: list[str] | 
     unknown = [s for s in cfg.stages if s not in ALL_STAGES]
     if unknown:
         raise ConfigError(f"pipeline config key 'stages': unknown stage(s) {unknown}; choose from {list(ALL_STAGES)}")
+    if WARM_START in cfg.stages and "grpo" in cfg.stages and cfg.stages.index(WARM_START) > cfg.stages.index("grpo"):
+        raise ConfigError(
+            "pipeline config key 'stages': warm_start runs before grpo, which continues it "
+            f"(e.g. [label, probe, warm_start, grpo, evaluate]), got {list(cfg.stages)}"
+        )
     return cfg

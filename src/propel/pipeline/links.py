@@ -164,6 +164,12 @@ LINKS: tuple[Link, ...] = (
     ),
     Link(
         "run.workdir/probe/artifact",
+        "warm_start.model.init_args.rewards[ProbeReward].artifact",
+        "a warm start given a probe reward trains on the probe stage's (its default is the gate alone)",
+        (),
+    ),
+    Link(
+        "run.workdir/probe/artifact",
         "constrained.model.init_args.rewards[ProbeReward].artifact",
         "the main probe",
     ),
@@ -182,8 +188,9 @@ LINKS: tuple[Link, ...] = (
 )
 """The links, in the order they are applied and shown."""
 
-KIND: dict[str, str] = {"constrained": "grpo", "auxiliary": "grpo", "aux_probe": "probe"}
-"""Stages that take the rows of another (the co-evolution's GRPO runs and probe) besides their own."""
+KIND: dict[str, str] = {"warm_start": "grpo", "constrained": "grpo", "auxiliary": "grpo", "aux_probe": "probe"}
+"""Stages that take the rows of another (the warm start's and the co-evolution's GRPO runs and probe) besides their
+own."""
 
 
 def stage_links(stage: str, links: tuple[Link, ...] = LINKS) -> list[Link]:

@@ -32,6 +32,7 @@ def run_pipeline(cfg: PipelineConfig, console: Console | None = None) -> dict[st
     runners = {
         "label": stage_fns.run_label,
         "probe": stage_fns.run_probe,
+        "warm_start": stage_fns.run_warm_start,
         "grpo": stage_fns.run_grpo,
         "evaluate": stage_fns.run_evaluate,
         **COEVOLUTION,
@@ -75,8 +76,9 @@ def main(args: list[str]) -> None:
 
     parser = argparse.ArgumentParser(
         prog="propel pipeline",
-        description="Run every PROPEL stage in order (label, probe, grpo, evaluate), skipping finished ones and "
-        "resuming one cut short, then write the report. The demo: `propel pipeline -c configs/demo.yaml`; "
+        description="Run every PROPEL stage in order (label, probe, grpo, evaluate; optionally a gate-only "
+        "warm_start before grpo), skipping finished ones and resuming one cut short, then write the report. "
+        "The demo: `propel pipeline -c configs/demo.yaml`; "
         "adversarial probe co-evolution (aux_pool, aux_probe, constrained, auxiliary, arms) after them: "
         "`propel pipeline -c configs/coevolution.yaml`.",
     )

@@ -24,6 +24,7 @@ from propel.pipeline.config import (
     COEVOLUTION_STAGES,
     STAGE_SUBCOMMAND,
     TEMPLATES,
+    WARM_START,
     PipelineConfig,
     read_pipeline_config,
     template_path,
@@ -106,6 +107,8 @@ def compose_stages(cfg: PipelineConfig) -> dict[str, dict]:
     nodes = {stage: _template(cfg, stage) for stage in ("label", "grpo", "evaluate")}
     if any(stage in cfg.stages for stage in COEVOLUTION_STAGES):  # their GRPO runs on the grpo section's settings
         nodes.update({s: _template(cfg, s, inherit="grpo") for s in ("constrained", "auxiliary") if s in cfg.stages})
+    if WARM_START in cfg.stages:
+        nodes[WARM_START] = _warm_start_template(cfg)
     _check_static_keys(nodes)
     run = _run_values(cfg, nodes["label"], nodes["grpo"])
     configs: dict[str, dict] = {}
@@ -113,6 +116,9 @@ def compose_stages(cfg: PipelineConfig) -> dict[str, dict]:
     label = _compose(cfg, "label", nodes["label"], run, configs)["model"]["init_args"]
     _solver("label", label["solver"])
     _compose(cfg, "grpo", nodes["grpo"], run, configs)
+    if WARM_START in cfg.stages:
+        _compose(cfg, WARM_START, nodes[WARM_START], run, configs, inherit="grpo")
+        _check_warm_start_steps(configs[WARM_START], configs["grpo"])
     _compose(cfg, "probe", _template(cfg, "probe"), run, configs)
     n_trials = OmegaConf.select(nodes["evaluate"], "model.init_args.solver.n_trials")
     _solver("evaluate", {**label["solver"], **({"n_trials": n_trials} if n_trials is not None else {})})
@@ -128,6 +134,38 @@ def compose_stages(cfg: PipelineConfig) -> dict[str, dict]:
                 _compose(cfg, name, node, run, configs, inherit="grpo")
         configs["arms"] = {**spec_dict(ArmsSpec, cfg.arms, "arms"), "evaluate": copy.deepcopy(configs["evaluate"])}
     return configs
+
+
+GATE = [{"class_path": "propel.rewards.ValidityReward"}]
+"""The warm start's reward unless its section sets one: 1 for a valid task, 0 otherwise."""
+
+
+def _warm_start_template(cfg: PipelineConfig) -> DictConfig:
+    """The warm start: the GRPO stage's templates and keys, then its own section's; its reward is the validity gate
+    (``GATE``) unless the section sets ``model.init_args.rewards``."""
+    given = links.given_keys(cfg.warm_start)
+    if "trainer.max_steps" not in given:
+        raise ConfigError(
+            "pipeline config key 'warm_start.trainer.max_steps': the warm start's steps are its own; set them "
+            "(e.g. 24, with grpo.trainer.max_steps 36 for 12 more against the probe)"
+        )
+    node = _template(cfg, WARM_START, inherit="grpo")
+    if not any(k.startswith("model.init_args.rewards") for k in given):
+        OmegaConf.update(node, "model.init_args.rewards", copy.deepcopy(GATE), merge=False, force_add=True)
+    return node
+
+
+def _check_warm_start_steps(warm: dict, grpo: dict) -> None:
+    """The GRPO stage resumes the warm start's checkpoint, so its ``max_steps`` (Lightning's: the resumed run's
+    global step to stop at) must lie beyond the warm start's."""
+    w, g = warm["trainer"]["max_steps"], grpo["trainer"]["max_steps"]
+    if w is None or w < 1:
+        raise ConfigError(f"pipeline config key 'warm_start.trainer.max_steps': give the warm start's steps, got {w}")
+    if g is None or g <= w:
+        raise ConfigError(
+            f"pipeline config key 'grpo.trainer.max_steps': {g} is not beyond the warm start's {w} steps; the GRPO "
+            f"stage continues the warm start and counts from its start (e.g. {w + 12} for 12 steps after it)"
+        )
 
 
 def _compose(

@@ -15,7 +15,8 @@ from pathlib import Path
 import yaml
 
 from propel.durable import write_json
-from propel.pipeline.config import STAGE_SUBCOMMAND, PipelineConfig
+from propel.errors import ConfigError
+from propel.pipeline.config import STAGE_SUBCOMMAND, WARM_START, PipelineConfig
 from propel.pipeline.links import LOGGERS
 
 
@@ -124,17 +125,38 @@ def latest_adapter(folder: Path) -> str | None:
     return str(adapters[-1]) if adapters else None
 
 
+def start_checkpoint(cfg: PipelineConfig, name: str) -> Path | None:
+    """Where a GRPO run starts: its own ``last.ckpt`` when it was cut short; else, for the GRPO stage of a run with a
+    warm start, the warm start's final checkpoint (its LoRA weights, optimizer state, random state and stream
+    position); else None (from the base model)."""
+    last = cfg.root / name / "checkpoints" / "last.ckpt"
+    if last.exists():
+        return last
+    if name != "grpo" or WARM_START not in cfg.stages:
+        return None
+    warm = cfg.root / WARM_START / "checkpoints" / "last.ckpt"
+    if read_summary(cfg, WARM_START) is None or not warm.exists():
+        raise ConfigError(f"the grpo stage continues the warm start, which has not finished ({warm} is missing)")
+    return warm
+
+
+def run_warm_start(cfg: PipelineConfig) -> dict:
+    """GRPO against the validity gate alone into ``workdir/warm_start``; the GRPO stage continues it."""
+    return run_grpo(cfg, WARM_START)
+
+
 def run_grpo(cfg: PipelineConfig, name: str = "grpo") -> dict:
-    """GRPO on the LoRA policy into ``workdir/name`` (the co-evolution runs reuse it); resumes from
-    ``checkpoints/last.ckpt`` when a run was cut short."""
+    """GRPO on the LoRA policy into ``workdir/name`` (the warm start and the co-evolution runs reuse it); resumes
+    from ``checkpoints/last.ckpt`` when a run was cut short, and the GRPO stage of a run with a warm start from the
+    warm start's (``start_checkpoint``)."""
     from propel.cli.lightning_cli import run_lightning
     from propel.pipeline.signal_cost import labeling_trials, signal_cost
 
     out = cfg.root / name
     start = time.monotonic()
-    last = out / "checkpoints" / "last.ckpt"
+    resume = start_checkpoint(cfg, name)
     config = write_config(cfg.configs[name], out / "config.yaml")
-    run_lightning(STAGE_SUBCOMMAND["grpo"], config, ["--ckpt_path", str(last)] if last.exists() else None)
+    run_lightning(STAGE_SUBCOMMAND[name], config, ["--ckpt_path", str(resume)] if resume else None)
     metrics = csv_metrics(out)
     reward = metrics.get("train/reward/mean", [])
     valid = metrics.get("train/valid_rate", [])
@@ -163,15 +185,20 @@ def run_grpo(cfg: PipelineConfig, name: str = "grpo") -> dict:
 
 
 def run_evaluate(cfg: PipelineConfig) -> dict:
-    """Fresh tasks from the base and the trained policy, real solver trials, side by side; ``lift`` holds each
-    change trained - base with its interval (``propel.pipeline.compare.lift``)."""
+    """Fresh tasks from the base and the trained policy (and the warm start, when the run had one), real solver
+    trials, side by side; ``lift`` holds each change trained - base with its interval
+    (``propel.pipeline.compare.lift``), ``lift_vs_warm_start`` trained - warm start: what the GRPO stage's own reward
+    added after the gate."""
     from propel.cli.lightning_cli import run_lightning
     from propel.pipeline.compare import SUMMARY, compare_dirs
 
     out = cfg.root / "evaluate"
     start = time.monotonic()
     grpo = read_summary(cfg, "grpo") or {}
+    warm = read_summary(cfg, WARM_START) if WARM_START in cfg.stages else None
     policies = {"base": None}
+    if warm and warm.get("adapter"):
+        policies[WARM_START] = warm["adapter"]
     if grpo.get("adapter"):
         policies["trained"] = grpo["adapter"]
     results = {}
@@ -185,6 +212,10 @@ def run_evaluate(cfg: PipelineConfig) -> dict:
     if "trained" in results:
         compare_dirs(out / "base", out / "trained", out, costs={"trained": grpo.get("signal_cost")})
         summary["lift"] = json.loads((out / "lift.json").read_text())  # trained - base with intervals, in words
+    if "trained" in results and WARM_START in results:
+        folder = out / "vs_warm_start"
+        compare_dirs(out / WARM_START, out / "trained", folder, names=(WARM_START, "trained"))
+        summary["lift_vs_warm_start"] = json.loads((folder / "lift.json").read_text())
     summary["seconds"] = time.monotonic() - start
     write_json(out / "summary.json", summary)
     return summary

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from propel.pipeline.coevolution_report import coevolution_sections
 from propel.pipeline.compare import COMPARED as EVAL_METRICS
-from propel.pipeline.config import PipelineConfig
+from propel.pipeline.config import WARM_START, PipelineConfig
 from propel.pipeline.report import key_value_table, markdown_table, plot_curves, plot_histograms, write_report
-from propel.pipeline.verdicts import VERDICTS
+from propel.pipeline.verdicts import VERDICTS, grpo_verdict
 
 
 def _pool_section(s: dict) -> str:
@@ -99,13 +99,13 @@ def held_out_ranking_line(ranking: dict | None) -> str:
     )
 
 
-def _grpo_section(s: dict, out: Path) -> str:
+def _grpo_section(s: dict, out: Path, name: str = "grpo") -> str:
     keep = ("steps", "reward_start", "reward_end", "valid_rate_start", "valid_rate_end", "kl_end", "step_time_s")
     body = key_value_table({k: s.get(k) for k in keep if k in s})
     curves = {k: v for k, v in (s.get("curves") or {}).items() if v}
     if curves:
-        plot_curves(curves, out / "grpo_curves.png")
-        body += "\n![GRPO curves](grpo_curves.png)\n"
+        plot_curves(curves, out / f"{name}_curves.png")
+        body += f"\n![{name.replace('_', ' ')} curves]({name}_curves.png)\n"
     return body
 
 
@@ -153,11 +153,22 @@ def build_report(cfg: PipelineConfig, summaries: dict[str, dict]) -> Path:
         sections.append(("Task pool (collect + label)", verdict["label"] + _pool_section(summaries["label"])))
     if "probe" in summaries:
         sections.append(("Probe (sweep + selection)", verdict["probe"] + _probe_section(summaries["probe"], out, cfg)))
+    if WARM_START in summaries:
+        warm = summaries[WARM_START]
+        body = f"**Verdict:** {grpo_verdict(warm)}\n\n" + _grpo_section(warm, out, WARM_START)
+        sections.append(("Warm start: GRPO against the validity gate alone", body))
     if "grpo" in summaries:
-        sections.append(("GRPO against the probe reward", verdict["grpo"] + _grpo_section(summaries["grpo"], out)))
+        title = "GRPO against the probe reward" + (", continuing the warm start" if WARM_START in summaries else "")
+        sections.append((title, verdict["grpo"] + _grpo_section(summaries["grpo"], out)))
     if "evaluate" in summaries:
         body = verdict["evaluate"] + _eval_section(summaries["evaluate"], out, cfg.root / "evaluate" / "compare.md")
         sections.append(("Evaluation: base vs trained (real solver trials)", body))
+        versus = cfg.root / "evaluate" / "vs_warm_start" / "compare.md"
+        if versus.exists():  # what the GRPO stage's own reward added after the gate
+            words = [v["words"] for k, v in (summaries["evaluate"].get("lift_vs_warm_start") or {}).items()
+                     if k in ("utility", "exact_utility", "valid_rate")]  # fmt: skip
+            body = "**Verdict:** " + "; ".join(words) + ".\n\n" + versus.read_text()
+            sections.append(("Evaluation: the warm start vs trained (the probe reward's own contribution)", body))
     sections += coevolution_sections(summaries, out)
     if cfg.links:
         sections.append(("Values kept in step across stages", _links_section(cfg.links)))

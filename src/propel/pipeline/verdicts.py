@@ -104,7 +104,7 @@ def evaluate_verdict(s: dict) -> str:
         return "only the base policy was evaluated (no trained adapter)."
     n_base, n_trained = int(base.get("tasks") or 0), int(trained.get("tasks") or 0)
     lift = s.get("lift") or {}  # Newcombe intervals of the changes (propel.pipeline.compare.lift), when computed
-    parts = [lift[k]["words"] for k in ("utility", "valid_rate") if k in lift]
+    parts = [lift[k]["words"] for k in ("utility", "exact_utility", "valid_rate") if k in lift]
     for key, name in (("utility", "utility (in-band share of all generations)"), ("valid_rate", "validity")):
         if key in lift:
             continue

@@ -62,6 +62,7 @@ def evaluation_summary(
     seed: int = 0,
     scores: dict[str, list[float]] | None = None,
     task_metrics: Mapping[str, Sequence[float]] | None = None,
+    exact_utility: Sequence[float] | None = None,
 ) -> dict:
     """Utility, validity, diversity and the solve-count histogram of one evaluation, each with its interval.
 
@@ -77,7 +78,10 @@ def evaluation_summary(
     One entry per generation in each sequence: the rendered task (or raw completion), its topic when known, its
     solve count when valid. ``scores``: ``diversity_scores`` of the same generations when computed already.
     ``task_metrics``: the domain's per-task numbers over valid tasks (``Domain.task_metrics``, e.g. SWE's diff size),
-    each summarized as ``<name>_mean`` with a bootstrap interval like the Self-BLEU means.
+    each summarized as ``<name>_mean`` with a bootstrap interval like the Self-BLEU means. ``exact_utility``: per
+    generation, a valid task's exact band utility ``P(lo <= Bin(n, p) <= hi)`` at the solver's teacher-forced ``p``
+    and 0 for an invalid one (``exact_utility_values``): the expected ``utility`` without the trials' sampling noise,
+    the endpoint the experiments use; its mean gets a bootstrap interval.
     """
     import numpy as np
 
@@ -111,13 +115,16 @@ def evaluation_summary(
         "band": list(band),
         "confidence": confidence,
     }
+    if exact_utility is not None:
+        summary["exact_utility"] = float(np.mean(exact_utility)) if len(exact_utility) else None
     per_task = {f"{name}_mean": list(values) for name, values in (task_metrics or {}).items()}
     summary.update({name: float(np.mean(values)) if values else None for name, values in per_task.items()})
     intervals = {}
     for name, (count, total) in RATES.items():
         ci = wilson(summary[count], summary[total], confidence) if summary[name] is not None else None
         intervals[name] = [ci.low, ci.high] if ci is not None else None
-    for name, values in [*((n, scores[n]) for n in MEANS), *per_task.items()]:
+    exact = {"exact_utility": list(exact_utility)} if exact_utility is not None else {}
+    for name, values in [*((n, scores[n]) for n in MEANS), *per_task.items(), *exact.items()]:
         ci = bootstrap(values, n_resamples=n_resamples, confidence=confidence, seed=seed)
         intervals[name] = [ci.low, ci.high] if ci is not None else None
     for name, corpus in (("distinct_3", texts), ("distinct_3_valid", valid_texts)):
@@ -126,6 +133,24 @@ def evaluation_summary(
         intervals[name] = [ci.low, ci.high] if ci is not None else None
     summary["intervals"] = intervals
     return summary
+
+
+def exact_utility_values(
+    valid: Sequence[bool], exact_p: Sequence[float | None], n_trials: int, band: tuple[int, int]
+) -> list[float] | None:
+    """Per generation, a valid task's exact band utility at its teacher-forced solve probability and 0 for an invalid
+    one; None when a valid task has no ``exact_p`` (its domain gives no answer text, or it was not computed)."""
+    from propel.domains.exact_trials import band_utility
+
+    out = []
+    for ok, p in zip(valid, exact_p, strict=True):
+        if not ok:
+            out.append(0.0)
+        elif p is None or p != p:
+            return None
+        else:
+            out.append(band_utility(float(p), n_trials, band))
+    return out
 
 
 def _mean(values: Sequence[float]) -> float | None:
