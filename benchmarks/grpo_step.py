@@ -14,8 +14,8 @@ step's rollouts sampled while this one trains, ``max_staleness: 1``): sync vs as
 Memory, per trainer: "peak RSS" is the process's resident set sampled every 20 ms while that trainer runs (the
 larger of it and what the previous trainer left), "peak GPU" is ``torch.cuda.max_memory_allocated`` over the run
 (``--device gpu``: bf16 weights and bf16 autocast in both trainers, as ``exp_grpo_vs_trl.py --device gpu``).
-``--json PATH`` writes the numbers. The glibc mmap threshold is fixed first, as the ``propel`` command does
-(``propel.cli.allocator``), so freed memory leaves the resident set in both trainers.
+``--json PATH`` writes the numbers. Both trainers run on glibc's default allocator; propel returns freed memory to
+the system where a phase of its step ends (``propel.host_memory``), TRL does not.
 
 python benchmarks/grpo_step.py --steps 3
 .venv-vllm/bin/python benchmarks/grpo_step.py --propel-engines hf vllm vllm-merged --steps 10
@@ -36,7 +36,6 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from propel.cli.allocator import fix_mmap_threshold
 from propel.domains import MathExpressionDomain
 from propel.models import LoRASpec
 
@@ -306,7 +305,6 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     a = p.parse_args(argv)
     if a.device == "gpu" and not torch.cuda.is_available():
         p.error("--device gpu: no CUDA GPU is visible to torch")
-    fix_mmap_threshold()  # as the propel command does: peak RSS is what is alive, for both trainers
     torch.set_num_threads(torch.get_num_threads())
     load_before = os.getloadavg()
     shape = {"prompts_per_step": a.prompts, "group": a.group, "new_tokens": a.new_tokens}

@@ -169,11 +169,9 @@ def _check_probe(argv: list[str], files: list[dict]) -> None:
 
 
 def _run(argv: list[str]) -> None:
-    from propel.cli.allocator import fix_mmap_threshold
     from propel.cli.quiet import quiet_dependencies
 
     command = argv[0]
-    fix_mmap_threshold()  # freed tensors go back to the system: peak RSS is what is alive (cli/allocator.py)
     quiet_dependencies()
     checked = "-h" not in argv and "--help" not in argv
     if command in LIGHTNING or command in CONFIG_FILES:

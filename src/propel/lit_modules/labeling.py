@@ -22,6 +22,7 @@ from propel.domains.trials import SolverSpec, Trials, solver_trials
 from propel.engines.engine import Engine, SamplingSpec
 from propel.engines.factory import check_kind, make_engine, make_policy_engine
 from propel.errors import ConfigError
+from propel.host_memory import release_freed_memory
 from propel.lit_modules.phases import Phases
 from propel.models.trained_policy import load_policy, lora_rank_of
 from propel.pools.rows import pool_row
@@ -218,6 +219,7 @@ class LabelingModule(LightningModule):
         self._seconds += time.perf_counter() - start
         self.phases.count(tasks=len(batch), valid=len(valid))
         self.phases.stop()
+        release_freed_memory()  # the batch's generations and trials leave the resident set (propel.host_memory)
         return rows
 
     def _generate(self, contexts: list[Context], spec: SamplingSpec) -> list[list[Sample]]:

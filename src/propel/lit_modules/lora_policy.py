@@ -40,6 +40,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from propel.engines.engine import Engine, SamplingSpec
 from propel.engines.factory import check_kind, make_policy_engine
 from propel.errors import ConfigError
+from propel.host_memory import release_freed_memory
 from propel.lit_modules.async_rollouts import AsyncRollouts
 from propel.lit_modules.phases import Phases
 from propel.lit_modules.ranks import Ranks
@@ -326,6 +327,7 @@ class LoRAPolicyModule(pl.LightningModule):
             got = self.async_rollouts.take(batch)
             self.rollout_version, self.rollout_wait_s = got.version, got.wait_s
             rollout = got.rollout
+        release_freed_memory()  # the rollouts' buffers leave the resident set before the update (propel.host_memory)
         self.phases.start("grading")  # what the trainer makes of them before its update: rewards, targets
         return rollout
 
@@ -411,6 +413,7 @@ class LoRAPolicyModule(pl.LightningModule):
             with opt.toggle_model(sync_grad=k == len(micro) - 1), self.eval_mode():  # dropout off: see the docstring
                 loss, stats = micro_loss(rows)
                 self.manual_backward(loss)
+            release_freed_memory()  # this micro-batch's activations, before the next one's
             self.phases.advance()
             totals["loss"] = totals.get("loss", 0.0) + float(loss.detach())
             for name, value in stats.items():
