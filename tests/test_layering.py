@@ -15,7 +15,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "propel"
 # ``__init__`` is the root package module: metadata only, importable from anywhere, importing nothing of propel.
 # docs/architecture.md draws the same table.
 FLOORS: list[set[str]] = [
-    {"__init__", "errors", "paths", "fleet", "durable"},  # fleet: routing and cool-down over servers or hosts
+    # fleet: routing and cool-down over servers or hosts; host_memory: freed memory back to the system
+    {"__init__", "errors", "paths", "fleet", "durable", "host_memory"},
     {"losses", "metrics", "sandbox", "models", "loggers", "cli"},  # cli: the command, YAML -> objects
     {"engines", "testsuite"},  # testsuite: pytest suites run in the sandbox, hack detectors
     {"domains"},
