@@ -59,7 +59,8 @@ def test_the_wheel_installs_and_runs_the_pipeline_from_an_empty_folder(tmp_path,
         "probe.sweep.seeds=[0]",
         "probe.rvp.contexts=2",
         "sampling.group_size=2",  # GRPO's and RVP's
-        "grpo.trainer.max_steps=1",
+        "warm_start.trainer.max_steps=1",  # the demo's gate-only warm start, then one step against the probe
+        "grpo.trainer.max_steps=2",
         "grpo.data.init_args.contexts_per_step=1",
         "grpo.callbacks.ModelCheckpoint.every_n_train_steps=1",
         "grpo.callbacks.AdapterSaver.every_n_steps=1",
@@ -71,9 +72,10 @@ def test_the_wheel_installs_and_runs_the_pipeline_from_an_empty_folder(tmp_path,
     _seed_pool(workdir / "label" / "pool", MathExpressionDomain(**cfg.domain.get("init_args", {})), N_TASKS, cfg.seed)
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(Path.home()), "WANDB_MODE": "offline"}
     _run([venv / "bin" / "propel", "pipeline", "-c", "demo", *overrides], cwd=empty, env=env)
-    for stage in ("label", "probe", "grpo", "evaluate"):
+    for stage in ("label", "probe", "warm_start", "grpo", "evaluate"):
         assert (workdir / stage / "summary.json").is_file(), stage
-    assert json.loads((workdir / "grpo" / "summary.json").read_text())["steps"] == 1
+    assert json.loads((workdir / "warm_start" / "summary.json").read_text())["steps"] == 1
+    assert json.loads((workdir / "grpo" / "summary.json").read_text())["steps"] == 1  # its own, after the warm start
     assert (workdir / "report" / "report.md").is_file()
     _run([venv / "bin" / "propel", "configs", "mine"], cwd=empty, env=env)  # the shipped configs, copied out to edit
     assert (empty / "mine" / "grpo" / "base.yaml").read_text() == (site / "propel/configs/grpo/base.yaml").read_text()
