@@ -60,6 +60,8 @@ def test_grpo_continues_the_gate_only_warm_start_and_evaluation_compares_the_two
     ):
         assert heading in report
     assert (root / "report" / "warm_start_curves.png").exists()
+    assert report.count("**Verdict:** ") == 6  # each stage's, and the warm start vs trained as evaluation words it
+    assert "(over 4 and 4 tasks)" in report.split("the probe reward's own contribution)")[1]
     # a rerun skips every stage; the GRPO stage never starts over from the warm start
     again = run_pipeline(cfg)
     assert json.dumps(again, sort_keys=True) == json.dumps(summaries, sort_keys=True)

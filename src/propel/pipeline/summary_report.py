@@ -10,7 +10,7 @@ from propel.pipeline.coevolution_report import coevolution_sections
 from propel.pipeline.compare import COMPARED as EVAL_METRICS
 from propel.pipeline.config import WARM_START, PipelineConfig
 from propel.pipeline.report import key_value_table, markdown_table, plot_curves, plot_histograms, write_report
-from propel.pipeline.verdicts import VERDICTS, grpo_verdict
+from propel.pipeline.verdicts import VERDICTS, evaluate_verdict
 
 
 def _pool_section(s: dict) -> str:
@@ -154,8 +154,7 @@ def build_report(cfg: PipelineConfig, summaries: dict[str, dict]) -> Path:
     if "probe" in summaries:
         sections.append(("Probe (sweep + selection)", verdict["probe"] + _probe_section(summaries["probe"], out, cfg)))
     if WARM_START in summaries:
-        warm = summaries[WARM_START]
-        body = f"**Verdict:** {grpo_verdict(warm)}\n\n" + _grpo_section(warm, out, WARM_START)
+        body = verdict[WARM_START] + _grpo_section(summaries[WARM_START], out, WARM_START)
         sections.append(("Warm start: GRPO against the validity gate alone", body))
     if "grpo" in summaries:
         title = "GRPO against the probe reward" + (", continuing the warm start" if WARM_START in summaries else "")
@@ -164,10 +163,10 @@ def build_report(cfg: PipelineConfig, summaries: dict[str, dict]) -> Path:
         body = verdict["evaluate"] + _eval_section(summaries["evaluate"], out, cfg.root / "evaluate" / "compare.md")
         sections.append(("Evaluation: base vs trained (real solver trials)", body))
         versus = cfg.root / "evaluate" / "vs_warm_start" / "compare.md"
-        if versus.exists():  # what the GRPO stage's own reward added after the gate
-            words = [v["words"] for k, v in (summaries["evaluate"].get("lift_vs_warm_start") or {}).items()
-                     if k in ("utility", "exact_utility", "valid_rate")]  # fmt: skip
-            body = "**Verdict:** " + "; ".join(words) + ".\n\n" + versus.read_text()
+        if versus.exists():  # what the GRPO stage's own reward added after the gate: the same verdict, other policies
+            ev = summaries["evaluate"]
+            warm = {"base": ev[WARM_START], "trained": ev["trained"], "lift": ev["lift_vs_warm_start"]}
+            body = f"**Verdict:** {evaluate_verdict(warm)}\n\n" + versus.read_text()
             sections.append(("Evaluation: the warm start vs trained (the probe reward's own contribution)", body))
     sections += coevolution_sections(summaries, out)
     if cfg.links:

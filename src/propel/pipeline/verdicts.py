@@ -114,5 +114,11 @@ def evaluate_verdict(s: dict) -> str:
     return ("; ".join(parts) + f" (over {n_base} and {n_trained} tasks).") if parts else "no comparable numbers."
 
 
-VERDICTS = {"label": pool_verdict, "probe": probe_verdict, "grpo": grpo_verdict, "evaluate": evaluate_verdict}
+VERDICTS = {
+    "label": pool_verdict,
+    "probe": probe_verdict,
+    "warm_start": grpo_verdict,  # a GRPO run against the gate alone
+    "grpo": grpo_verdict,
+    "evaluate": evaluate_verdict,
+}
 """The verdict of each stage's summary."""
