@@ -7,7 +7,7 @@ from scipy.stats import spearmanr
 from sklearn.metrics import balanced_accuracy_score, f1_score, roc_auc_score
 from torchmetrics.classification import BinaryCalibrationError
 
-from propel.metrics.calibration import expected_calibration_error, reliability_bins
+from propel.metrics.calibration import calibrated_ece, expected_calibration_error, reliability_bins
 from propel.metrics.classification import binary_metrics
 
 
@@ -61,3 +61,17 @@ def test_binary_metrics_one_class_is_nan_not_crash():
     m = binary_metrics(torch.tensor([0.3, -1.0, 2.0]), torch.tensor([1, 1, 1]))
     assert np.isnan(m["auroc"]) and np.isnan(m["spearman"])
     assert np.isnan(m["balanced_accuracy"])  # one class: undefined, see test_classification.py
+
+
+def test_calibrated_ece_is_the_mean_ece_of_labels_drawn_from_the_probabilities():
+    """Against torchmetrics on the same seeded draws; large on few rows with spread probabilities (the sampling
+    noise a calibration limit must not mistake for miscalibration), small on many."""
+    probs = torch.rand(32, generator=torch.Generator().manual_seed(3)) * 0.85 + 0.05
+    labels = (torch.rand(64, 32, generator=torch.Generator().manual_seed(0)) < probs).long()
+    reference = np.mean([float(BinaryCalibrationError(n_bins=15)(probs, y)) for y in labels])
+    assert calibrated_ece(probs, draws=64, seed=0) == pytest.approx(reference, abs=1e-6)
+    assert calibrated_ece(probs) > 0.15
+    many = torch.rand(8192, generator=torch.Generator().manual_seed(4)) * 0.85 + 0.05
+    assert calibrated_ece(many, draws=32) < 0.03
+    with pytest.raises(ValueError, match="draws must be >= 1"):
+        calibrated_ece(probs, draws=0)

@@ -113,6 +113,31 @@ def test_sweep_reports_ece_before_and_after_and_selects_on_the_calibrated_value(
     assert select_probe(cells.drop(columns="val_ece_calibrated"), max_ece=0.1).name == 1  # old tables: raw ECE
 
 
+def test_the_calibration_limit_reads_the_excess_over_a_calibrated_probes_ece_on_as_many_rows():
+    """The sweep records, per run, the calibrated ECE minus the ECE a perfectly calibrated probe with the same
+    probabilities shows on as many rows; selection limits that excess. On a 32-row fold an informative, calibrated
+    probe's raw ECE is near 0.2 while a near-constant one's is under 0.1: the raw limit keeps the useless probe."""
+    ids, features, pool = synthetic_probe_data(n=320, keys=("layer1/mean_full",), signal=(2.0,))
+    rows = align_labels(ids, pool)
+    config = SweepSpec(archs=("linear",), seeds=(0,), loop=LoopSpec(max_epochs=10), logistic_baseline=False)
+    runs = run_sweep(features, rows, config, progress=False).runs
+    for split in ("val", "test"):
+        floor = runs[f"{split}_ece_calibrated"] - runs[f"{split}_ece_excess"]
+        assert runs[f"{split}_ece_excess"].notna().all() and (floor > 0.02).all()  # ~32 rows: noise alone
+    assert (runs["val_ece_excess"] < runs["val_ece_calibrated"]).all()
+
+    cells = pd.DataFrame(
+        {
+            "name": ["informative", "near_constant"],
+            "val_balanced_accuracy": [0.78, 0.60],
+            "val_ece_calibrated": [0.15, 0.09],
+            "val_ece_excess": [-0.04, -0.03],
+        }
+    )
+    assert select_probe(cells, max_ece=0.1)["name"] == "informative"
+    assert select_probe(cells.drop(columns="val_ece_excess"), max_ece=0.1)["name"] == "near_constant"  # old tables
+
+
 def test_separable_small_fold_keeps_a_finite_scale():
     """Platt's smoothed targets: 10 perfectly separated validation rows give a moderate scale, not a step function."""
     logits = torch.tensor([-2.0, -1.5, -1.0, -0.5, -0.2, 0.2, 0.5, 1.0, 1.5, 2.0])

@@ -3,7 +3,9 @@
 RVP is the variance of the exact RL reward (``propel.probes.gate.gated_reward``, validity gate included) over a fixed
 sample of base-policy generations: an accurate probe that gives every on-policy task nearly the same reward carries no
 GRPO signal. The calibration limit reads the ECE after post-hoc calibration (``val_ece_calibrated``): the reward's
-probabilities are calibrated ones, so a probe is not rejected for a miscalibration the artifact corrects.
+probabilities are calibrated ones, so a probe is not rejected for a miscalibration the artifact corrects, and only
+its excess over the ECE a calibrated probe shows on as many rows (``val_ece_excess``): a small fold's sampling noise
+alone puts an informative probe's ECE near 0.2, and a limit on that would select the uninformative one.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def select_probe(
     *,
     max_ece: float = 0.1,
     metric: str = "val_balanced_accuracy",
-    ece_column: str = "val_ece_calibrated",
+    ece_column: str = "val_ece_excess",
     rvp_column: str = "rvp_overall",
     tie_tolerance: float = 0.01,
 ):
@@ -40,12 +42,14 @@ def select_probe(
 
     Rows with ``ece_column <= max_ece`` are eligible (all rows, with a warning, when none is); among them those
     within ``tie_tolerance`` of the best ``metric`` tie, and the tie goes to the highest RVP when the table has it.
-    A table without the calibrated column (written before calibration) is read on its raw ``val_ece``.
+    A table without the excess column is read on ``val_ece_calibrated``, and one without that (written before
+    calibration) on its raw ``val_ece``.
     """
     if len(table) == 0:
         raise ValueError("table: the sweep produced no rows to select from")
-    if ece_column == "val_ece_calibrated" and ece_column not in table.columns and "val_ece" in table.columns:
-        ece_column = "val_ece"
+    older = {"val_ece_excess": "val_ece_calibrated", "val_ece_calibrated": "val_ece"}  # tables from before them
+    while ece_column not in table.columns and ece_column in older:
+        ece_column = older[ece_column]
     for col in (metric, ece_column):
         if col not in table.columns:
             raise ValueError(f"table: missing column {col!r} (have {', '.join(table.columns)})")
