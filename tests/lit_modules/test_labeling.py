@@ -213,3 +213,26 @@ def test_real_model_agent_labeling_config(bundled_dir, tmp_path):
     assert len(pool) == 3
     valid = pool[pool["valid"]]
     assert all(len(g) == 2 for g in valid["grades"]) and (valid["solver_tokens"] > 0).all()
+
+
+def test_an_adapter_labels_the_trained_policys_tasks_and_the_solver_stays_the_base(tiny_model_dir, tmp_path):
+    """``adapter`` merges a LoRA adapter into the generator only: the same seeded contexts give other completions
+    than the base generator's, and the solver (the same model name) is still the untrained one."""
+    from peft import LoraConfig, get_peft_model
+
+    from propel.models import load_model
+
+    model, _ = load_model(str(tiny_model_dir))
+    policy = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    (adapter := tmp_path / "adapter").mkdir()
+    policy.save_pretrained(adapter)
+
+    domain = FixedTaskDomain()  # every task valid: the solver runs on each
+    base = label(tiny_model_dir, tmp_path / "base", domain, n_tasks=4)
+    trained = label(tiny_model_dir, tmp_path / "trained", domain, n_tasks=4, adapter=str(adapter))
+    base_rows, trained_rows = read_pool(tmp_path / "base"), read_pool(tmp_path / "trained")
+    assert list(base_rows["id"]) == list(trained_rows["id"])  # the same contexts, seeded alike
+    assert list(base_rows["completion"]) != list(trained_rows["completion"])
+    assert set(trained.engines) == {str(tiny_model_dir), f"{tiny_model_dir}+{adapter}"}
+    assert trained.solver_engine is trained.engines[str(tiny_model_dir)] is not trained.generator_engine
+    assert set(base.engines) == {str(tiny_model_dir)} and base.generator_engine is base.solver_engine

@@ -18,7 +18,9 @@ def test_grpo_verdict_names_reward_and_validity_moves():
     up = {"reward_first5_mean": -0.5, "reward_last5_mean": 0.1, "valid_rate_start": 0.4, "valid_rate_end": 0.2}
     assert grpo_verdict(up) == ("the mean reward rose (first 5 steps -0.5, last 5 0.1); validity fell (0.4 -> 0.2).")
     down = {"reward_first5_mean": 0.3, "reward_last5_mean": 0.1, "valid_rate_start": 0.4, "valid_rate_end": 0.5}
-    assert "reward fell" in grpo_verdict(down) and "validity held" in grpo_verdict(down)
+    assert "reward fell" in grpo_verdict(down) and "validity rose (0.4 -> 0.5)" in grpo_verdict(down)
+    flat = {**down, "valid_rate_end": 0.4}
+    assert "validity held (0.4 -> 0.4)" in grpo_verdict(flat)
 
 
 def test_utility_change_within_the_interval_is_called_unchanged():

@@ -11,6 +11,7 @@ import json
 
 import pytest
 import torch
+import yaml
 
 from propel.errors import ConfigError
 from propel.pipeline.run import run_pipeline
@@ -19,6 +20,8 @@ from propel.pipeline.stages import csv_metrics
 from tests.pipeline.test_pipeline_e2e import _toy_config
 
 WARM = ("stages=[label,probe,warm_start,grpo,evaluate]", "warm_start.trainer.max_steps=2", "grpo.trainer.max_steps=3")
+FIRST = ("stages=[warm_start,label,probe,grpo,evaluate]",) + WARM[1:]
+"""The demo's order: the warm start first, so the label stage labels its (mostly valid) tasks."""
 
 
 def _rewards(config: dict) -> list[str]:
@@ -26,7 +29,8 @@ def _rewards(config: dict) -> list[str]:
 
 
 def test_grpo_continues_the_gate_only_warm_start_and_evaluation_compares_the_two(tmp_path, tiny_model_dir, monkeypatch):
-    cfg = _toy_config(tmp_path, tiny_model_dir, monkeypatch, *WARM)
+    """In the demo's order: the warm start first, whose tasks the label stage labels."""
+    cfg = _toy_config(tmp_path, tiny_model_dir, monkeypatch, *FIRST)
     warm, grpo = cfg.configs["warm_start"], cfg.configs["grpo"]
     # the warm start is the GRPO stage's run with the gate for its reward, its own steps and its own folders
     assert _rewards(warm) == ["ValidityReward"] and _rewards(grpo) == ["ProbeReward"]
@@ -37,7 +41,12 @@ def test_grpo_continues_the_gate_only_warm_start_and_evaluation_compares_the_two
 
     summaries = run_pipeline(cfg)
     root = cfg.root
-    assert list(summaries) == ["label", "probe", "warm_start", "grpo", "evaluate"]
+    assert list(summaries) == ["warm_start", "label", "probe", "grpo", "evaluate"]
+    # the label stage labeled the warm start's policy: its adapter on the generator, named in the summary
+    label_config = yaml.safe_load((root / "label" / "config.yaml").read_text())
+    assert label_config["model"]["init_args"]["adapter"] == summaries["warm_start"]["adapter"]
+    assert summaries["label"]["adapter"] == summaries["warm_start"]["adapter"]
+    assert cfg.configs["label"]["model"]["init_args"].get("adapter") is None  # composed before the warm start ran
     # the GRPO stage continued the warm start: its steps are 3 (of which the warm start's 2), it logged only its own
     warm_ckpt = torch.load(root / "warm_start" / "checkpoints" / "last.ckpt", weights_only=False, map_location="cpu")
     grpo_ckpt = torch.load(root / "grpo" / "checkpoints" / "last.ckpt", weights_only=False, map_location="cpu")
@@ -54,11 +63,13 @@ def test_grpo_continues_the_gate_only_warm_start_and_evaluation_compares_the_two
     assert "| warm_start | trained |" in compared
     report = (root / "report" / "report.md").read_text()
     for heading in (
+        "## Task pool (collect + label of the warm start's tasks)",
         "## Warm start: GRPO against the validity gate alone",
         "## GRPO against the probe reward, continuing the warm start",
         "## Evaluation: the warm start vs trained (the probe reward's own contribution)",
     ):
         assert heading in report
+    assert report.index("## Warm start: GRPO") < report.index("## Task pool")  # in the order the stages ran
     assert (root / "report" / "warm_start_curves.png").exists()
     assert report.count("**Verdict:** ") == 6  # each stage's, and the warm start vs trained as evaluation words it
     assert "(over 4 and 4 tasks)" in report.split("the probe reward's own contribution)")[1]
@@ -72,13 +83,46 @@ def test_grpo_continues_the_gate_only_warm_start_and_evaluation_compares_the_two
     [
         (("stages=[label,probe,warm_start,grpo]",), r"'warm_start.trainer.max_steps': the warm start's steps"),
         (WARM[:2] + ("grpo.trainer.max_steps=2",), r"'grpo.trainer.max_steps': 2 is not beyond the warm start's 2"),
-        (("stages=[label,probe,grpo,warm_start]",), r"'stages': warm_start runs before grpo"),
+        (
+            ("stages=[label,probe,grpo,warm_start]",),
+            r"'stages': grpo reads what warm_start writes, so it runs after it",
+        ),
     ],
 )
 def test_a_warm_start_the_grpo_stage_cannot_continue_is_refused_before_stage_one(tmp_path, overrides, expected):
     with pytest.raises(ConfigError, match=expected):
         load_pipeline_config(None, [f"workdir={tmp_path / 'run'}", *overrides])
     assert not (tmp_path / "run").exists()
+
+
+def test_the_label_stage_labels_the_warm_starts_tasks_only_when_it_comes_after_it(tmp_path):
+    """Before the warm start it labels the base generator's tasks; after it, it waits for the warm start's
+    adapter (one line naming the missing summary when asked to run before the warm start has finished)."""
+    from propel.pipeline.stages import label_config
+
+    before = load_pipeline_config(None, [f"workdir={tmp_path / 'a'}", *WARM])
+    assert label_config(before)["model"]["init_args"].get("adapter") is None
+    after = load_pipeline_config(None, [f"workdir={tmp_path / 'b'}", *FIRST])
+    with pytest.raises(ConfigError, match=r"labels the warm start's tasks, and the warm start has not finished"):
+        label_config(after)
+
+
+@pytest.mark.parametrize(
+    ("stages", "expected"),
+    [
+        ("[probe,label,grpo,evaluate]", r"'stages': probe reads what label writes"),
+        ("[label,probe,evaluate,grpo]", r"'stages': evaluate reads what grpo writes"),
+    ],
+)
+def test_a_stage_listed_before_the_stage_it_reads_is_refused(tmp_path, stages, expected):
+    with pytest.raises(ConfigError, match=expected):
+        load_pipeline_config(None, [f"workdir={tmp_path}", f"stages={stages}"])
+
+
+def test_a_warm_start_before_the_probe_cannot_train_on_it(tmp_path):
+    probe_reward = "warm_start.model.init_args.rewards=[{class_path: propel.rewards.probe_reward.ProbeReward}]"
+    with pytest.raises(ConfigError, match=r"'warm_start.model.init_args.rewards': a probe reward reads the probe"):
+        load_pipeline_config(None, [f"workdir={tmp_path}", *FIRST, probe_reward])
 
 
 def test_the_warm_start_takes_the_reward_its_section_gives(tmp_path):

@@ -46,7 +46,7 @@ class EvaluationModule(LabelingModule):
         n_resamples: int = 2000,
         **kwargs,
     ):
-        super().__init__(domain, **kwargs)
+        super().__init__(domain, adapter=adapter, **kwargs)
         if not 0 < confidence < 1:
             raise ConfigError(f"confidence must be in (0, 1), got {confidence}")
         if n_resamples < 1:
@@ -61,12 +61,7 @@ class EvaluationModule(LabelingModule):
         check_manifest(self.output_dir, run_settings(self, getattr(datamodule, "seed", None)), "output_dir")
 
     def on_test_start(self) -> None:
-        hp = self.hparams
-        # the trained generator is base + adapter (merged); the solver and oracle stay the untrained base
-        trained = self._build_engine(hp.generator, hp.adapter) if hp.adapter is not None else None
-        if trained is not None:
-            self.engines[f"{hp.generator}+{hp.adapter}"] = trained
-        self.start(generator_engine=trained)
+        self.start()  # the generator with ``adapter`` merged when set; the solver and oracle stay the base
 
     def test_step(self, batch: list[Context], batch_idx: int = 0) -> None:
         rows = self.predict_step(batch, batch_idx)

@@ -39,6 +39,9 @@ class LabelingModule(LightningModule):
     Args:
         domain: the task domain (``class_path`` in YAML).
         generator: generator model (bundled alias, folder or hub id).
+        adapter: LoRA adapter on the generator (a peft folder or a GRPO ``.ckpt``): label a trained policy's tasks
+            (the pipeline labels a warm start's, the probe then learns the tasks GRPO will sample); None labels the
+            base generator's. The solver and oracle stay the untrained model.
         solver: who solves the valid tasks and how often (model, n_trials, band, sampling); the default solver is
             the generator's model (one copy in memory), 8 trials, band 1..3.
         oracle: model whose agreeing answers become references (domains with ``needs_oracle``); None leaves it to the
@@ -67,6 +70,7 @@ class LabelingModule(LightningModule):
         self,
         domain: Domain,
         generator: str = "smollm2-135m-instruct",
+        adapter: str | None = None,
         solver: SolverSpec | None = None,
         oracle: str | None = None,
         engine: str = "hf",
@@ -134,10 +138,15 @@ class LabelingModule(LightningModule):
         return make_policy_engine(hp.engine, name, model, tokenizer, lora_rank=lora_rank_of(model), **kwargs)
 
     def start(self, generator_engine: Engine | None = None) -> None:
-        """Build the engines (the generator's may be given: a trained policy) and open the sandbox."""
+        """Build the engines (the generator's may be given; else the generator, with ``adapter`` merged when set) and
+        open the sandbox."""
         hp = self.hparams
         self.phases.start("loading models")
         solver_model = self.solver.model or hp.generator
+        if generator_engine is None and hp.adapter is not None:
+            # base + adapter under its own key: the solver and oracle keep the untrained model's engine
+            key = f"{hp.generator}+{hp.adapter}"
+            generator_engine = self.engines[key] = self._build_engine(hp.generator, hp.adapter)
         self.generator_engine = generator_engine or self._engine(hp.generator)
         self.solver_engine = self._engine(solver_model)
         if self.domain.needs_oracle and hp.oracle is not None:

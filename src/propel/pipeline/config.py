@@ -100,7 +100,8 @@ class PipelineConfig:
     ``grpo.trainer.max_steps``, which counts as Lightning counts a resumed run's steps: from the start of the warm
     start (24 warm-start steps + 12 against the probe: ``grpo.trainer.max_steps: 36``). Worth it when the generator
     starts mostly invalid: there the gate's floor makes most of the reward variance, and the probe's ranking of valid
-    tasks only counts once validity is high (docs/experiments.md)."""
+    tasks only counts once validity is high (docs/experiments.md). Listed before ``label``
+    (``[warm_start, label, probe, grpo, evaluate]``), the label stage labels the warm start's tasks."""
     grpo: dict[str, Any] = field(default_factory=dict)
     evaluate: dict[str, Any] = field(default_factory=dict)
     aux_pool: dict[str, Any] = field(default_factory=dict)
@@ -129,6 +130,12 @@ class PipelineConfig:
         import importlib.util
 
         return "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
+
+    def runs_before(self, first: str, second: str) -> bool:
+        """Whether both stages run and ``first`` comes before ``second`` (the label stage after ``warm_start``
+        labels the warm start's tasks)."""
+        stages = list(self.stages)
+        return first in stages and second in stages and stages.index(first) < stages.index(second)
 
     @property
     def solver(self) -> dict:
@@ -176,9 +183,19 @@ def read_pipeline_config(path: str | Path | None = None, overrides: list[str] | 
     unknown = [s for s in cfg.stages if s not in ALL_STAGES]
     if unknown:
         raise ConfigError(f"pipeline config key 'stages': unknown stage(s) {unknown}; choose from {list(ALL_STAGES)}")
-    if WARM_START in cfg.stages and "grpo" in cfg.stages and cfg.stages.index(WARM_START) > cfg.stages.index("grpo"):
-        raise ConfigError(
-            "pipeline config key 'stages': warm_start runs before grpo, which continues it "
-            f"(e.g. [label, probe, warm_start, grpo, evaluate]), got {list(cfg.stages)}"
-        )
+    _check_order(cfg)
     return cfg
+
+
+def _check_order(cfg: PipelineConfig) -> None:
+    """Each stage after the stages whose outputs it reads: the probe after label, grpo after probe, evaluate after
+    the policies it evaluates."""
+    after = {"probe": ("label",), "grpo": ("probe", WARM_START), "evaluate": ("grpo", WARM_START)}
+    for stage, earlier in after.items():
+        late = [e for e in earlier if cfg.runs_before(stage, e)]
+        if late:
+            raise ConfigError(
+                f"pipeline config key 'stages': {stage} reads what {late[0]} writes, so it runs after it "
+                f"(e.g. [label, probe, warm_start, grpo, evaluate] or [warm_start, label, probe, grpo, evaluate]), "
+                f"got {list(cfg.stages)}"
+            )

@@ -140,6 +140,9 @@ GATE = [{"class_path": "propel.rewards.ValidityReward"}]
 """The warm start's reward unless its section sets one: 1 for a valid task, 0 otherwise."""
 
 
+REWARDS = "model.init_args.rewards"
+
+
 def _warm_start_template(cfg: PipelineConfig) -> DictConfig:
     """The warm start: the GRPO stage's templates and keys, then its own section's; its reward is the validity gate
     (``GATE``) unless the section sets ``model.init_args.rewards``."""
@@ -150,8 +153,13 @@ def _warm_start_template(cfg: PipelineConfig) -> DictConfig:
             "(e.g. 24, with grpo.trainer.max_steps 36 for 12 more against the probe)"
         )
     node = _template(cfg, WARM_START, inherit="grpo")
-    if not any(k.startswith("model.init_args.rewards") for k in given):
-        OmegaConf.update(node, "model.init_args.rewards", copy.deepcopy(GATE), merge=False, force_add=True)
+    if not any(k.startswith(REWARDS) for k in given):
+        OmegaConf.update(node, REWARDS, copy.deepcopy(GATE), merge=False, force_add=True)
+    elif cfg.runs_before(WARM_START, "probe") and "ProbeReward" in str(OmegaConf.select(node, REWARDS)):
+        raise ConfigError(
+            "pipeline config key 'warm_start.model.init_args.rewards': a probe reward reads the probe stage's "
+            f"artifact, and the warm start runs before the probe stage ({list(cfg.stages)})"
+        )
     return node
 
 

@@ -8,6 +8,7 @@ probe, so the same file reruns that stage alone.
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from pathlib import Path
@@ -26,17 +27,36 @@ def read_summary(cfg: PipelineConfig, stage: str) -> dict | None:
 
 
 def stage_config(cfg: PipelineConfig, stage: str) -> tuple[Path, dict]:
-    """Where a stage writes its config, and the config it runs now (evaluate: its base-policy run)."""
+    """Where a stage writes its config, and the config it runs now (evaluate: its base-policy run; label: with the
+    warm start's adapter when it labels after it)."""
+    path = stage_config_path(cfg, stage)
     if stage == "evaluate":
-        return cfg.root / "evaluate" / "base" / "config.yaml", cfg.evaluate_config("base", None)
-    return cfg.root / stage / "config.yaml", cfg.configs[stage]
+        return path, cfg.evaluate_config("base", None)
+    return path, label_config(cfg) if stage == "label" else cfg.configs[stage]
+
+
+def label_config(cfg: PipelineConfig) -> dict:
+    """The label stage's config. Listed after ``warm_start``, it labels the warm start's tasks (its adapter on the
+    generator): a gate-trained generator's tasks are mostly valid, so the same labeling gives the probe several
+    times the valid rows, from the distribution the GRPO stage samples."""
+    if not cfg.runs_before(WARM_START, "label"):
+        return cfg.configs["label"]
+    warm = read_summary(cfg, WARM_START)
+    if warm is None or not warm.get("adapter"):
+        raise ConfigError(
+            f"the label stage labels the warm start's tasks, and the warm start has not finished "
+            f"({cfg.root / WARM_START / 'summary.json'} is missing or names no adapter)"
+        )
+    config = copy.deepcopy(cfg.configs["label"])
+    config["model"]["init_args"]["adapter"] = warm["adapter"]
+    return config
 
 
 def changed_settings(cfg: PipelineConfig, stage: str) -> list[str]:
     """``key: old -> new`` for every setting that differs from the config the stage was started with earlier."""
-    path, config = stage_config(cfg, stage)
-    if not path.exists():
+    if not stage_config_path(cfg, stage).exists():
         return []
+    path, config = stage_config(cfg, stage)
     from propel.cli.lightning_cli import flat_keys
 
     old, new = flat_keys(yaml.safe_load(path.read_text()) or {}), flat_keys(config)
@@ -56,6 +76,11 @@ def _added_default(key: str, old: dict, new: dict) -> bool:
     return isinstance(class_path, str) and "." not in arg and init_default(class_path, arg) == new[key]
 
 
+def stage_config_path(cfg: PipelineConfig, stage: str) -> Path:
+    """Where a stage writes its config (``stage_config``'s path, without composing the config)."""
+    return cfg.root / ("evaluate/base" if stage == "evaluate" else stage) / "config.yaml"
+
+
 def write_config(config: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -63,17 +88,20 @@ def write_config(config: dict, path: Path) -> Path:
 
 
 def run_label(cfg: PipelineConfig) -> dict:
-    """Collect + label tasks into ``workdir/label/pool`` (resumes: labeled ids are skipped)."""
+    """Collect + label tasks into ``workdir/label/pool`` (resumes: labeled ids are skipped); ``adapter`` in the
+    summary names the policy whose tasks were labeled (None: the base generator)."""
     from propel.cli.lightning_cli import run_lightning
     from propel.pools.io import read_pool
     from propel.pools.summary import pool_summary
 
     out = cfg.root / "label"
     start = time.monotonic()
-    run_lightning(STAGE_SUBCOMMAND["label"], write_config(cfg.configs["label"], out / "config.yaml"))
+    config = label_config(cfg)
+    run_lightning(STAGE_SUBCOMMAND["label"], write_config(config, out / "config.yaml"))
     frame = read_pool(out / "pool")
     summary = pool_summary(frame, cfg.solver["n_trials"])
-    summary.update(seconds=time.monotonic() - start, pool=str(out / "pool"))
+    adapter = config["model"]["init_args"].get("adapter")
+    summary.update(seconds=time.monotonic() - start, pool=str(out / "pool"), adapter=adapter)
     write_json(out / "summary.json", summary)
     return summary
 

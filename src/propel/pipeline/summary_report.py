@@ -147,15 +147,17 @@ def build_report(cfg: PipelineConfig, summaries: dict[str, dict]) -> Path:
     """Write the report folder; sections appear for the stages that ran."""
     out = cfg.root / "report"
     out.mkdir(parents=True, exist_ok=True)
-    sections = []
     verdict = {name: f"**Verdict:** {VERDICTS[name](s)}\n\n" for name, s in summaries.items() if name in VERDICTS}
+    first = {}  # the stages before GRPO, in the order they ran (the warm start may come before the label stage)
     if "label" in summaries:
-        sections.append(("Task pool (collect + label)", verdict["label"] + _pool_section(summaries["label"])))
+        whose = " of the warm start's tasks" if summaries["label"].get("adapter") else ""
+        first["label"] = (f"Task pool (collect + label{whose})", verdict["label"] + _pool_section(summaries["label"]))
     if "probe" in summaries:
-        sections.append(("Probe (sweep + selection)", verdict["probe"] + _probe_section(summaries["probe"], out, cfg)))
+        first["probe"] = ("Probe (sweep + selection)", verdict["probe"] + _probe_section(summaries["probe"], out, cfg))
     if WARM_START in summaries:
         body = verdict[WARM_START] + _grpo_section(summaries[WARM_START], out, WARM_START)
-        sections.append(("Warm start: GRPO against the validity gate alone", body))
+        first[WARM_START] = ("Warm start: GRPO against the validity gate alone", body)
+    sections = [first[name] for name in summaries if name in first]
     if "grpo" in summaries:
         title = "GRPO against the probe reward" + (", continuing the warm start" if WARM_START in summaries else "")
         sections.append((title, verdict["grpo"] + _grpo_section(summaries["grpo"], out)))

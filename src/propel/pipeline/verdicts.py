@@ -91,10 +91,9 @@ def grpo_verdict(s: dict) -> str:
         moved = "rose" if last > first else "fell" if last < first else "did not move"
         parts.append(f"the mean reward {moved} (first 5 steps {first:.3g}, last 5 {last:.3g})")
     start, end = _num(s.get("valid_rate_start")), _num(s.get("valid_rate_end"))
-    if start is not None and end is not None:
-        parts.append(
-            f"validity fell ({start:.3g} -> {end:.3g})" if end < start else f"validity held ({start:.3g} -> {end:.3g})"
-        )
+    if start is not None and end is not None:  # the first and the last step's batch
+        moved = "rose" if end > start else "fell" if end < start else "held"
+        parts.append(f"validity {moved} ({start:.3g} -> {end:.3g})")
     return ("; ".join(parts) + ".") if parts else "no training steps were logged."
 
 
