@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.metrics import balanced_accuracy_score
+from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
-from propel.metrics.held_out import balanced_accuracy, compare_on_held_out
+from propel.metrics.held_out import auroc_interval, balanced_accuracy, compare_on_held_out
 
 
 def test_balanced_accuracy_matches_scikit_learn_row_by_row():
@@ -49,3 +49,19 @@ def test_bad_inputs_are_refused():
         compare_on_held_out(y, {"probe": y, "short": y[:2]}, subject="probe")
     with pytest.raises(ValueError, match="subject"):
         compare_on_held_out(y, {"probe": y}, subject="nope")
+
+
+def test_auroc_interval_matches_scikit_learn_and_separates_a_ranking_from_a_coin():
+    """The point estimate is scikit-learn's (ties counted half); a score that tracks the label has an interval above
+    0.5 on 32 rows, an unrelated one covers 0.5."""
+    rng = np.random.default_rng(0)
+    labels = np.array([True] * 11 + [False] * 21)
+    informative = labels * 1.0 + rng.normal(0, 0.6, 32)
+    coin = np.round(rng.normal(0, 1, 32), 1)  # rounded: ties
+    for scores in (informative, coin):
+        assert auroc_interval(labels, scores)["estimate"] == pytest.approx(roc_auc_score(labels, scores))
+    assert auroc_interval(labels, informative)["low"] > 0.5
+    coin_interval = auroc_interval(labels, coin)
+    assert coin_interval["low"] < 0.5 < coin_interval["high"]
+    with pytest.raises(ValueError, match="both classes"):
+        auroc_interval([True, True], [0.1, 0.2])

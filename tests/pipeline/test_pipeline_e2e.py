@@ -159,7 +159,9 @@ def test_pipeline_runs_every_stage_and_writes_the_report(toy_config):
     assert "chance (held-out balanced accuracy" in report  # the verdict reads the intervals
     ranking = summaries["probe"]["held_out_ranking"]  # how it ranks the same rows: what GRPO uses of it
     assert 0.0 <= ranking["auroc"] <= 1.0 and -1.0 <= ranking["spearman_solve_count"] <= 1.0
-    assert f"AUROC {ranking['auroc']:.3f} against the in-band label" in report
+    low, high = ranking["auroc_interval"]  # a class-stratified bootstrap interval: is the ranking above chance?
+    assert low <= ranking["auroc"] <= high
+    assert f"AUROC {ranking['auroc']:.3f} [{low:.3f}, {high:.3f}] against the in-band label" in report
     assert "| valid_rate |" in report and "| base | trained |" in report
     assert (root / "report" / "solve_counts.png").exists() and (root / "report" / "grpo_curves.png").exists()
     # the signal cost of the trained policy: labeling's trials offline (n_trials per valid task), none online

@@ -16,7 +16,6 @@ import numpy as np
 import torch
 from jsonargparse import ActionConfigFile, ArgumentError, ArgumentParser
 from scipy.stats import spearmanr
-from sklearn.metrics import roc_auc_score
 
 from propel.cli.config_files import with_fragments_inlined
 from propel.cli.errors import explain
@@ -25,7 +24,7 @@ from propel.durable import write_json
 from propel.engines.engine import SamplingSpec
 from propel.engines.factory import make_engine
 from propel.errors import ConfigError
-from propel.metrics.held_out import compare_on_held_out
+from propel.metrics.held_out import auroc_interval, compare_on_held_out
 from propel.models import freeze, load_model
 from propel.pools.io import read_pool
 from propel.pools.summary import print_summary_table
@@ -277,9 +276,11 @@ class ProbeJob:
         solves = dict(zip(frame["id"].astype(str), frame["solve_count"], strict=True))
         counts = np.asarray([solves[i] for i in ids[test]], dtype=float)
         rho = spearmanr(scores.numpy(), counts).statistic if len(set(counts)) > 1 else float("nan")
+        interval = auroc_interval(y[test], scores.numpy(), seed=int(metrics["seed"]))
         ranking = {
             "rows": int(len(test)),
-            "auroc": float(roc_auc_score(y[test].astype(int), scores.numpy())),
+            "auroc": interval["estimate"],
+            "auroc_interval": [interval["low"], interval["high"]],
             "spearman_solve_count": float(rho),
         }
         return compare_on_held_out(y[test], predictions, subject="probe", seed=int(metrics["seed"])), ranking

@@ -29,6 +29,41 @@ def balanced_accuracy(labels: np.ndarray, predictions: np.ndarray) -> np.ndarray
     return (tpr + tnr) / 2
 
 
+def _classes(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    pos_idx, neg_idx = np.flatnonzero(y), np.flatnonzero(~y)
+    if not len(pos_idx) or not len(neg_idx):
+        raise ValueError(f"held-out rows need both classes, got {len(pos_idx)} positives and {len(neg_idx)} negatives")
+    return pos_idx, neg_idx
+
+
+def _stratified_draws(pos_idx: np.ndarray, neg_idx: np.ndarray, n_resamples: int, seed: int):
+    """``(positive rows, negative rows)`` of each bootstrap draw, ``[n_resamples, class size]`` each (seeded)."""
+    rng = np.random.default_rng(seed)
+    return (
+        pos_idx[rng.integers(0, len(pos_idx), (n_resamples, len(pos_idx)))],
+        neg_idx[rng.integers(0, len(neg_idx), (n_resamples, len(neg_idx)))],
+    )
+
+
+def auroc(positive_scores: np.ndarray, negative_scores: np.ndarray) -> np.ndarray:
+    """AUROC along the last axis: the share of (positive, negative) pairs the scores order right, ties half."""
+    diff = positive_scores[..., :, None] - negative_scores[..., None, :]
+    return ((diff > 0) + 0.5 * (diff == 0)).mean(axis=(-2, -1))
+
+
+def auroc_interval(labels, scores, n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0) -> dict:
+    """The AUROC of ``scores`` against ``labels`` (what GRPO uses of a probe: its ranking) with a class-stratified
+    bootstrap interval, as ``Interval.as_dict``; 0.5 is chance."""
+    y = np.asarray(labels, dtype=bool).reshape(-1)
+    s = np.asarray(scores, dtype=float).reshape(-1)
+    if s.shape != y.shape:
+        raise ValueError(f"scores: {s.size} for {y.size} labels")
+    pos_idx, neg_idx = _classes(y)
+    pos, neg = _stratified_draws(pos_idx, neg_idx, n_resamples, seed)
+    low, high = percentile_interval(auroc(s[pos], s[neg]), confidence)
+    return Interval(float(auroc(s[pos_idx], s[neg_idx])), low, high, confidence, "stratified_bootstrap").as_dict()
+
+
 def compare_on_held_out(
     labels,
     predictions: Mapping[str, np.ndarray],
@@ -47,17 +82,8 @@ def compare_on_held_out(
     for name, p in preds.items():
         if p.shape != y.shape:
             raise ValueError(f"{name}: {p.size} predictions for {y.size} labels")
-    pos_idx, neg_idx = np.flatnonzero(y), np.flatnonzero(~y)
-    if not len(pos_idx) or not len(neg_idx):
-        raise ValueError(f"held-out rows need both classes, got {len(pos_idx)} positives and {len(neg_idx)} negatives")
-    rng = np.random.default_rng(seed)
-    draws = np.concatenate(
-        [
-            pos_idx[rng.integers(0, len(pos_idx), (n_resamples, len(pos_idx)))],
-            neg_idx[rng.integers(0, len(neg_idx), (n_resamples, len(neg_idx)))],
-        ],
-        axis=1,
-    )
+    pos_idx, neg_idx = _classes(y)
+    draws = np.concatenate(_stratified_draws(pos_idx, neg_idx, n_resamples, seed), axis=1)
     replicates = {k: balanced_accuracy(y[draws], p[draws]) for k, p in preds.items()}
     point = {k: float(balanced_accuracy(y, p)) for k, p in preds.items()}
 

@@ -93,9 +93,12 @@ def held_out_ranking_line(ranking: dict | None) -> str:
     """The probe's ranking of the same held-out rows: what GRPO uses of it, beside the thresholded table above."""
     if not ranking:
         return ""
+    span = ranking.get("auroc_interval")
+    interval = f" [{span[0]:.3f}, {span[1]:.3f}]" if span else ""
     return (
-        f"\nRanking the same {ranking['rows']} held-out rows: AUROC {ranking['auroc']:.3f} against the in-band label, "
-        f"Spearman {ranking['spearman_solve_count']:+.3f} with the solve count (0.5 and 0 are chance).\n"
+        f"\nRanking the same {ranking['rows']} held-out rows (what GRPO uses of the probe): AUROC "
+        f"{ranking['auroc']:.3f}{interval} against the in-band label, Spearman {ranking['spearman_solve_count']:+.3f} "
+        "with the solve count (0.5 and 0 are chance).\n"
     )
 
 
