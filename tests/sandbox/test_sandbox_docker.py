@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from docker.errors import NotFound
@@ -113,8 +114,16 @@ def test_pool_containers_of_a_killed_process_are_cleaned_up(docker_sandbox):
         proc.send_signal(signal.SIGKILL)  # no finalizer runs
         proc.wait()
     done = subprocess.run([sys.executable, "-m", "propel.sandbox.cleanup"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert "removed" in done.stdout and int(done.stdout.split()[1]) >= 2, done.stdout
+    assert done.returncode == 0, done.stderr  # a removal another reaper has in progress is not an error
+    assert "removed" in done.stdout, done.stdout
+    # removed by this call, or by a sandbox another test process opened meanwhile (it reaps the same way; under
+    # pytest -n 2 it can win the race, so the count of this call alone is not checked)
+    deadline = time.monotonic() + 20
     for cid in ids:
-        with pytest.raises(NotFound):
-            docker_sandbox.client.containers.get(cid)
+        while True:
+            try:
+                docker_sandbox.client.containers.get(cid)
+            except NotFound:
+                break
+            assert time.monotonic() < deadline, f"container {cid} of a killed process is still there"
+            time.sleep(0.5)

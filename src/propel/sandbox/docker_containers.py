@@ -62,7 +62,7 @@ def reap_stale_containers(client) -> int:
     A trainer killed with SIGKILL (or OOM) runs no finalizer, so its containers would otherwise live on. Containers
     of live processes, of other users' processes and of other hosts sharing the engine are left alone.
     """
-    from docker.errors import NotFound
+    from docker.errors import APIError, NotFound
 
     host = socket.gethostname()
     removed = 0
@@ -84,6 +84,10 @@ def reap_stale_containers(client) -> int:
             client.api.remove_container(info["Id"], force=True)
         except NotFound:
             continue  # another reaper was faster
+        except APIError as err:
+            if err.status_code == 409:  # "removal ... is already in progress": another reaper is at it
+                continue
+            raise
         removed += 1
     return removed
 
