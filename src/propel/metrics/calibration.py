@@ -37,6 +37,12 @@ class ReliabilityBins:
         return float(((self.confidence - self.accuracy).abs() * self.count).sum() / total)
 
 
+def _bin_index(probs: Tensor, n_bins: int) -> tuple[Tensor, Tensor]:
+    """``(edges, bin of each probability)``: ``n_bins`` uniform, left-closed bins, plus one for exactly 1.0."""
+    edges = torch.linspace(0, 1, n_bins + 1)
+    return edges, torch.bucketize(probs, edges, right=True) - 1
+
+
 def reliability_bins(probs: Tensor, labels: Tensor, n_bins: int = 15) -> ReliabilityBins:
     """Bin positive-class probabilities against 0/1 labels into ``n_bins`` uniform bins (+1 for exactly 1.0)."""
     if n_bins < 1:
@@ -45,8 +51,7 @@ def reliability_bins(probs: Tensor, labels: Tensor, n_bins: int = 15) -> Reliabi
     labels = labels.detach().float().flatten()
     if labels.shape != probs.shape:
         raise ValueError(f"labels: expected {tuple(probs.shape)} to match probs, got {tuple(labels.shape)}")
-    edges = torch.linspace(0, 1, n_bins + 1)
-    idx = torch.bucketize(probs, edges, right=True) - 1
+    edges, idx = _bin_index(probs, n_bins)
     size = n_bins + 1
     count = torch.zeros(size).scatter_add_(0, idx, torch.ones_like(probs))
     conf = torch.zeros(size).scatter_add_(0, idx, probs)
@@ -74,7 +79,7 @@ def calibrated_ece(probs: Tensor, n_bins: int = 15, draws: int = 256, seed: int 
     probs = _check_probs(probs)
     if probs.numel() == 0:
         return float("nan")
-    idx = torch.bucketize(probs, torch.linspace(0, 1, n_bins + 1), right=True) - 1
+    _, idx = _bin_index(probs, n_bins)
     onehot = torch.nn.functional.one_hot(idx, n_bins + 1).float()  # [rows, bins]
     count = onehot.sum(0)
     conf = probs @ onehot  # per-bin sums
