@@ -45,12 +45,6 @@ def _stratified_draws(pos_idx: np.ndarray, neg_idx: np.ndarray, n_resamples: int
     )
 
 
-def auroc(positive_scores: np.ndarray, negative_scores: np.ndarray) -> np.ndarray:
-    """AUROC along the last axis: the share of (positive, negative) pairs the scores order right, ties half."""
-    diff = positive_scores[..., :, None] - negative_scores[..., None, :]
-    return ((diff > 0) + 0.5 * (diff == 0)).mean(axis=(-2, -1))
-
-
 def auroc_interval(labels, scores, n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0) -> dict:
     """The AUROC of ``scores`` against ``labels`` (what GRPO uses of a probe: its ranking) with a class-stratified
     bootstrap interval, as ``Interval.as_dict``; 0.5 is chance."""
@@ -58,10 +52,17 @@ def auroc_interval(labels, scores, n_resamples: int = 2000, confidence: float = 
     s = np.asarray(scores, dtype=float).reshape(-1)
     if s.shape != y.shape:
         raise ValueError(f"scores: {s.size} for {y.size} labels")
+    import torch
+    from torchmetrics.functional.classification import binary_auroc
+
+    def auroc(rows: np.ndarray) -> float:  # torchmetrics', as the probe sweep's: ties count half
+        return float(binary_auroc(torch.from_numpy(s[rows]), torch.from_numpy(y[rows]).long(), validate_args=False))
+
     pos_idx, neg_idx = _classes(y)
-    pos, neg = _stratified_draws(pos_idx, neg_idx, n_resamples, seed)
-    low, high = percentile_interval(auroc(s[pos], s[neg]), confidence)
-    return Interval(float(auroc(s[pos_idx], s[neg_idx])), low, high, confidence, "stratified_bootstrap").as_dict()
+    draws = np.concatenate(_stratified_draws(pos_idx, neg_idx, n_resamples, seed), axis=1)
+    low, high = percentile_interval(np.array([auroc(rows) for rows in draws]), confidence)
+    estimate = auroc(np.concatenate([pos_idx, neg_idx]))
+    return Interval(estimate, low, high, confidence, "stratified_bootstrap").as_dict()
 
 
 def compare_on_held_out(
