@@ -205,7 +205,7 @@ def stage_links(stage: str, links: tuple[Link, ...] = LINKS) -> list[Link]:
 _ENTRY = re.compile(r"^(?P<list>.+?)\[(?P<cls>[A-Za-z_]\w*)\](?:\.(?P<rest>.+))?$")
 
 
-def _entries(container: Any, section: str, cls: str) -> list[Any]:
+def entries(container: Any, section: str, cls: str) -> list[Any]:
     """The ``class_path``/``init_args`` entries at ``section`` whose class name is ``cls``."""
     node = OmegaConf.select(container, section) if isinstance(container, DictConfig) else _plain_get(container, section)
     items = node if isinstance(node, list | ListConfig) else [node] if isinstance(node, dict | DictConfig) else []
@@ -226,7 +226,7 @@ def read(config: Mapping, key: str) -> Any:
     match = _ENTRY.match(key)
     if not match:
         return _plain_get(config, key)
-    found = _entries(config, match["list"], match["cls"])
+    found = entries(config, match["list"], match["cls"])
     if not found:
         raise KeyError(key)
     args = found[0].get("init_args") or {}
@@ -240,7 +240,7 @@ def _write(node: DictConfig, key: str, value: Any) -> int:
     if not match:
         OmegaConf.update(node, key, value, merge=False, force_add=True)
         return 1
-    found = _entries(node, match["list"], match["cls"])
+    found = entries(node, match["list"], match["cls"])
     for entry in found:
         if entry.get("init_args") is None:
             entry.init_args = {}

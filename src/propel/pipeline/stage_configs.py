@@ -155,7 +155,7 @@ def _warm_start_template(cfg: PipelineConfig) -> DictConfig:
     node = _template(cfg, WARM_START, inherit="grpo")
     if not any(k.startswith(REWARDS) for k in given):
         OmegaConf.update(node, REWARDS, copy.deepcopy(GATE), merge=False, force_add=True)
-    elif cfg.runs_before(WARM_START, "probe") and "ProbeReward" in str(OmegaConf.select(node, REWARDS)):
+    elif cfg.runs_before(WARM_START, "probe") and links.entries(node, REWARDS, "ProbeReward"):
         raise ConfigError(
             "pipeline config key 'warm_start.model.init_args.rewards': a probe reward reads the probe stage's "
             f"artifact, and the warm start runs before the probe stage ({list(cfg.stages)})"
