@@ -15,8 +15,9 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "propel"
 # ``__init__`` is the root package module: metadata only, importable from anywhere, importing nothing of propel.
 # docs/architecture.md draws the same table.
 FLOORS: list[set[str]] = [
-    # fleet: routing and cool-down over servers or hosts; host_memory: freed memory back to the system
-    {"__init__", "errors", "paths", "fleet", "durable", "host_memory"},
+    # fleet: routing and cool-down over servers or hosts; host_memory: freed memory back to the system;
+    # python_ast: Python source to an AST, safe across threads
+    {"__init__", "errors", "paths", "fleet", "durable", "host_memory", "python_ast"},
     {"losses", "metrics", "sandbox", "models", "loggers", "cli"},  # cli: the command, YAML -> objects
     {"engines", "testsuite"},  # testsuite: pytest suites run in the sandbox, hack detectors
     {"domains"},

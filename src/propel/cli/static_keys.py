@@ -22,6 +22,7 @@ from pathlib import Path
 
 from propel.cli.errors import suggest
 from propel.errors import ConfigError
+from propel.python_ast import parse_python
 
 TERMINAL = {"object", "LightningModule", "LightningDataModule", "Generic", "ABC", "Protocol"}
 """Bases that add no init argument of their own to a subclass that does not pass ``**kwargs`` to them."""
@@ -55,7 +56,7 @@ def _module_file(module: str) -> Path | None:
 @cache
 def _parse(module: str) -> ast.Module | None:
     path = _module_file(module)
-    return ast.parse(path.read_text()) if path else None
+    return parse_python(path.read_text()) if path else None
 
 
 def _imported(tree: ast.Module, module: str, name: str) -> str | None:
@@ -243,7 +244,7 @@ def _annotation(class_path: str, name: str, depth: int = 0) -> tuple[str, ast.ex
 def _named_class(module: str, annotation: ast.expr) -> str | None:
     """The class an annotation names when it names exactly one (``X``, ``X | None``, ``Optional[X]``)."""
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-        annotation = ast.parse(annotation.value, mode="eval").body
+        annotation = parse_python(annotation.value, "eval").body
     if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
         sides = [s for s in (annotation.left, annotation.right) if not _is_none(s)]
         return _named_class(module, sides[0]) if len(sides) == 1 else None

@@ -6,10 +6,10 @@ notes whether it parses; the test suite itself runs in the reward, in the sandbo
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Sequence
 
 from propel.datamodules.contexts import SingleTurnDataModule
+from propel.python_ast import parse_python
 from propel.rollouts.record import Sample
 from propel.rollouts.scorer import Scorer
 from propel.tasks.humaneval.solution import solution_source
@@ -30,7 +30,7 @@ class CodeSolutionScorer(Scorer):
             s.artifacts["files"] = {data.get("solution_file", "solution.py"): source}
             s.topic = s.context.group
             try:
-                ast.parse(source)
+                parse_python(source)
                 s.valid, s.info["reason"] = True, "ok"
             except (SyntaxError, ValueError) as e:
                 s.valid, s.info["reason"] = False, f"syntax error: {e}"

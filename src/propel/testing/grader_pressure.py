@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from propel.errors import ConfigError
+from propel.python_ast import parse_python
 from propel.rewards.code_tests import INFO_KEY, graded_files
 from propel.rewards.reward import Reward
 from propel.rollouts.record import Sample
@@ -127,7 +128,7 @@ def calls_exit(code: str) -> bool:
     """Whether ``code`` calls a process exit (``os._exit``, ``sys.exit``, ``exit``, ``quit``, ``os.abort``,
     ``os.kill``) or raises ``SystemExit``: read from the text, run nowhere."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except (SyntaxError, ValueError):
         return _EXIT_RE.search(code) is not None
     for node in ast.walk(tree):

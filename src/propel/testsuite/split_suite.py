@@ -22,6 +22,7 @@ import random
 from dataclasses import dataclass
 from importlib import resources
 
+from propel.python_ast import parse_python
 from propel.testsuite.runner import pristine_ini
 from propel.testsuite.values import ValueTests
 
@@ -71,7 +72,7 @@ def _as_candidate(body: str, entry_point: str) -> str:
     if entry_point not in body:
         return body
     try:
-        return ast.unparse(_Rename(entry_point).visit(ast.parse(body)))
+        return ast.unparse(_Rename(entry_point).visit(parse_python(body)))
     except SyntaxError:
         return body
 
@@ -102,7 +103,7 @@ def canary_body(body: str) -> str | None:
     """``body`` with its final ``assert candidate(...) == <literal>`` expecting another value of the same type, or
     None when the body does not end in such an assertion."""
     try:
-        tree = ast.parse(body)
+        tree = parse_python(body)
     except SyntaxError:
         return None
     last = tree.body[-1] if tree.body else None
@@ -119,7 +120,7 @@ def canary_body(body: str) -> str | None:
         changed = perturbed(value)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
-    test.comparators[0] = ast.parse(repr(changed), mode="eval").body
+    test.comparators[0] = parse_python(repr(changed), "eval").body
     return ast.unparse(tree)
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import re
 
+from propel.python_ast import parse_python
+
 _BLOCK = re.compile(r"```[ \t]*(\w*)[^\n]*\n(.*?)```", re.DOTALL)
 _MESSAGE_LINE = re.compile(r"(?im)^\s*(?:message|hint)\s*:\s*(.+)$")
 
@@ -25,7 +27,7 @@ def parse_input(line: str) -> str | None:
     if not line or len(line) > 2000:
         return None
     try:
-        node = ast.parse(f"f({line})", mode="eval").body
+        node = parse_python(f"f({line})", "eval").body
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     if not isinstance(node, ast.Call) or node.keywords or any(isinstance(a, ast.Starred) for a in node.args):

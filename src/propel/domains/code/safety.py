@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import re
 
+from propel.python_ast import parse_python
+
 ALLOWED_MODULES: frozenset[str] = frozenset(
     {
         "math",
@@ -72,7 +74,7 @@ def check_source(source: str, func_name: str = "f", max_chars: int = 8000) -> st
     if len(source) > max_chars:
         return "source_too_long"
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return "syntax_error"
     defines = False

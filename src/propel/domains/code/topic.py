@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 
+from propel.python_ast import parse_python
+
 _STRING_METHODS = {"upper", "lower", "split", "join", "replace", "strip", "startswith", "endswith", "find", "isdigit"}
 _DICT_METHODS = {"items", "keys", "values", "get", "setdefault"}
 
@@ -11,7 +13,7 @@ _DICT_METHODS = {"items", "keys", "values", "get", "setdefault"}
 def code_topic(source: str, func_name: str = "f") -> str:
     """One of recursion, sorting_order, string, dict, set, math, list, other (first match in that order)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return "other"
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}

@@ -11,6 +11,8 @@ import ast
 import operator
 from fractions import Fraction
 
+from propel.python_ast import parse_python
+
 MAX_EXPONENT = 64
 MAX_DIGITS = 200
 _BINARY = {
@@ -71,7 +73,7 @@ def evaluate(text: str, max_chars: int = 300) -> Fraction:
     if len(text) > max_chars:
         raise ExpressionError("expression_too_long")
     try:
-        tree = ast.parse(text, mode="eval")
+        tree = parse_python(text, "eval")
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         raise ExpressionError("syntax_error") from None
     try:

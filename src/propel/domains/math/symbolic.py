@@ -13,6 +13,8 @@ import re
 
 import sympy
 
+from propel.python_ast import parse_python
+
 MAX_EXPONENT = 1000
 _FUNCS = {
     "sqrt": sympy.sqrt,
@@ -99,7 +101,7 @@ def to_sympy(text: str, max_chars: int = 200) -> sympy.Expr | None:
     if not python or len(python) > max_chars:
         return None
     try:
-        return _convert(ast.parse(python, mode="eval"))
+        return _convert(parse_python(python, "eval"))
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError, OverflowError, ZeroDivisionError):
         return None
 

@@ -30,6 +30,7 @@ from propel.domains.swe.checkout import repo_files, swe_cache
 from propel.domains.swe.repos import RepoProfile
 from propel.domains.swe.suite import RUNNER_VERSION
 from propel.durable import write_json
+from propel.python_ast import parse_python
 from propel.sandbox.job import Limits
 from propel.sandbox.sandbox import Sandbox
 from propel.testsuite.runner import encode_files
@@ -46,7 +47,7 @@ def _defs(source: str) -> dict[str, list[str]] | None:
     """``{qualname: [ast dumps]}`` of a module's functions and methods (a nested function belongs to the function it
     is in; a property's getter and setter share a name), or None when the text does not parse."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return None
     out: dict[str, list[str]] = {}

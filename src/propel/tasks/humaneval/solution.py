@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import re
 
+from propel.python_ast import parse_python
+
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
 
@@ -21,7 +23,7 @@ def extract_code(completion: str) -> str:
 
 def defines(code: str, name: str) -> bool:
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError:
         return re.search(rf"^\s*def\s+{re.escape(name)}\s*\(", code, re.MULTILINE) is not None
     return any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name for n in ast.walk(tree))

@@ -26,6 +26,7 @@ from pathlib import Path
 from propel.domains.interface import Context
 from propel.engines.engine import Prompt
 from propel.errors import ConfigError
+from propel.python_ast import parse_python
 from propel.tasks.task_source import TaskSource
 from propel.testsuite.split_suite import SplitSuite
 
@@ -150,7 +151,7 @@ class CodeTask:
         hard-coding check's inputs (``propel.testsuite.neighbours``)."""
         calls: list[str] = []
         for body in (self.visible if which == "visible" else self.hidden).values():
-            for node in ast.walk(ast.parse(body)):
+            for node in ast.walk(parse_python(body)):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "candidate":
                     calls.append(", ".join(ast.unparse(a) for a in node.args))
         return calls
@@ -167,7 +168,7 @@ def _contains_assert(node: ast.AST) -> bool:
 def split_check(test_source: str) -> tuple[str, list[str]]:
     """``(preamble, bodies)``: the test module's top-level statements other than ``check``, and one test body per
     assertion of ``check(candidate)`` (with the setup statements before it)."""
-    module = ast.parse(test_source)
+    module = parse_python(test_source)
     preamble = [n for n in module.body if not (isinstance(n, ast.FunctionDef) and n.name == "check")]
     checks = [n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
     if not checks:
