@@ -103,7 +103,7 @@ def checkout(profile: RepoProfile, cache: str | os.PathLike | None = None) -> Pa
         git(folder, "commit", "-q", "--no-gpg-sign", "-m", f"{profile.key} from its PyPI sdist")
         (folder / CLEAN_MARK).write_text(profile.sha256 + "\n")
 
-    publish_dir(build, target)
+    publish_dir(build, target, keep_existing=True)  # another process's checkout is the same commit: keep it in use
     return target
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from propel.domains.swe.checkout import checkout, git, swe_cache
 from propel.domains.swe.repos import REPOS, RepoProfile, get_repo
 from propel.domains.swe.suite import RUNNER_VERSION, RepoSuite
+from propel.durable import write_text
 from propel.errors import PropelError
 from propel.sandbox import Sandbox, make_sandbox
 from propel.testsuite.detectors import audit_baseline, run_findings
@@ -53,7 +54,7 @@ class Manifest:
     """``suite.RUNNER_VERSION`` the manifest was made with (another version: rebuilt)."""
 
     def save(self, path: str | os.PathLike) -> None:
-        Path(path).write_text(json.dumps(asdict(self), indent=1) + "\n")
+        write_text(path, json.dumps(asdict(self), indent=1) + "\n")
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Manifest:
@@ -105,18 +106,25 @@ def manifest_path(profile: RepoProfile, cache: str | os.PathLike | None = None) 
 def load_manifest(
     profile: RepoProfile, sandbox: Sandbox | None = None, cache: str | os.PathLike | None = None
 ) -> Manifest:
-    """The cached manifest, or a fresh preflight (with ``sandbox``, else a local one) saved for next time."""
+    """The cached manifest, or a fresh preflight (with ``sandbox``, else a local one) saved for next time.
+
+    One process preflights a repo at a time (a file lock beside the manifest): the others wait and read its manifest,
+    so every user of one cache grades against the same passing set (two preflights can differ in timings and flaky
+    tests)."""
+    from filelock import FileLock
+
     path = manifest_path(profile, cache)
-    if path.exists():
-        manifest = Manifest.load(path)
-        if manifest.sha256 == profile.sha256 and manifest.runner == RUNNER_VERSION:
-            return manifest
-    if sandbox is None:
-        with make_sandbox("local") as local:
-            manifest = preflight(profile, local, cache)
-    else:
-        manifest = preflight(profile, sandbox, cache)
-    manifest.save(path)
+    with FileLock(str(path) + ".lock"):
+        if path.exists():
+            manifest = Manifest.load(path)
+            if manifest.sha256 == profile.sha256 and manifest.runner == RUNNER_VERSION:
+                return manifest
+        if sandbox is None:
+            with make_sandbox("local") as local:
+                manifest = preflight(profile, local, cache)
+        else:
+            manifest = preflight(profile, sandbox, cache)
+        manifest.save(path)
     return manifest
 
 
