@@ -9,6 +9,8 @@ merged, so a base file's ``${trainer.default_root_dir}/checkpoints`` follows the
 
 from __future__ import annotations
 
+import contextvars
+import gc
 import io
 import sys
 import warnings
@@ -27,6 +29,7 @@ from propel.cli.errors import explain, init_error
 from propel.cli.quiet import quiet_dependencies
 from propel.cli.resume import flat_keys
 from propel.errors import ConfigError
+from propel.host_memory import release_freed_memory
 
 DEFAULT_LOGGER = {
     "class_path": "propel.loggers.PropelWandbLogger",
@@ -204,8 +207,22 @@ def _cli(args: list[str]) -> None:
 
 
 def run_lightning(subcommand: str, config: Path, extra_args: list[str] | None = None) -> None:
-    """``propel <subcommand> -c config [extra_args]`` in this process."""
-    _cli([subcommand, "-c", str(config), *(extra_args or [])])
+    """``propel <subcommand> -c config [extra_args]`` in this process, leaving nothing of the run alive for the next.
+
+    The pipeline runs its stages one after another in one process, and each stage's model must be gone before the
+    next loads its own. Two things outlived a run: jsonargparse leaves its parser in a context variable
+    (``subclass_arg_parser``; parser -> CLI -> trainer -> model), and W&B's service connection keeps a copy of the
+    context it started in. So the run gets its own copy of the context, W&B's service is shut down after it (the
+    next run starts its own), and the freed memory is collected and handed back: after the demo's warm start, 1.3
+    GB stayed resident before, 0.7 GB after (the bundled model's weights were still held).
+    """
+    try:
+        contextvars.copy_context().run(_cli, [subcommand, "-c", str(config), *(extra_args or [])])
+    finally:
+        if "wandb" in sys.modules:
+            sys.modules["wandb"].teardown()
+        gc.collect()  # the trainer, model and callbacks reference each other: only a collection frees them
+        release_freed_memory()
 
 
 def resolve_lightning(subcommand: str, config: dict) -> dict:
