@@ -220,7 +220,10 @@ def run_lightning(subcommand: str, config: Path, extra_args: list[str] | None = 
         contextvars.copy_context().run(_cli, [subcommand, "-c", str(config), *(extra_args or [])])
     finally:
         if "wandb" in sys.modules:
-            sys.modules["wandb"].teardown()
+            try:
+                sys.modules["wandb"].teardown()
+            except Exception as error:  # the run itself is over: a service that will not stop must not fail it
+                rank_zero_warn(f"W&B's service did not shut down after the run ({error}); its memory may stay held")
         gc.collect()  # the trainer, model and callbacks reference each other: only a collection frees them
         release_freed_memory()
 
