@@ -1,4 +1,4 @@
-"""A parse that overlaps another thread's parse gives the same tree as one alone. CPython before 3.11.9 keeps the AST
+"""A parse that overlaps another thread's parse gives the same tree as one alone. CPython 3.11.7 keeps the AST
 converter's recursion depth in interpreter-wide state (python/cpython#106905): when a finalizer inside one thread's
 conversion lets another thread parse, the first fails with a spurious ``SystemError``. The test stages exactly that
 overlap, deterministically: a garbage cycle whose finalizer, once it runs inside ``ast.parse``, starts a second

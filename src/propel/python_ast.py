@@ -1,12 +1,11 @@
 """Python source to an AST, safe to call from several threads at once.
 
-CPython before 3.11.9 (and 3.12.0-3.12.2) keeps the AST converter's recursion depth in interpreter-wide state
-(python/cpython#106905). When two threads parse at once and a garbage collection inside one conversion runs Python
-code (a finalizer), the other thread can take the GIL mid-conversion, and the first then fails with ``SystemError: AST
-constructor recursion depth mismatch``: a valid program reported as an error. propel parses in threads (SWE bug
-validators run side by side, sandbox pools), and a verdict must not depend on thread timing, so every parse in the
-package goes through one lock. A parse takes milliseconds; the lock costs nothing measurable beside the sandbox runs
-it sits between.
+CPython 3.11.7 (the interpreter this project's CI runs) keeps the AST converter's recursion depth in
+interpreter-wide state (python/cpython#106905). When two threads parse at once and a garbage collection inside one
+conversion runs Python code (a finalizer), the other thread can take the GIL mid-conversion, and the first then fails
+with ``SystemError: AST constructor recursion depth mismatch``: a valid program reported as an error
+(``tests/test_python_ast.py`` stages it). propel parses in threads (SWE bug validators run side by side, sandbox
+pools), and a verdict must not depend on thread timing, so every parse in the package goes through one lock.
 """
 
 from __future__ import annotations
