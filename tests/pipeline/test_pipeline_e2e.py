@@ -8,9 +8,11 @@ and generates, checks and writes the 4 missing tasks for real; every later stage
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import re
 import shutil
+import weakref
 
 import pandas as pd
 import pytest
@@ -101,8 +103,24 @@ def _toy_config(tmp_path, tiny_model_dir, monkeypatch, *extra: str):
     return cfg
 
 
-def test_pipeline_runs_every_stage_and_writes_the_report(toy_config):
+def _record_stage_objects(monkeypatch) -> list[tuple[str, weakref.ref]]:
+    """Weak references to every Lightning run's trainer and model, as the runs are built."""
+    from propel.cli import lightning_cli
+
+    alive: list[tuple[str, weakref.ref]] = []
+    build = lightning_cli.PropelCLI.__init__
+
+    def recording(self, *args, **kwargs):
+        build(self, *args, **kwargs)
+        alive.extend((f"{type(o).__name__} of {self.subcommand}", weakref.ref(o)) for o in (self.trainer, self.model))
+
+    monkeypatch.setattr(lightning_cli.PropelCLI, "__init__", recording)
+    return alive
+
+
+def test_pipeline_runs_every_stage_and_writes_the_report(toy_config, monkeypatch):
     cfg = toy_config
+    alive = _record_stage_objects(monkeypatch)
     summaries = run_pipeline(cfg)
     root = cfg.root
     assert set(summaries) == {"label", "probe", "grpo", "evaluate"}
@@ -138,6 +156,12 @@ def test_pipeline_runs_every_stage_and_writes_the_report(toy_config):
     lift = summaries["evaluate"]["lift"]  # trained - base with Newcombe's interval, in words
     assert {"valid_rate", "utility"} <= set(lift) and "distinguishable from zero" in lift["valid_rate"]["words"]
     assert "change [95% interval]" in (root / "evaluate" / "compare.md").read_text()
+    # no stage outlives its run: the stages run one after another in one process, and each stage's trainer and model
+    # are gone when it ends (a parser left in a context variable by jsonargparse, and W&B's service holding a copy of
+    # that context, kept the demo's warm-start model resident through the labeling stage: 4.5 GB peak against 3.7 GB)
+    gc.collect()
+    assert len(alive) >= 6  # label, grpo, evaluate's policies: a trainer and a model each
+    assert [name for name, ref in alive if ref() is not None] == []
     report = (root / "report" / "report.md").read_text()
     assert lift["valid_rate"]["words"] in report
     for heading in ("Task pool", "Probe", "GRPO", "Evaluation"):
@@ -406,26 +430,3 @@ def test_probe_outer_folds_pool_every_labeled_row_once(tmp_path, tiny_model_dir,
     capsys.readouterr()
     assert bench.main(["--workdir", str(cfg.root)]) == held  # folds reused, the same bootstrap
     assert "[folds] outer fold" not in capsys.readouterr().out and (folds[1] / "summary.json").stat().st_mtime == stamp
-
-
-def test_no_stage_outlives_its_run(toy_config, monkeypatch):
-    """The stages run one after another in one process: each stage's trainer and model are gone when it ends (a
-    parser left in a context variable by jsonargparse, and W&B's service holding a copy of that context, kept the
-    demo's warm-start model resident through the labeling stage: 4.5 GB peak against 3.7 GB)."""
-    import gc
-    import weakref
-
-    from propel.cli import lightning_cli
-
-    alive: list[tuple[str, weakref.ref]] = []
-    build = lightning_cli.PropelCLI.__init__
-
-    def recording(self, *args, **kwargs):
-        build(self, *args, **kwargs)
-        alive.extend((f"{type(o).__name__} of {self.subcommand}", weakref.ref(o)) for o in (self.trainer, self.model))
-
-    monkeypatch.setattr(lightning_cli.PropelCLI, "__init__", recording)
-    run_pipeline(toy_config)
-    gc.collect()
-    assert len(alive) >= 6  # label, grpo, evaluate's policies: a trainer and a model each
-    assert [name for name, ref in alive if ref() is not None] == []
