@@ -266,7 +266,8 @@ def _held(folder: str) -> int:
 def test_a_local_workspace_is_bounded_like_scratch(isolation):
     """A local session's workspace is a host folder, so no tmpfs bounds it: a command that grows it past the cap
     (256 MB by default, as the scratch space) is killed and reported as output_limit, whether it writes one big file
-    or many small ones; the workspace keeps working, and deleting brings it back under."""
+    or many small ones, or ends over the cap with files it wrote; the workspace keeps working, and deleting brings it
+    back under."""
     limits = Limits(timeout_s=20.0, max_file_mb=64)
     with LocalSandbox(limits=limits, max_workers=1, isolation=isolation) as box, box.session() as s:
         flood = s.run(bash("for i in 1 2 3 4 5 6; do head -c 64M /dev/zero > f$i; done"))
@@ -282,3 +283,9 @@ def test_a_local_workspace_is_bounded_like_scratch(isolation):
         assert s.run(bash("rm -f m*; echo ok > a.txt")).outcome is Outcome.OK
         files = s.run(Job(command=["true"], files={"in.bin": b"x" * (9 << 20)}))  # the caller's files count too
         assert files.outcome is Outcome.OUTPUT_LIMIT, files
+        # Left over the cap (9 MB), a command that deletes and writes back less than it found still ends over the
+        # cap with what it wrote: it is over, however quickly it ran; reading or deleting alone is not.
+        rewrite = s.run(bash("rm in.bin; head -c 8704K /dev/zero > again"))
+        assert rewrite.outcome is Outcome.OUTPUT_LIMIT and "workspace" in rewrite.stderr, rewrite
+        assert s.run(bash("cat again > /dev/null")).outcome is Outcome.OK
+        assert s.run(bash("rm again")).outcome is Outcome.OK

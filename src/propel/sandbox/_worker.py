@@ -44,7 +44,9 @@ _LIBC = ctypes.CDLL(None, use_errno=True)
 # workspace: a session's persistent cwd (files land there, never wiped); job roots under _BASE then hold stdin only.
 _WORKSPACE = _CONFIG.get("workspace")
 # workspace_bytes: the workspace's size cap (a host folder has no tmpfs size): measured while a command runs (every 10
-# to 100 ms) and when it ends; a command that grows the workspace past it is killed and reported as output_limit.
+# to 100 ms) and when it ends; a command that grows the workspace past it is killed and reported as output_limit, and
+# so is one that ends with it over the cap having written to it (deleting a file, then writing as much back in, grows
+# it too); one that only reads or deletes is not.
 _WORKSPACE_CAP = _CONFIG.get("workspace_bytes") if _WORKSPACE else None
 
 
@@ -236,8 +238,9 @@ class _Watch:
     """One running job seen from the worker: its output (capped), its wall clock and, for a capped workspace, the
     bytes it has written. ``run`` returns once the job has ended and its pipes are drained, or a limit was crossed."""
 
-    def __init__(self, pid, out_r, err_r, lim, held):
+    def __init__(self, pid, out_r, err_r, lim, held, since_ns):
         self.pid, self.out_r, self.err_r = pid, out_r, err_r
+        self.since_ns = since_ns
         self.cap = int(lim["max_output_bytes"])
         self.start = time.monotonic()
         self.deadline = self.start + float(lim["timeout_s"])
@@ -295,16 +298,19 @@ class _Watch:
         self.over_output = self.over_output or len(buf) > self.cap
         return bool(chunk)
 
-    def _workspace_over(self):
-        self.used = used = workspace_bytes(_WORKSPACE)
-        if used > _WORKSPACE_CAP and used > self.held:
+    def _workspace_over(self, ended=False):
+        """Over the cap by this job: grown past what it found, or (once it has ended) left over the cap with files
+        it wrote. While it runs, a workspace already over the cap is not held against it: it may be cleaning up."""
+        used, written = workspace_bytes(_WORKSPACE, self.since_ns)
+        self.used = used
+        if used > _WORKSPACE_CAP and (used > self.held or (ended and written > 0)):
             self.over_workspace = True
         return self.over_workspace
 
     def finish(self, lim, oom):
         """The ``done`` header and the two streams, once nothing of the job can write any more."""
         wall = time.monotonic() - self.start
-        if _WORKSPACE_CAP and self._workspace_over():
+        if _WORKSPACE_CAP and self._workspace_over(ended=True):
             note = f"\nsandbox: the workspace holds {self.used} bytes, over its limit of {_WORKSPACE_CAP} bytes\n"
             note = note.encode()
             self.bufs[self.err_r] = self.bufs[self.err_r][: max(0, self.cap - len(note))] + note
@@ -322,6 +328,7 @@ class _Watch:
 
 def _run_job(job, blobs):
     held = workspace_bytes(_WORKSPACE) if _WORKSPACE_CAP else None  # before this job's files: they count too
+    since_ns = time.time_ns()  # files changed after this are the job's (a coarse file clock may miss its first ms)
     root, workdir, problem = _open_job(job, blobs)
     if problem is not None:
         _refuse(job, root, problem)
@@ -336,7 +343,7 @@ def _run_job(job, blobs):
     os.close(out_w)
     os.close(err_w)
     _send({"event": "started", "id": job.get("id"), "pid": pid})
-    watch = _Watch(pid, out_r, err_r, job["limits"], held)
+    watch = _Watch(pid, out_r, err_r, job["limits"], held, since_ns)
     watch.run()
     os.close(out_r)
     os.close(err_r)

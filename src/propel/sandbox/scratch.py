@@ -38,10 +38,13 @@ def remove_ipc(libc):
             getattr(libc, ctl)(ipc_id, *((0,) if kind == "sem" else ()), 0, None)  # IPC_RMID == 0
 
 
-def workspace_bytes(path):
+def workspace_bytes(path, since_ns=None):
     """Disk space the workspace holds (allocated blocks, hard links once, symlinks not followed). A folder a command
-    made unreadable is made readable again (it belongs to the job's uid, as it does to us) rather than skipped."""
-    total, seen, todo = 0, set(), [path]
+    made unreadable is made readable again (it belongs to the job's uid, as it does to us) rather than skipped.
+
+    With ``since_ns`` (a wall-clock time in ns): ``(held, written)``, where ``written`` is the space of the files
+    (not folders) created or changed after that time; what only reads leaves it at 0."""
+    total, written, seen, todo = 0, 0, set(), [path]
     while todo:
         folder = todo.pop()
         try:
@@ -65,7 +68,9 @@ def workspace_bytes(path):
             total += st.st_blocks * 512
             if entry.is_dir(follow_symlinks=False):
                 todo.append(entry.path)
-    return total
+            elif since_ns is not None and st.st_ctime_ns > since_ns:
+                written += st.st_blocks * 512
+    return total if since_ns is None else (total, written)
 
 
 def wipe(path, keep_root, keep=None):
