@@ -1,5 +1,5 @@
 .PHONY: setup setup-vllm test test-quick docs demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint \
-	bench bench-vllm exp-grpo-vs-trl exp-triage-style exp-turn-kl-scope \
+	bench bench-vllm exp-grpo-vs-trl exp-grpo-parity exp-triage-style exp-turn-kl-scope \
 	exp-grader-pressure exp-probe-ranking exp-propel exp-propel-warm gpu-check gpu-wheels
 
 setup:
@@ -76,6 +76,12 @@ bench-vllm: setup-vllm
 # Does propel's GRPO learn like TRL's? propel vs TRL GRPOTrainer on reasoning-gym letter_counting, 40 steps x 3 seeds each
 exp-grpo-vs-trl: setup
 	.venv/bin/python benchmarks/exp_grpo_vs_trl.py --out runs/experiments/grpo_vs_trl
+
+# The same, paired, on a task that does not saturate in 40 steps (letter_counting, 4-8 words), 5 seeds: parity is
+# shown when the 90% interval of the paired area-under-the-curve difference lies inside +-0.10 (the script's header)
+exp-grpo-parity: setup
+	.venv/bin/python benchmarks/exp_grpo_vs_trl.py --datasets letter_counting '{"min_words": 4, "max_words": 8}' \
+		--seeds 0 1 2 3 4 --out runs/experiments/grpo_vs_trl_4to8
 
 # The six triage rewards, style against knowledge: 3 seeds x 200 steps with the forced answer prefix (a GPU-sized run)
 exp-triage-style: setup

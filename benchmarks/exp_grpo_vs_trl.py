@@ -19,7 +19,21 @@ first 5 and the last 10 steps, the rise between them and the propel - TRL differ
 a 95% hierarchical-bootstrap interval (seeds resampled, then questions within each seed's window), and the median
 step time ratio.
 
+Paired analysis (fixed before the 4-8 word runs of 2026-11-29, ``make exp-grpo-parity``): both trainers of a seed
+see the same questions at every step, so each seed gives one paired difference of the areas under the two reward
+curves (the mean over all steps of the step's mean reward). The primary endpoint is the mean of those differences
+over seeds, propel - TRL, with a t interval over seeds; **parity is shown** when the 90% interval lies inside
++-``--margin`` (0.10 of mean reward: two one-sided tests at 5%), **a difference is shown** when the 95% interval
+excludes 0, and otherwise neither is. Stopping rule: the seeds named on the command line (5), or those finished
+when the session's time ran out, whichever comes first; never chosen by looking at the results. Power (simulated,
+normal per-seed differences with true mean 0): with 5 seeds parity is shown with probability 1.00 if the per-seed
+differences' SD is 0.03, 0.95 at 0.05, 0.68 at 0.07 and 0.40 at 0.09; with 3 seeds 0.93, 0.56, 0.30 and 0.17. The
+SD expected from sampling alone (16 answers per step, mean reward near 0.3, 40 steps) is about 0.03; runs that
+learn at different speeds add to it, and the report gives the SD it measured.
+
     python benchmarks/exp_grpo_vs_trl.py                       # 40 steps x 3 seeds x 2 trainers
+    python benchmarks/exp_grpo_vs_trl.py --datasets letter_counting '{"min_words": 4, "max_words": 8}' \
+        --seeds 0 1 2 3 4 --out runs/experiments/grpo_vs_trl_4to8   # the paired parity run (make exp-grpo-parity)
     python benchmarks/exp_grpo_vs_trl.py --steps 4 --seeds 0 --out /tmp/smoke   # a quick look
     python benchmarks/exp_grpo_vs_trl.py --device gpu --out runs/experiments/grpo_vs_trl_gpu   # on one GPU
 """
@@ -247,7 +261,42 @@ def analyse(results: dict[str, list[dict]], args: argparse.Namespace) -> dict:
                 if seed in t["median_step_s_by_seed"]
             },
         }
+        out["paired"] = paired_auc(results, args.margin)
     return out
+
+
+def paired_auc(results: dict[str, list[dict]], margin: float) -> dict | None:
+    """The paired endpoint: per seed that both trainers finished, each one's area under its reward curve (the mean of
+    its steps' mean rewards) and propel - TRL; the mean difference with 95% and 90% t intervals over seeds and the
+    equivalence verdict against ``margin``. Refuses pairs that did not see the same questions."""
+    from scipy import stats
+
+    by = {name: {r["seed"]: r for r in runs} for name, runs in results.items()}
+    if not {"propel", "trl"} <= by.keys():
+        return None
+    seeds = sorted(by["propel"].keys() & by["trl"].keys())
+    if not seeds:
+        return None
+    for k in seeds:
+        if by["propel"][k]["questions"] != by["trl"][k]["questions"]:
+            raise ValueError(f"seed {k}: the two trainers saw different questions; the runs are not paired")
+    auc = {name: [float(np.mean([np.mean(step) for step in by[name][k]["rewards"]])) for k in seeds] for name in by}
+    diffs = np.subtract(auc["propel"], auc["trl"])
+    mean, n = float(diffs.mean()), len(diffs)
+    out = {"seeds": seeds, "auc": auc, "differences": diffs.tolist(), "mean": mean, "margin": margin}
+    if n < 2:
+        return out | {"sd": None, "ci95": None, "ci90": None, "verdict": "one seed: no interval"}
+    sd = float(diffs.std(ddof=1))
+    se = sd / np.sqrt(n)
+    ci95 = (mean - stats.t.ppf(0.975, n - 1) * se, mean + stats.t.ppf(0.975, n - 1) * se)
+    ci90 = (mean - stats.t.ppf(0.95, n - 1) * se, mean + stats.t.ppf(0.95, n - 1) * se)
+    if -margin < ci90[0] and ci90[1] < margin:
+        word = f"parity shown: the 90% interval lies inside +-{margin:.2f}"
+    elif ci95[0] > 0 or ci95[1] < 0:
+        word = "a difference shown: the 95% interval excludes 0"
+    else:
+        word = f"neither parity (margin +-{margin:.2f}) nor a difference is shown"
+    return out | {"sd": sd, "ci95": [float(v) for v in ci95], "ci90": [float(v) for v in ci90], "verdict": word}
 
 
 def verdict(analysis: dict) -> list[str]:
@@ -268,6 +317,15 @@ def verdict(analysis: dict) -> list[str]:
             f"- propel - TRL, last-10 mean: {d['last10']:+.3f} [{lo:+.3f}, {hi:+.3f}] ({where}); "
             f"propel's step takes {d['step_time_ratio']:.2f}x TRL's (medians)."
         )
+        paired = analysis.get("paired")
+        if paired and paired["ci95"] is not None:
+            lo, hi = paired["ci95"]
+            lo90, hi90 = paired["ci90"]
+            lines.append(
+                f"- **Paired area under the curve** (mean reward over all steps; same questions for both, "
+                f"{len(paired['seeds'])} seeds), propel - TRL: {paired['mean']:+.3f}, 95% [{lo:+.3f}, {hi:+.3f}], "
+                f"90% [{lo90:+.3f}, {hi90:+.3f}], SD over seeds {paired['sd']:.3f}: {paired['verdict']}."
+            )
         by_seed = ", ".join(f"seed {k}: {v:.2f}x" for k, v in d["step_time_ratio_by_seed"].items())
         lines.append(
             f"- Step time ratio by seed (each seed's two runs ran back to back; a ratio compares speed only when the "
@@ -355,6 +413,7 @@ def main(argv: list[str] | None = None) -> dict:
         help="reasoning-gym dataset and its config (repeatable; default: letter_counting with 1 to 3 words)",
     )
     p.add_argument("--boot", type=int, default=2000, help="bootstrap draws")
+    p.add_argument("--margin", type=float, default=0.10, help="equivalence margin of the paired endpoint")
     p.add_argument("--device", choices=tuple(DEVICES), default="cpu", help="cpu: fp32; gpu: one CUDA GPU, bf16")
     p.add_argument("--out", default="runs/experiments/grpo_vs_trl")
     args = p.parse_args(argv)

@@ -36,6 +36,7 @@ def test_grpo_vs_trl_experiment_runs_both_trainers_on_the_same_questions(
         assert all(0.0 <= v <= 1.0 for r in run["rewards"] for v in r)
         assert len(run["step_s"]) == 2 and all(s > 0 for s in run["step_s"])
     assert set(analysis["trainers"]) == {"propel", "trl"} and "difference" in analysis
+    assert analysis["paired"]["seeds"] == [3] and analysis["paired"]["ci95"] is None  # one seed: no interval
     for row in analysis["trainers"].values():
         lo, hi = row["last10_ci"]
         assert lo <= row["last10"] <= hi
@@ -60,3 +61,41 @@ def test_grpo_vs_trl_gpu_device_needs_a_visible_gpu(benchmark_module, tmp_path, 
     with pytest.raises(SystemExit):
         exp.main(["--device", "gpu", "--out", str(tmp_path / "exp")])
     assert "no CUDA GPU" in capsys.readouterr().err and not (tmp_path / "exp").exists()
+
+
+def _runs(aucs: list[float], questions=None) -> list[dict]:
+    """One run per seed whose 2 steps both have mean reward ``auc`` (so its area under the curve is ``auc``)."""
+    return [
+        {"seed": k, "rewards": [[a, a], [a + 0.1, a - 0.1]], "questions": questions or [["q1", "q1"], ["q2", "q2"]]}
+        for k, a in enumerate(aucs)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("propel", "trl", "word"),
+    [
+        ([0.40, 0.35, 0.50], [0.41, 0.37, 0.50], "parity shown"),
+        ([0.70, 0.72, 0.71], [0.40, 0.40, 0.40], "a difference shown"),
+        ([0.60, 0.20, 0.50], [0.40, 0.40, 0.40], "neither"),
+    ],
+)
+def test_the_paired_endpoint_is_a_t_interval_over_seeds_of_the_area_difference(benchmark_module, propel, trl, word):
+    """The paired area-under-the-curve difference and its intervals agree with scipy's one-sample t interval on the
+    per-seed differences; the verdict follows the stated rule (90% inside the margin, or 95% excluding 0)."""
+    from scipy import stats
+
+    exp = benchmark_module("exp_grpo_vs_trl")
+    paired = exp.paired_auc({"propel": _runs(propel), "trl": _runs(trl)}, margin=0.10)
+    diffs = [a - b for a, b in zip(propel, trl, strict=True)]
+    assert paired["differences"] == pytest.approx(diffs) and paired["mean"] == pytest.approx(sum(diffs) / 3)
+    reference = stats.ttest_1samp(diffs, 0.0)
+    assert paired["ci95"] == pytest.approx(list(reference.confidence_interval(0.95)))
+    assert paired["ci90"] == pytest.approx(list(reference.confidence_interval(0.90)))
+    assert paired["verdict"].startswith(word)
+
+
+def test_the_paired_endpoint_refuses_runs_that_saw_different_questions(benchmark_module):
+    exp = benchmark_module("exp_grpo_vs_trl")
+    other = [["q1", "q1"], ["q3", "q3"]]
+    with pytest.raises(ValueError, match="not paired"):
+        exp.paired_auc({"propel": _runs([0.4, 0.5]), "trl": _runs([0.4, 0.5], other)}, margin=0.10)
