@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 import time
 from pathlib import Path
 
@@ -423,9 +425,7 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     check_manifest(out, settings(args), "experiment folder")  # refuses runs made with other settings
-    command = "python benchmarks/exp_grpo_vs_trl.py " + " ".join(
-        argv if argv is not None else __import__("sys").argv[1:]
-    )
+    command = shlex.join(["python", "benchmarks/exp_grpo_vs_trl.py", *(argv if argv is not None else sys.argv[1:])])
     results: dict[str, list[dict]] = {name: [] for name in args.trainers}
     for seed in args.seeds:
         for name in args.trainers:

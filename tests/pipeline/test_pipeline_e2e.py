@@ -373,8 +373,9 @@ def test_propel_vs_its_ablations_trains_and_evaluates_each_arm_on_a_finished_run
         k: rows[k] for k in ("base", "PROPEL", "validity gate alone")
     }
     assert (root / "gate" / "evaluate" / "summary.json").stat().st_mtime == stamp  # finished arms are not rerun
+    other = str(round(propel_seconds) + 3600)  # a budget unlike the one SIL trained with, however fast the machine
     with pytest.raises(SystemExit, match="delete it to train the sil arm again"):  # another budget: refused
-        bench.main(["--workdir", str(root), "--arms", "sil", "--max-steps", "1", "--sil-seconds", "5"])
+        bench.main(["--workdir", str(root), "--arms", "sil", "--max-steps", "1", "--sil-seconds", other])
 
     # --sil-alone: PROPEL's GRPO stage reruns unchanged and alone, and SIL gets its training time
     shutil.rmtree(root / "sil")
