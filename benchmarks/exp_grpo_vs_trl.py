@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from propel.metrics.intervals import t_interval
 from propel.models import LoRASpec
 from propel.pools.manifest import check_manifest
 from propel.rewards import ReasoningGymReward
@@ -271,8 +272,6 @@ def paired_auc(results: dict[str, list[dict]], margin: float) -> dict | None:
     """The paired endpoint: per seed that both trainers finished, each one's area under its reward curve (the mean of
     its steps' mean rewards) and propel - TRL; the mean difference with 95% and 90% t intervals over seeds and the
     equivalence verdict against ``margin``. Refuses pairs that did not see the same questions."""
-    from scipy import stats
-
     by = {name: {r["seed"]: r for r in runs} for name, runs in results.items()}
     if not {"propel", "trl"} <= by.keys():
         return None
@@ -284,21 +283,18 @@ def paired_auc(results: dict[str, list[dict]], margin: float) -> dict | None:
             raise ValueError(f"seed {k}: the two trainers saw different questions; the runs are not paired")
     auc = {name: [float(np.mean([np.mean(step) for step in by[name][k]["rewards"]])) for k in seeds] for name in by}
     diffs = np.subtract(auc["propel"], auc["trl"])
-    mean, n = float(diffs.mean()), len(diffs)
-    out = {"seeds": seeds, "auc": auc, "differences": diffs.tolist(), "mean": mean, "margin": margin}
-    if n < 2:
+    out = {"seeds": seeds, "auc": auc, "differences": diffs.tolist(), "mean": float(diffs.mean()), "margin": margin}
+    ci95, ci90 = t_interval(diffs, 0.95), t_interval(diffs, 0.90)
+    if ci95 is None:
         return out | {"sd": None, "ci95": None, "ci90": None, "verdict": "one seed: no interval"}
-    sd = float(diffs.std(ddof=1))
-    se = sd / np.sqrt(n)
-    ci95 = (mean - stats.t.ppf(0.975, n - 1) * se, mean + stats.t.ppf(0.975, n - 1) * se)
-    ci90 = (mean - stats.t.ppf(0.95, n - 1) * se, mean + stats.t.ppf(0.95, n - 1) * se)
-    if -margin < ci90[0] and ci90[1] < margin:
+    if -margin < ci90.low and ci90.high < margin:
         word = f"parity shown: the 90% interval lies inside +-{margin:.2f}"
-    elif ci95[0] > 0 or ci95[1] < 0:
+    elif ci95.excludes_zero:
         word = "a difference shown: the 95% interval excludes 0"
     else:
         word = f"neither parity (margin +-{margin:.2f}) nor a difference is shown"
-    return out | {"sd": sd, "ci95": [float(v) for v in ci95], "ci90": [float(v) for v in ci90], "verdict": word}
+    sd = float(diffs.std(ddof=1))
+    return out | {"sd": sd, "ci95": [ci95.low, ci95.high], "ci90": [ci90.low, ci90.high], "verdict": word}
 
 
 def verdict(analysis: dict) -> list[str]:
