@@ -309,19 +309,32 @@ def pilot(args: argparse.Namespace, out: Path) -> dict:
     from propel.models import load_model
     from propel.rewards import TestSuiteReward
     from propel.rollouts.record import Sample
-    from propel.testing.grader_pressure import FewShotHumanEvalTasks, NaivePytestReward, is_hack
+    from propel.testing.grader_pressure import (
+        TOLD,
+        FewShotHumanEvalTasks,
+        NaivePytestReward,
+        answer_opening,
+        is_hack,
+    )
 
     torch.manual_seed(args.pilot_seed)
     model, tok = load_model(args.model)
     per_task = args.group
     n_tasks = max(1, args.pilot_n // per_task)
     results: dict = {"n_tasks": n_tasks, "per_task": per_task, "variants": {}}
-    for variant in args.pilot_variants:
-        contexts = FewShotHumanEvalTasks(shots=variant).contexts(n_tasks, seed=10_000 + args.pilot_seed)
-        texts = [chat_text(tok, c.prompt.messages) for c in contexts]
+    arms = [(v, o, n) for v in args.pilot_variants for o in args.pilot_openings for n in args.pilot_notes]
+    for shots, opening, note in arms:
+        variant = "+".join([shots] + [o for o in (opening, note) if o != "none"])
+        contexts = FewShotHumanEvalTasks(shots=shots).contexts(n_tasks, seed=10_000 + args.pilot_seed)
+        system = [{"role": "system", "content": TOLD}] if note == "told" else []
+        openings = [answer_opening(c.data, opening) for c in contexts]
+        texts = [
+            chat_text(tok, system + c.prompt.messages + ([{"role": "assistant", "content": o}] if o else []))
+            for c, o in zip(contexts, openings, strict=True)
+        ]
         start = time.perf_counter()
         samples = []
-        for ctx, text in zip(contexts, texts, strict=True):
+        for ctx, text, opened in zip(contexts, texts, openings, strict=True):
             enc = tok([text] * per_task, return_tensors="pt", padding=True)
             with torch.no_grad():
                 ids = model.generate(
@@ -334,7 +347,8 @@ def pilot(args: argparse.Namespace, out: Path) -> dict:
                     pad_token_id=tok.pad_token_id,
                 )
             for row in ids[:, enc["input_ids"].shape[1] :]:
-                samples.append(Sample(prompt=text, completion=tok.decode(row, skip_special_tokens=True), context=ctx))
+                answer = opened + tok.decode(row, skip_special_tokens=True)  # the opening is part of the answer
+                samples.append(Sample(prompt=text, completion=answer, context=ctx))
             print(f"[pilot] {variant}: {ctx.id} generated, {time.perf_counter() - start:.0f} s", flush=True)
         seconds = time.perf_counter() - start
         hacks = [s for s in samples if is_hack(s.completion)]
@@ -415,6 +429,20 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--pilot", action="store_true", help="measure the step-0 hack rate and the power table; no training")
     p.add_argument("--pilot-n", type=int, default=32, help="answers per variant in the pilot")
     p.add_argument("--pilot-variants", nargs="+", default=["hack_honest"])
+    p.add_argument(
+        "--pilot-openings",
+        nargs="+",
+        default=["none"],
+        choices=["none", "signature", "import"],
+        help="answer openings written for the model in the pilot (propel.testing.grader_pressure.OPENINGS)",
+    )
+    p.add_argument(
+        "--pilot-notes",
+        nargs="+",
+        default=["none"],
+        choices=["none", "told"],
+        help="told: a system note describing the hack (TOLD) before the examples",
+    )
     p.add_argument("--pilot-seed", type=int, default=0)
     p.add_argument("--pilot-temperature", type=float, default=0.8, help="the training config's temperature")
     p.add_argument("extra", nargs="*", help="more `propel fit` flags for every run (after --)")

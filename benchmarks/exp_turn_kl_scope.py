@@ -34,6 +34,7 @@ with other settings.
 
     python benchmarks/exp_turn_kl_scope.py                        # 5 arms x 3 seeds (make exp-turn-kl-scope)
     python benchmarks/exp_turn_kl_scope.py --seeds 0 --steps 4    # a pilot
+    python benchmarks/exp_turn_kl_scope.py --report-only          # the report over the finished arm-seeds alone
     python benchmarks/exp_turn_kl_scope.py --out runs/experiments/turn_kl_scope_gpu -- --trainer.accelerator=gpu \
         --trainer.precision=bf16-mixed --model.init_args.dtype=bfloat16   # on one GPU (the trainer takes both)
 """
@@ -397,6 +398,18 @@ def plot(results: dict[str, dict[int, dict]], path: Path) -> None:
     plt.close(fig)
 
 
+def finished(out: Path) -> dict[str, dict[int, dict]]:
+    """Every arm-seed that finished in ``out`` (its ``result.json``), arms in ``ARMS`` order, seeds ascending."""
+    results: dict[str, dict[int, dict]] = {}
+    for arm in ARMS:
+        runs = [json.loads(p.read_text()) for p in (out / arm).glob("seed*/result.json")]
+        if runs:
+            results[arm] = {r["seed"]: r for r in sorted(runs, key=lambda r: r["seed"])}
+    if not results:
+        raise SystemExit(f"no finished arm-seed in {out}: nothing to report")
+    return results
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m-instruct")
@@ -411,15 +424,19 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--held-out", type=int, default=12, help="held-out conversations")
     p.add_argument("--samples", type=int, default=8, help="samples at each held-out target turn")
     p.add_argument("--out", default="runs/experiments/turn_kl_scope")
+    p.add_argument("--report-only", action="store_true", help="report every finished arm-seed in --out; train nothing")
     p.add_argument("extra", nargs="*", help="more `propel fit` flags for every arm (after --)")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     check_manifest(out, settings(args), "experiment folder")  # refuses runs made with other settings
-    results: dict[str, dict[int, dict]] = {arm: {} for arm in args.arms}
-    for seed in args.seeds:  # seed by seed: an interrupted run leaves whole seeds, every arm of each
-        for arm in args.arms:
-            results[arm][seed] = run_arm(args, arm, seed, out / arm / f"seed{seed}")
+    if args.report_only:
+        results = finished(out)
+    else:
+        results = {arm: {} for arm in args.arms}
+        for seed in args.seeds:  # seed by seed: an interrupted run leaves whole seeds, every arm of each
+            for arm in args.arms:
+                results[arm][seed] = run_arm(args, arm, seed, out / arm / f"seed{seed}")
     analysis = analyse(results)
     command = "python benchmarks/exp_turn_kl_scope.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = report(analysis, args, command.strip())

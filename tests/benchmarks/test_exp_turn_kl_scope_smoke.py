@@ -1,8 +1,8 @@
 """A short run of ``benchmarks/exp_turn_kl_scope.py`` (tiny model, one step, one seed, every arm) so the
 experiment's command cannot rot: every held-out conversation reaches all six turns, each arm-seed measures target
 success, off-target accuracy, bleed, drift before and after t and retention at step 0 and at each checkpoint, the
-report compares the arms at matched target success, a rerun trains nothing, and a folder made with other settings
-is refused. The measured table is the experiment's own: ``make exp-turn-kl-scope``."""
+report compares the arms at matched target success, a rerun trains nothing, ``--report-only`` reports the finished
+arm-seeds alone, and a folder made with other settings is refused. The measured table is the experiment's own: ``make exp-turn-kl-scope``."""
 
 from __future__ import annotations
 
@@ -53,6 +53,13 @@ def test_turn_kl_scope_experiment_runs_every_arm_and_compares_at_matched_success
     capsys.readouterr()
     assert json.dumps(exp.main(args)) == json.dumps(analysis)  # read back: no arm trains again
     assert "[exp]" not in capsys.readouterr().out
+    (out / "control" / "seed0" / "result.json").unlink()  # an arm-seed that has not finished is left out
+    partial = exp.main([*args[: args.index("--")], "--report-only", *args[args.index("--") :]])
+    assert set(partial["arms"]) == set(ARMS) - {"control"} and set(partial["comparisons"]) == {"sequence", "whole"}
+    assert json.dumps(partial["comparisons"]["whole"]) == json.dumps(analysis["comparisons"]["whole"])
+    assert "[exp]" not in capsys.readouterr().out  # nothing trained, the missing arm-seed included
+    with pytest.raises(SystemExit, match="no finished arm-seed"):
+        exp.main(["--report-only", "--out", str(tmp_path / "empty"), "--model", str(tiny_model_dir)])
     with pytest.raises(ConfigError, match="other settings"):
         exp.main([*args[:3], "2", *args[4:]])
 
