@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from propel.metrics.intervals import mean_t_interval as t_interval
 from propel.pools.manifest import check_manifest
 
 CONFIGS = (
@@ -111,16 +112,6 @@ def run_one(args: argparse.Namespace, arm: str, seed: int, root: Path) -> dict[s
 
 
 # ------------------------------------------------------------------------------------------------------ statistics
-def t_interval(values) -> tuple[float, float, float]:
-    """Mean and 95% t interval over seeds (NaN bounds with one seed)."""
-    a = np.asarray(values, dtype=float)
-    mean = float(a.mean())
-    if len(a) < 2:
-        return mean, float("nan"), float("nan")
-    half = float(stats.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / np.sqrt(len(a)))
-    return mean, mean - half, mean + half
-
-
 def welch_interval(a, b) -> tuple[float, float, float]:
     """Mean of ``a`` minus mean of ``b`` with a 95% Welch interval (NaN bounds with fewer than two of either)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)

@@ -12,6 +12,10 @@ two windows' steps (whether that run changed; the only interval one seed has): t
 components (format, parsimony, repetition, calibration) move while resolution does not. The report states how many
 steps each seed recorded: a run ended early by ``--trainer.max_time`` (a time-boxed GPU run) has fewer than
 ``--steps``, and its windows are its own first and last steps. ``curves.png`` plots every component per seed.
+Training windows mix the policy with the tickets each step drew, so every component is also measured on fixed
+held-out tickets at checkpoints (``HeldOutRewards`` in the overlay: the eval split, step 0 and every 50 steps); the
+report's last table compares step 0 with the last checkpoint over seeds (``held_out.json``). Each seed draws its
+own ticket order (``--data.init_args.seed`` = the run seed).
 
     python benchmarks/exp_triage_style.py                         # 3 seeds x 200 steps (a GPU-sized run)
     python benchmarks/exp_triage_style.py --steps 40 --window 10  # a shorter, documented budget
@@ -28,6 +32,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from propel.metrics.intervals import mean_t_interval as t_interval
 from propel.pools.manifest import check_manifest
 
 CONFIGS = ("configs/grpo/base.yaml", "configs/triage/grpo.yaml", "configs/experiments/triage_style.yaml")
@@ -35,7 +40,7 @@ STYLE = ("format", "parsimony", "repetition", "calibration")
 
 
 def settings(args: argparse.Namespace) -> dict:
-    return {"model": args.model, "steps": args.steps, "extra": args.extra, "configs": list(CONFIGS)}
+    return {"model": args.model, "steps": args.steps, "extra": args.extra, "configs": list(CONFIGS), "data_seed": "run"}
 
 
 def run_seed(args: argparse.Namespace, seed: int, root: Path) -> dict[str, list[float]]:
@@ -48,6 +53,7 @@ def run_seed(args: argparse.Namespace, seed: int, root: Path) -> dict[str, list[
     if not curves.exists():
         print(f"[exp] seed {seed}: training {args.steps} steps into {root}", flush=True)
         extra = ["-c", CONFIGS[1], "-c", CONFIGS[2], f"--seed_everything={seed}", f"--trainer.max_steps={args.steps}"]
+        extra += [f"--data.init_args.seed={seed}"]  # each seed draws its own ticket order
         extra += [f"--trainer.default_root_dir={root}", f"--model.init_args.model={args.model}", *args.extra]
         root.mkdir(parents=True, exist_ok=True)  # the run's complete config, every default filled in
         composed = resolve_lightning_args("fit", ["-c", CONFIGS[0], *extra])
@@ -56,16 +62,6 @@ def run_seed(args: argparse.Namespace, seed: int, root: Path) -> dict[str, list[
         run_lightning("fit", Path(CONFIGS[0]), extra + (["--ckpt_path", str(last)] if last.exists() else []))
     history = json.loads(curves.read_text())
     return {name: [v for _, v in points] for name, points in history.items()}
-
-
-def t_interval(values: list[float]) -> tuple[float, float, float]:
-    """Mean and 95% t interval over seeds (NaN bounds with one seed)."""
-    a = np.asarray(values, dtype=float)
-    mean = float(a.mean())
-    if len(a) < 2:
-        return mean, float("nan"), float("nan")
-    half = float(stats.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / np.sqrt(len(a)))
-    return mean, mean - half, mean + half
 
 
 def within_seed(values: list[float], window: int) -> list[float | None]:
@@ -115,6 +111,28 @@ def analyse(runs: dict[int, dict[str, list[float]]], window: int) -> list[dict]:
     return rows
 
 
+def held_out(root: Path, seeds: list[int]) -> dict[int, dict[str, list[list[float]]]]:
+    """Each seed's held-out checkpoints (``HeldOutRewards``' ``held_out_curves.json``): ``{name: [[step, mean]]}``;
+    seeds that have none are left out."""
+    paths = {seed: root / f"seed{seed}" / "held_out_curves.json" for seed in seeds}
+    return {seed: json.loads(p.read_text()) for seed, p in paths.items() if p.exists()}
+
+
+def analyse_held_out(curves: dict[int, dict[str, list[list[float]]]]) -> list[dict]:
+    """Per component: its held-out mean at step 0 and at each seed's last checkpoint, and the change, each a mean
+    with a 95% t interval over seeds (a seed's checkpoint mean is one value)."""
+    rows = []
+    for name in components({seed: dict.fromkeys(c) for seed, c in curves.items()}):
+        points = [c[name] for c in curves.values() if c.get(name)]
+        measured = [p for p in points if p[0][0] == 0]  # a run resumed without its step 0 has no start
+        pairs = [(p[0][1], p[-1][1]) for p in measured if len(p) > 1]
+        starts, ends, changes = [p[0][1] for p in measured], [b for _, b in pairs], [b - a for a, b in pairs]
+        rows.append({"component": name, "start": t_interval(starts), "end": t_interval(ends),
+                     "change": t_interval(changes), "per_seed_change": changes,
+                     "last_steps": [p[-1][0] for p in points]})  # fmt: skip
+    return rows
+
+
 def steps_recorded(runs: dict[int, dict[str, list[float]]]) -> dict[int, int]:
     """Steps each seed recorded (its total reward's points): fewer than asked when ``max_time`` ended the run."""
     return {seed: len(r.get("total", [])) for seed, r in runs.items()}
@@ -155,7 +173,9 @@ def plot(runs: dict[int, dict[str, list[float]]], path: Path) -> Path:
     return path
 
 
-def report(rows: list[dict], args: argparse.Namespace, steps: dict[int, int], command: str) -> str:
+def report(
+    rows: list[dict], args: argparse.Namespace, steps: dict[int, int], command: str, held: list[dict] | None = None
+) -> str:
     def fmt(t, sign=""):
         return f"{t[0]:{sign}.3f} [{t[1]:{sign}.3f}, {t[2]:{sign}.3f}]"
 
@@ -212,6 +232,16 @@ def report(rows: list[dict], args: argparse.Namespace, steps: dict[int, int], co
         lines.append(f"Other components that moved within every seed: {', '.join(others)}.")
     if resolution is not None:
         lines.append(f"Resolution moved within {resolution['moved_within']} of {len(steps)} seeds.")
+    if held:
+        lines += ["", "## On fixed held-out tickets (the eval split), step 0 against the last checkpoint", "",
+                  "Every component measured by `HeldOutRewards` on the same held-out tickets at each checkpoint (not "
+                  "the training windows); 95% t intervals over seeds (each seed's checkpoint mean is one value).", "",
+                  "| component | step 0 | last checkpoint | change | change per seed |",
+                  "|---|---|---|---|---|"]  # fmt: skip
+        for r in held:
+            per_seed = ", ".join(f"{c:+.3f}" for c in r["per_seed_change"])
+            lines.append(f"| {r['component']} | {fmt(r['start'])} | {fmt(r['end'])} | {fmt(r['change'], '+')} | "
+                         f"{per_seed} |")  # fmt: skip
     lines += ["", "![every component per seed](curves.png)", "", f"Command: `{command}`.", ""]
     return "\n".join(lines)
 
@@ -237,8 +267,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     command = "python benchmarks/exp_triage_style.py " + " ".join(
         argv if argv is not None else __import__("sys").argv[1:]
     )
-    text = report(rows, args, steps, command.strip())
+    held = analyse_held_out(held_out(out, args.seeds))
+    text = report(rows, args, steps, command.strip(), held)
     (out / "analysis.json").write_text(json.dumps(rows, indent=1))
+    (out / "held_out.json").write_text(json.dumps(held, indent=1))
     (out / "report.md").write_text(text)
     print(text)
     return rows

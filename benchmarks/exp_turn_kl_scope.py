@@ -50,8 +50,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy import stats
 
+from propel.metrics.intervals import mean_t_interval as t_interval
 from propel.pools.manifest import check_manifest
 from propel.rollouts.hints import Hint, HintSource
 
@@ -259,18 +259,6 @@ def run_arm(args: argparse.Namespace, arm: str, seed: int, root: Path) -> dict:
     root.mkdir(parents=True, exist_ok=True)
     result_path.write_text(json.dumps(result, indent=1))
     return result
-
-
-def t_interval(values: list[float]) -> tuple[float, float, float]:
-    """Mean and 95% t interval over seeds (NaN bounds with one seed)."""
-    a = np.asarray([v for v in values if np.isfinite(v)], dtype=float)
-    if not len(a):
-        return float("nan"), float("nan"), float("nan")
-    mean = float(a.mean())
-    if len(a) < 2:
-        return mean, float("nan"), float("nan")
-    half = float(stats.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / np.sqrt(len(a)))
-    return mean, mean - half, mean + half
 
 
 def at_success(result: dict, level: float, key: str) -> float:

@@ -37,6 +37,9 @@ def test_triage_style_experiment_trains_each_seed_and_reports_windows(
             config["data"]["init_args"]["tasks"]["init_args"]["answer_prefix"] == 'submit_resolution {"resolution": "'
         )
         assert config["seed_everything"] == seed and config["trainer"]["max_steps"] == 2
+        assert config["data"]["init_args"]["seed"] == seed  # each seed draws its own ticket order
+        held = json.loads((out / f"seed{seed}" / "held_out_curves.json").read_text())
+        assert [step for step, _ in held["total"]] == [0, 2]  # step 0 and the end, on the fixed held-out tickets
     for r in rows:
         for key in ("first", "last", "change"):
             mean, low, high = r[key]
@@ -45,6 +48,9 @@ def test_triage_style_experiment_trains_each_seed_and_reports_windows(
     assert "| resolution |" in report and "Style components that moved" in report
     assert "2 steps each" in report and (out / "curves.png").stat().st_size > 0
     assert "Within each seed" in report
+    assert "## On fixed held-out tickets" in report and "| resolution |" in report.split("held-out tickets")[-1]
+    held = {r["component"]: r for r in json.loads((out / "held_out.json").read_text())}
+    assert names <= set(held) and len(held["total"]["per_seed_change"]) == 2
     for r in rows:  # one window step each: a change per seed, no within-seed interval
         assert [c[1:] for c in r["within_seed_change"]] == [[None, None], [None, None]]
     for r in rows:  # the interval's centre is the mean of the seeds' own changes, which the report lists

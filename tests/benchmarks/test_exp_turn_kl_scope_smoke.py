@@ -2,7 +2,8 @@
 experiment's command cannot rot: every held-out conversation reaches all six turns, each arm-seed measures target
 success, off-target accuracy, bleed, drift before and after t and retention at step 0 and at each checkpoint, the
 report compares the arms at matched target success, a rerun trains nothing, ``--report-only`` reports the finished
-arm-seeds alone, and a folder made with other settings is refused. The measured table is the experiment's own: ``make exp-turn-kl-scope``."""
+arm-seeds alone, and a folder made with other settings is refused. The measured table is the experiment's own:
+``make exp-turn-kl-scope``."""
 
 from __future__ import annotations
 

@@ -135,3 +135,17 @@ def test_t_interval_matches_scipy():
     assert got.estimate == pytest.approx(values.mean())
     assert (got.low, got.high) == (pytest.approx(low), pytest.approx(high))
     assert t_interval([1.0]) is None
+
+
+def test_mean_t_interval_is_the_t_interval_as_a_table_cell():
+    import math
+
+    from propel.metrics.intervals import mean_t_interval, t_interval
+
+    values = [0.2, 0.5, 0.1, 0.4]
+    got = t_interval(values)
+    assert mean_t_interval(values) == (got.estimate, got.low, got.high)
+    assert mean_t_interval([*values, math.nan]) == mean_t_interval(values)  # an undefined value is dropped
+    mean, low, high = mean_t_interval([0.3])
+    assert mean == 0.3 and math.isnan(low) and math.isnan(high)  # one value: no interval
+    assert all(math.isnan(x) for x in mean_t_interval([math.nan]))

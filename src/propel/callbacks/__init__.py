@@ -3,6 +3,7 @@
 - ``adapters``: ``AdapterSaver``, the policy's LoRA adapter saved in peft format every N steps.
 - ``adversarial``: ``AdversarialProbeMining``, the probe's false positives found with real solver trials.
 - ``collapse``: ``CollapseDetector``, mode collapse during RL: Self-BLEU up, Distinct-n down, one topic taking over.
+- ``held_out_rewards``: ``HeldOutRewards``, every reward component on a fixed held-out task set at checkpoints.
 - ``last_checkpoint``: ``LastCheckpoint``, the run folder's ``last.ckpt`` written on a stop (signal) and at the end.
 - ``progress``: ``StepProgress``, steps of ``max_steps`` and the phase inside a step (the module's ``Phases``): a Rich
   bar in a terminal, a plain line per step (reward, components, seconds) without one; ``propel`` adds it to every run.

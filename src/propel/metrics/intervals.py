@@ -152,6 +152,19 @@ def t_interval(values: Sequence[float], confidence: float = 0.95) -> Interval | 
     return Interval(mean, mean - half, mean + half, confidence, "t")
 
 
+def mean_t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """``(mean, low, high)`` of ``t_interval`` as a table's cell: NaN values dropped, NaN bounds with fewer than two
+    values left, all NaN with none."""
+    array = np.asarray(values, dtype=float).reshape(-1)
+    array = array[~np.isnan(array)]
+    if not array.size:
+        return math.nan, math.nan, math.nan
+    interval = t_interval(array, confidence)
+    if interval is None:
+        return float(array.mean()), math.nan, math.nan
+    return interval.estimate, interval.low, interval.high
+
+
 def jackknife(estimate: float, leave_one_out: Sequence[float], confidence: float = 0.95) -> Interval | None:
     """Normal interval of ``estimate`` from its leave-one-out values: the jackknife standard error
     ``sqrt((n-1)/n * sum((v_i - mean v)^2))`` (Efron & Tibshirani 1993, eq. 11.5). NaN values (nothing left without
