@@ -18,12 +18,25 @@ CONFIGS = [ROOT / "configs/grpo/base.yaml", ROOT / "configs/triage/grpo.yaml"]
 PREFIX = 'submit_resolution {"resolution": "'
 
 
-def _fit(tmp_path: Path, model: str, held_out: bool):
+LENGTH = "def length(prompts, completions, **kwargs):\n    return [len(str(c)) / 100 for c in completions]\n"
+"""A weight-0 component that varies with what was sampled (a tiny model's triage answers all score 0)."""
+
+
+@pytest.fixture
+def length_reward(tmp_path_factory, monkeypatch):
+    folder = tmp_path_factory.mktemp("rewards")
+    (folder / "held_out_length.py").write_text(LENGTH)
+    monkeypatch.syspath_prepend(str(folder))
+
+
+def _fit(tmp_path: Path, model: str, held_out: bool, max_steps: int = 3, ckpt_path: str | None = None):
     from propel.cli.lightning_cli import PropelCLI
 
     cfg = read_config_files(CONFIGS)
+    length = {"function": "held_out_length.length", "weight": 0.0}
+    cfg["model"]["init_args"]["rewards"].append({"class_path": "propel.rewards.TRLRewardFunction", "init_args": length})
     trainer = cfg["trainer"]
-    trainer.update(max_steps=3, accelerator="cpu", enable_progress_bar=False, enable_model_summary=False)
+    trainer.update(max_steps=max_steps, accelerator="cpu", enable_progress_bar=False, enable_model_summary=False)
     trainer.update(logger=False, enable_checkpointing=False, default_root_dir=str(tmp_path / "run"))
     callbacks = [c for c in trainer["callbacks"] if c["class_path"].endswith("RewardCurves")]
     callbacks[0]["init_args"]["dirpath"] = str(tmp_path / "curves")
@@ -43,13 +56,13 @@ def _fit(tmp_path: Path, model: str, held_out: bool):
     tmp_path.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(cfg))
     cli = PropelCLI(args=["-c", str(path)], run=False)
-    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=ckpt_path)
     lora = {k: v.detach().clone() for k, v in cli.model.policy.named_parameters() if "lora_" in k}
     return cli, lora
 
 
 @pytest.mark.timeout(600)
-def test_held_out_rewards_measure_each_checkpoint_and_leave_training_as_it_was(tmp_path, tiny_model_dir):
+def test_held_out_rewards_measure_each_checkpoint_and_leave_training_as_it_was(tmp_path, tiny_model_dir, length_reward):
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -62,18 +75,32 @@ def test_held_out_rewards_measure_each_checkpoint_and_leave_training_as_it_was(t
     assert {"total", *components, "format_raw", "resolution_rouge_l", "grounding_gold_f1"} <= set(curves)
     for name, points in curves.items():
         assert [step for step, _ in points] == [0, 2, 3], name  # step 0, every 2 steps, and the end
-        assert all(v != v or -1.0 <= v <= 6.0 for _, v in points), name  # NaN only where nothing was scored
+        assert all(v != v or -1.0 <= v <= 6.0 for _, v in points) or name == "length", name
+    assert len({v for _, v in curves["length"]}) > 1  # what was sampled differs between checkpoints
     # the measurement samples in a forked random state: the training run is the one it is without it
     train_a = json.loads((tmp_path / "a" / "curves" / "reward_curves.json").read_text())
     train_b = json.loads((tmp_path / "b" / "curves" / "reward_curves.json").read_text())
     assert train_a == train_b
     assert measured.keys() == plain.keys() and all(torch.equal(measured[k], plain[k]) for k in measured)
 
-    (callback,) = [c for c in cli.trainer.callbacks if type(c).__name__ == "HeldOutRewards"]
-    state = callback.state_dict()
-    fresh = type(callback)(callback.tasks, dirpath=str(tmp_path / "resumed"))
-    fresh.load_state_dict(json.loads(json.dumps(state)))  # through a checkpoint's serialisation
-    assert fresh.measured_steps() == [0, 2, 3] and fresh.curves == callback.curves  # a resume measures no step twice
+
+@pytest.mark.timeout(600)
+def test_a_resumed_run_measures_each_checkpoint_as_an_unbroken_one(tmp_path, tiny_model_dir, length_reward):
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _fit(tmp_path / "whole", str(tiny_model_dir), held_out=True)
+        first, _ = _fit(tmp_path / "cut", str(tiny_model_dir), held_out=True, max_steps=1)
+        first.trainer.save_checkpoint(tmp_path / "cut.ckpt")  # stopped after step 1 (no checkpoint), resumed to 3
+        _fit(tmp_path / "cut", str(tiny_model_dir), held_out=True, ckpt_path=str(tmp_path / "cut.ckpt"))
+    finally:
+        torch.set_num_threads(before)
+    whole = json.loads((tmp_path / "whole" / "held_out" / "held_out_curves.json").read_text())
+    resumed = json.loads((tmp_path / "cut" / "held_out" / "held_out_curves.json").read_text())
+    assert set(resumed) == set(whole)
+    for name, points in resumed.items():  # the stop's own end is measured too; no step twice; the rest as unbroken
+        assert [step for step, _ in points] == [0, 1, 2, 3], name
+        assert [p for p in points if p[0] != 1] == whole[name], name
 
 
 def test_held_out_rewards_refuse_bad_settings():

@@ -18,6 +18,7 @@ import lightning.pytorch as pl
 import torch
 
 from propel.errors import ConfigError
+from propel.models.rng import forked_rng
 from propel.rollouts.steps import ContextBatch
 from propel.tasks.task_source import TaskSource
 
@@ -34,7 +35,7 @@ class HeldOutRewards(pl.Callback):
         contexts: held-out contexts (drawn once, with ``seed``: the same ones at every checkpoint).
         samples: answers sampled per context at each checkpoint.
         every_n_steps: optimizer steps between checkpoints (and one at the end of training).
-        seed: the contexts' draw and the sampling's seed (checkpoint k samples with ``seed + k``).
+        seed: the contexts' draw and the sampling's seed (the checkpoint at step k samples with ``seed + k``).
     """
 
     def __init__(
@@ -67,7 +68,7 @@ class HeldOutRewards(pl.Callback):
         return [step for step, _ in self.curves.get("total", [])]
 
     def on_train_start(self, trainer, pl_module) -> None:
-        if trainer.global_step not in self.measured_steps():
+        if trainer.global_step == 0 and 0 not in self.measured_steps():  # a resumed run measured its start already
             self.measure(trainer, pl_module)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
@@ -85,9 +86,9 @@ class HeldOutRewards(pl.Callback):
         contexts = self.tasks.contexts(self.n_contexts, seed=self.seed)[rank::size]
         sampling = copy.deepcopy(pl_module.sampling)
         sampling.n = self.samples
-        devices = [pl_module.device] if pl_module.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):  # the training run's random stream is left as it was
-            torch.manual_seed(self.seed + len(self.measured_steps()))
+        # Seeded by the step, so a resumed run samples each checkpoint as an unbroken one does; forked, so the
+        # training run's random streams are left as they were.
+        with forked_rng(pl_module.device, self.seed + step):
             pl_module.sync_engine()
             with pl_module.eval_mode():
                 rollout = pl_module.rollout_source.rollout(pl_module.engine, ContextBatch(-1, contexts), sampling)
