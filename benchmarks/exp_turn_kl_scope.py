@@ -326,7 +326,7 @@ def verdict(analysis: dict) -> list[str]:
             out.append(f"{other} vs targeted: no seed where both arms raised target success above the start: no "
                        "matched point to compare at (not shown).")  # fmt: skip
             continue
-        for key in ("drift_before", "drift_after", "bleed", "acc_conflict", "retention"):
+        for key in OFF_TARGET:
             mean, low, high = comp["difference"][key]
             where = f"{other} - targeted = {_fmt((mean, low, high), '+')} over {n} seed(s)"
             if not np.isfinite(low):
