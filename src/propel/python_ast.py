@@ -6,9 +6,9 @@ one conversion runs Python code (a finalizer), the other thread can take the GIL
 fails with ``SystemError: AST constructor recursion depth mismatch``: a valid program reported as an error
 (``tests/test_python_ast.py`` stages it). propel parses in threads (SWE bug validators run side by side, sandbox
 pools), and a verdict must not depend on thread timing. Since the state is the interpreter's, so is the lock: on an
-affected interpreter, importing propel wraps ``ast.parse`` itself, so every parse in the process takes it, the
-standard library's too (``ast.literal_eval``, and Python 3.11's tracebacks, which parse a line to place their
-carets); ``parse_python`` is the package's spelling of the same call.
+affected interpreter, importing this module (every propel module that parses does) wraps ``ast.parse`` itself, so
+every parse in the process takes it, the standard library's too (``ast.literal_eval``, and Python 3.11's tracebacks,
+which parse a line to place their carets); ``parse_python`` is the package's spelling of the same call.
 """
 
 from __future__ import annotations
