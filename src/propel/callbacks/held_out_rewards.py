@@ -11,12 +11,12 @@ way trains exactly as it would without the measurement.
 from __future__ import annotations
 
 import copy
-import json
 import os
 
 import lightning.pytorch as pl
 import torch
 
+from propel.durable import write_json
 from propel.errors import ConfigError
 from propel.models.rng import forked_rng
 from propel.rollouts.steps import ContextBatch
@@ -106,9 +106,7 @@ class HeldOutRewards(pl.Callback):
         if trainer.is_global_zero:  # straight to the loggers: Lightning refuses `log` in on_train_start and _end
             for logger in trainer.loggers:
                 logger.log_metrics({f"held_out/reward/{k}": v for k, v in means.items()}, step=step)
-            os.makedirs(self.dirpath, exist_ok=True)
-            with open(os.path.join(self.dirpath, CURVES), "w") as f:
-                json.dump(self.curves, f, indent=1)
+            write_json(os.path.join(self.dirpath, CURVES), self.curves, indent=1)  # a crash never leaves half a file
         return means
 
     def state_dict(self) -> dict:
