@@ -217,6 +217,7 @@ def cheap_features(task: str) -> list[float]:
 def _fit_probe(x_tr, y_tr, x_va, y_va, arch: str, seed: int) -> ProbeClassifier:
     pos = float(y_tr.sum())
     weight = float((len(y_tr) - pos) / pos) if 0 < pos < len(y_tr) and y_tr.max() == 1 else None
+    torch.manual_seed(seed)  # the head's init depends on the seed only (as the sweep's), not on what ran before
     module = ProbeClassifier(arch=arch, input_dim=x_tr.shape[1], pos_weight=weight)
     mean, std = x_tr.mean(0), x_tr.std(0)
     module.head.set_normalization(mean, std)

@@ -64,6 +64,21 @@ def test_the_analysis_sees_a_lift_in_informative_features_and_none_in_shuffled_l
     assert result["oracle-probe"]["lift_u"]["estimate"] >= -1e-9  # nothing beats the ceiling
 
 
+@pytest.mark.parametrize("arch", ["linear", "mlp"])
+def test_a_probe_fit_depends_on_its_seed_not_on_what_ran_before(benchmark_module, arch):
+    """The head's init was drawn from the process's torch stream, so the inner-split cell choice changed with the
+    tests (or, in a resumed run, the stages) that ran before it: a noise cell won the arms smoke under load."""
+    exp = benchmark_module("exp_probe_ranking")
+    rows, feats = _rows(n_contexts=10)
+    x, y = feats["L6/last_token"], torch.tensor([float(1 <= r["solve_count"] <= 3) for r in rows])
+    fits = []
+    for state in (1, 2):
+        torch.manual_seed(state)
+        module = exp._fit_probe(x[:40], y[:40], x[40:], y[40:], arch, seed=0)
+        fits.append(module.head.state_dict())
+    assert all(torch.equal(a, b) for a, b in zip(fits[0].values(), fits[1].values(), strict=True))
+
+
 @pytest.mark.real_model
 def test_a_small_real_run_writes_its_files_and_resumes(benchmark_module, tmp_path, capsys):
     exp = benchmark_module("exp_probe_ranking")
