@@ -190,6 +190,25 @@ def test_ticket_source_splits_stably_and_draws_deterministically(tmp_path):
     assert len(TriageTickets(path=str(path), split=None).tickets) == 20
     with pytest.raises(ConfigError, match="split"):
         TriageTickets(split="test")
+    with pytest.raises(ConfigError, match="distractors"):  # a file's tickets keep their own articles
+        TriageTickets(path=str(path), split=None, distractors=0)
+
+
+def test_distractors_set_the_retrieved_articles_and_keep_the_tickets():
+    default, alone = TriageTickets(split="eval"), TriageTickets(split="eval", distractors=0)
+    assert [t.ticket_id for t in alone.tickets] == [t.ticket_id for t in default.tickets]
+    for t, a in zip(default.tickets, alone.tickets, strict=True):
+        assert len(t.distractor_ids) == 3 and a.distractor_ids == ()
+        assert {x.id for x in a.articles} == set(a.gold_ids) == set(t.gold_ids)
+        assert (a.subject, a.body, a.gold_resolution) == (t.subject, t.body, t.gold_resolution)
+    one, first = TriageTickets(split="eval", distractors=1).tickets[0], default.tickets[0]
+    assert one.distractor_ids == first.distractor_ids[:1]
+    assert [x.id for x in one.articles] == [x.id for x in first.articles if x.id not in first.distractor_ids[1:]]
+    assert one.grading_data()["distractor_steps"] == [
+        s for x in one.articles if x.id in one.distractor_ids for s in x.steps
+    ]
+    with pytest.raises(ConfigError, match="keep 0 to 3"):
+        TriageTickets(split="eval", distractors=4)
 
 
 def test_env_records_the_parse_verdict_and_topic():

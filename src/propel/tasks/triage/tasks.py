@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import zlib
+from dataclasses import replace
 
 from propel.domains.interface import Context
 from propel.errors import ConfigError
@@ -30,6 +31,15 @@ def ticket_context(ticket: Ticket, answer_prefix: str | None = None) -> Context:
     return Context(id=ticket.ticket_id, prompt=triage_prompt(ticket, answer_prefix), group=ticket.ticket_id, data=data)
 
 
+def fewer_distractors(ticket: Ticket, keep: int) -> Ticket:
+    """``ticket`` with only the first ``keep`` of its distractor articles retrieved (prompt order kept)."""
+    if not 0 <= keep <= len(ticket.distractor_ids):
+        raise ConfigError(f"distractors: keep 0 to {len(ticket.distractor_ids)} per ticket, got {keep}")
+    dropped = set(ticket.distractor_ids[keep:])
+    articles = tuple(a for a in ticket.articles if a.id not in dropped)
+    return replace(ticket, articles=articles, distractor_ids=ticket.distractor_ids[:keep])
+
+
 class TriageTickets(TaskSource):
     """IT-triage tickets: a user's Parquet/JSONL file, or the synthetic set generated on the fly.
 
@@ -40,6 +50,11 @@ class TriageTickets(TaskSource):
         split: ``train``, ``eval`` or None (all tickets); the split is a stable hash of the ticket id.
         eval_fraction: share of tickets in ``eval``.
         categories: keep only these categories (None: all).
+        distractors: keep this many of each synthetic ticket's 3 retrieved wrong runbooks (the first drawn; None:
+            all 3): the same tickets with fewer articles beside the gold ones, 0 leaving the gold runbook (and
+            policy) alone. The graders read what was retrieved, so fewer distractors also means fewer wrong steps
+            to avoid. A ticket file keeps its own articles: setting it with ``path`` is refused (``make_dataset
+            --distractors`` writes a set with another number).
         answer_prefix: the start of the answer, written for the model as the opening of its turn, which it then
             continues (e.g. ``submit_resolution {"resolution": "``: SmolLM2-135M then writes a gradable submission in
             7 of 16 samples, against 0 of 32 without); the graders read the prefix and the completion together, the
@@ -55,10 +70,15 @@ class TriageTickets(TaskSource):
         eval_fraction: float = 0.2,
         categories: list[str] | None = None,
         answer_prefix: str | None = None,
+        distractors: int | None = None,
     ) -> None:
         if split is not None and split not in SPLITS:
             raise ConfigError(f"split must be one of {SPLITS} or null, got {split!r}")
+        if path is not None and distractors is not None:
+            raise ConfigError(f"distractors: {path}'s tickets carry their own retrieved articles; leave it unset")
         tickets = load_tickets(path) if path is not None else generate_tickets(n, data_seed)
+        if distractors is not None:
+            tickets = [fewer_distractors(t, distractors) for t in tickets]
         if split is not None:
             tickets = [t for t in tickets if split_of(t.ticket_id, eval_fraction) == split]
         if categories is not None:
