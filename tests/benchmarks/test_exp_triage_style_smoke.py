@@ -25,6 +25,7 @@ def test_triage_style_experiment_trains_each_seed_and_reports_windows(
     out = tmp_path / "exp"
     args = ["--model", str(tiny_model_dir), "--steps", "2", "--seeds", "0", "1", "--window", "1", "--out", str(out)]
     args += ["--", "--model.init_args.max_new_tokens=8", "--model.init_args.group_size=2", "--trainer.logger=false"]
+    args += ["--data.init_args.tasks.init_args.distractors=1"]  # the held-out tickets follow the training prompt
     rows = exp.main(args)
 
     names = {r["component"] for r in rows}
@@ -38,6 +39,11 @@ def test_triage_style_experiment_trains_each_seed_and_reports_windows(
         )
         assert config["seed_everything"] == seed and config["trainer"]["max_steps"] == 2
         assert config["data"]["init_args"]["seed"] == seed  # each seed draws its own ticket order
+        (held_out,) = [c for c in config["trainer"]["callbacks"] if c["class_path"].endswith("HeldOutRewards")]
+        trained = config["data"]["init_args"]["tasks"]["init_args"]
+        measured = held_out["init_args"]["tasks"]["init_args"]
+        assert measured["split"] == "eval" and trained["split"] == "train"
+        assert (measured["answer_prefix"], measured["distractors"]) == (trained["answer_prefix"], 1)
         held = json.loads((out / f"seed{seed}" / "held_out_curves.json").read_text())
         assert [step for step, _ in held["total"]] == [0, 2]  # step 0 and the end, on the fixed held-out tickets
     for r in rows:
