@@ -52,7 +52,9 @@ def parse_variant(text: str) -> tuple[int, bool]:
     return int(size), ckpt == "on"
 
 
-def overlay(root: Path, steps: int, micro_batch_size: int, checkpointing: bool, probe: str | None) -> dict:
+def overlay(
+    root: Path, steps: int, micro_batch_size: int, checkpointing: bool, probe: str | None, contexts: int = 2
+) -> dict:
     reward = (
         {"class_path": "propel.rewards.probe_reward.ProbeReward", "init_args": {"artifact": probe}}
         if probe
@@ -67,15 +69,19 @@ def overlay(root: Path, steps: int, micro_batch_size: int, checkpointing: bool, 
                 "rewards": [reward],
             }
         },
-        "data": {"init_args": {"contexts_per_step": 2}},
+        "data": {"init_args": {"contexts_per_step": contexts}},
     }
 
 
-def run_variant(root: Path, steps: int, micro_batch_size: int, checkpointing: bool, probe: str | None) -> dict:
+def run_variant(
+    root: Path, steps: int, micro_batch_size: int, checkpointing: bool, probe: str | None, contexts: int = 2
+) -> dict:
     """One ``propel fit`` child: its peak RSS (MiB), mean step time after the first, mean loss, wall time."""
     root.mkdir(parents=True)
     path = root / "overlay.yaml"
-    path.write_text(yaml.safe_dump(overlay(root, steps, micro_batch_size, checkpointing, probe), sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(overlay(root, steps, micro_batch_size, checkpointing, probe, contexts), sort_keys=False)
+    )
     cmd = [
         sys.executable,
         "-m",
@@ -127,17 +133,20 @@ def main(argv=None) -> list[dict]:
     p.add_argument("--probe", default=None, help="a probe artifact: the demo's probe reward instead of the gate")
     p.add_argument("--json", type=Path, default=None, help="also write the results here")
     p.add_argument("--keep", default=None, help="keep the runs' folders here (default: a temporary folder)")
+    p.add_argument("--contexts-per-step", type=int, default=2, help="prompts per step (G=8 answers each)")
     a = p.parse_args(argv)
     work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="grpo_memory-"))
     results = []
     try:
         for k, (size, ckpt) in enumerate(a.variants):
-            results.append(run_variant(work / f"{k}-{size}-{'on' if ckpt else 'off'}", a.steps, size, ckpt, a.probe))
+            name = f"{k}-{size}-{'on' if ckpt else 'off'}"
+            results.append(run_variant(work / name, a.steps, size, ckpt, a.probe, a.contexts_per_step))
             print(json.dumps(results[-1]), flush=True)
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
-    table = Table(title=f"The demo's GRPO stage (2 contexts x G=8, 64 new tokens, fp32), {a.steps} steps per process")
+    title = f"The demo's GRPO stage ({a.contexts_per_step} contexts x G=8, 64 new tokens, fp32), {a.steps} steps each"
+    table = Table(title=title)
     cols = ("micro-batch", "activation checkpointing", "peak RSS MiB", "update s/step", "rollout s/step", "mean loss")
     for col in cols:
         table.add_column(col, justify="right")

@@ -37,12 +37,17 @@ def test_the_overlay_sets_what_the_variant_names_on_the_demo_config(benchmark_mo
     init = config["model"]["init_args"]
     assert (init["micro_batch_size"], init["gradient_checkpointing"], init["group_size"]) == (4, True, 8)
     assert init["max_new_tokens"] == 64 and config["trainer"]["max_steps"] == 2
+    assert config["data"]["init_args"]["contexts_per_step"] == 2
     assert [r["class_path"] for r in init["rewards"]] == ["propel.rewards.ValidityReward"]
 
 
 @pytest.mark.real_model
 def test_one_real_step_reports_its_peak_rss_and_loss(benchmark_module, tmp_path):
     exp = benchmark_module("grpo_memory")
-    (r,) = exp.main(["--variants", "16:off", "--steps", "1", "--keep", str(tmp_path / "runs")])
+    (r,) = exp.main(
+        ["--variants", "8:off", "--steps", "1", "--contexts-per-step", "1", "--keep", str(tmp_path / "runs")]
+    )
+    overlay = yaml.safe_load((tmp_path / "runs" / "0-8-off" / "overlay.yaml").read_text())
+    assert overlay["data"]["init_args"]["contexts_per_step"] == 1  # 8 answers: the step's shape, at half the demo's
     assert 300 < r["peak_rss_mib"] < 24_000  # a real process that loaded the model, not this one's
     assert r["update_s"] > 0 and r["rollout_s"] > 0 and r["mean_loss"] is not None and len(r["update_s_each"]) == 1
