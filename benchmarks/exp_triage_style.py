@@ -176,7 +176,9 @@ def plot(runs: dict[int, dict[str, list[float]]], path: Path) -> Path:
 def report(
     rows: list[dict], args: argparse.Namespace, steps: dict[int, int], command: str, held: list[dict] | None = None
 ) -> str:
-    def fmt(t, sign=""):
+    def fmt(t, sign=""):  # one seed: its value, no interval
+        if t[1] is None or t[1] != t[1]:
+            return f"{t[0]:{sign}.3f}"
         return f"{t[0]:{sign}.3f} [{t[1]:{sign}.3f}, {t[2]:{sign}.3f}]"
 
     counts = sorted(set(steps.values()))

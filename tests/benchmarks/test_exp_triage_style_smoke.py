@@ -65,6 +65,9 @@ def test_triage_style_experiment_trains_each_seed_and_reports_windows(
 
     capsys.readouterr()
     assert exp.main(args) == rows  # read back: no seed trains again
+    exp.main([*args[:5], "0", *args[7:]])  # one seed's report: its values, no NaN interval
+    one = (out / "report.md").read_text()
+    assert "[nan" not in one and "One seed: no interval over seeds" in one and "| total | " in one
     assert "[exp] seed" not in capsys.readouterr().out
     with pytest.raises(ConfigError, match="other settings"):
         exp.main([*args[:3], "3", *args[4:]])
