@@ -53,6 +53,7 @@ from scipy import stats
 
 from propel.metrics.intervals import mean_t_interval as t_interval
 from propel.pools.manifest import check_manifest
+from propel.testing.grader_pressure import OPENINGS
 
 CONFIGS = (
     "configs/grpo/base.yaml",
@@ -424,7 +425,7 @@ def main(argv: list[str] | None = None) -> dict:
         "--pilot-openings",
         nargs="+",
         default=["none"],
-        choices=["none", "signature", "import"],
+        choices=OPENINGS,
         help="answer openings written for the model in the pilot (propel.testing.grader_pressure.OPENINGS)",
     )
     p.add_argument(
