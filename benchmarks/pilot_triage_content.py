@@ -139,5 +139,4 @@ def main(argv=None) -> list[dict]:
 
 
 if __name__ == "__main__":
-    np.set_printoptions(precision=3)
     main()
