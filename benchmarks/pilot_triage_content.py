@@ -40,10 +40,9 @@ TARGET = 0.05  # the issue's bar: resolution above 0 on at least 5% of base samp
 
 
 def grade(samples: list[Sample]) -> tuple[np.ndarray, np.ndarray]:
-    """Each answer's resolution and format values, as training pays them (prefix + completion, per ticket)."""
-    resolution = TriageResolution()(samples).numpy()
-    fmt = TriageFormat()([Sample(prompt="", completion=s.completion, context=s.context) for s in samples]).numpy()
-    return resolution, fmt
+    """Each answer's resolution and format values, as training pays them (prefix + completion, per ticket; every
+    component reads the same samples, as in ``CombinedReward``)."""
+    return TriageResolution()(samples).numpy(), TriageFormat()(samples).numpy()
 
 
 def run_variant(engine, name: str, args) -> dict:
