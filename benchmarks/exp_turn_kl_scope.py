@@ -289,6 +289,16 @@ def matched(results: dict[str, dict[int, dict]], other: str) -> list[dict]:
     return rows
 
 
+def at_last_step(results: dict[str, dict[int, dict]], other: str) -> list[dict]:
+    """Per seed both arms ran: each off-target metric at the last checkpoint, for arms with no matched level (the
+    unrelated-hint control gains no target success: the comparison fixed before its seeds ran is at the same step)."""
+    rows = []
+    for seed in sorted(set(results.get("targeted", {})) & set(results.get(other, {}))):
+        t, o = results["targeted"][seed]["curve"][-1], results[other][seed]["curve"][-1]
+        rows.append({"seed": seed, "step": o["step"], **{k: {"targeted": t[k], other: o[k]} for k in OFF_TARGET}})
+    return rows
+
+
 def analyse(results: dict[str, dict[int, dict]]) -> dict:
     arms = {}
     for arm, runs in results.items():
@@ -307,7 +317,12 @@ def analyse(results: dict[str, dict[int, dict]]) -> dict:
         usable = [r for r in rows if r["above_start"]]
         comparisons[other] = {"matched": rows, "difference": {
             key: t_interval([r[key][other] - r[key]["targeted"] for r in usable]) for key in OFF_TARGET}}  # fmt: skip
-    return {"arms": arms, "comparisons": comparisons}
+    same_step = {}
+    if "control" in results and "targeted" in results:
+        rows = at_last_step(results, "control")
+        same_step["control"] = {"rows": rows, "difference": {
+            key: t_interval([r[key]["control"] - r[key]["targeted"] for r in rows]) for key in OFF_TARGET}}  # fmt: skip
+    return {"arms": arms, "comparisons": comparisons, "same_step": same_step}
 
 
 def _fmt(t, sign=""):
@@ -326,17 +341,25 @@ def verdict(analysis: dict) -> list[str]:
             out.append(f"{other} vs targeted: no seed where both arms raised target success above the start: no "
                        "matched point to compare at (not shown).")  # fmt: skip
             continue
-        for key in OFF_TARGET:
-            mean, low, high = comp["difference"][key]
-            where = f"{other} - targeted = {_fmt((mean, low, high), '+')} over {n} seed(s)"
-            if not np.isfinite(low):
-                out.append(f"{key}: {where}: one seed, no interval (not shown).")
-            elif low > 0:
-                out.append(f"{key}: {where}: the interval excludes 0 ({other} higher).")
-            elif high < 0:
-                out.append(f"{key}: {where}: the interval excludes 0 ({other} lower).")
-            else:
-                out.append(f"{key}: {where}: includes 0 (not shown).")
+        out += _differences(other, comp["difference"], n)
+    for other, comp in analysis.get("same_step", {}).items():
+        out += _differences(f"{other} (last step)", comp["difference"], len(comp["rows"]))
+    return out
+
+
+def _differences(other: str, difference: dict, n: int) -> list[str]:
+    out = []
+    for key in OFF_TARGET:
+        mean, low, high = difference[key]
+        where = f"{other} - targeted = {_fmt((mean, low, high), '+')} over {n} seed(s)"
+        if not np.isfinite(low):
+            out.append(f"{key}: {where}: one seed, no interval (not shown).")
+        elif low > 0:
+            out.append(f"{key}: {where}: the interval excludes 0 ({other} higher).")
+        elif high < 0:
+            out.append(f"{key}: {where}: the interval excludes 0 ({other} lower).")
+        else:
+            out.append(f"{key}: {where}: includes 0 (not shown).")
     return out
 
 
@@ -358,6 +381,14 @@ def report(analysis: dict, args: argparse.Namespace, command: str) -> str:
         for r in comp["matched"]:
             cells = " | ".join(f"{r[k]['targeted']:.4f} / {r[k][other]:.4f}" for k in OFF_TARGET)
             lines.append(f"| {r['seed']} | {r['level']:.3f} | {r['above_start']} | {cells} |")
+    for other, comp in analysis.get("same_step", {}).items():
+        title = f"At the last step, {other} against targeted (per seed; {other} minus targeted, 95% t over seeds):"
+        lines += ["", title, "", "| seed | " + " | ".join(f"{k} (t / {other})" for k in OFF_TARGET) + " |",
+                  "|---|" + "---|" * len(OFF_TARGET)]  # fmt: skip
+        for r in comp["rows"]:
+            lines.append(f"| {r['seed']} | " + " | ".join(f"{r[k]['targeted']:.4f} / {r[k][other]:.4f}"
+                                                          for k in OFF_TARGET) + " |")  # fmt: skip
+        lines.append("| difference | " + " | ".join(_fmt(comp["difference"][k], "+") for k in OFF_TARGET) + " |")
     lines += ["", *verdict(analysis), "", f"Command: `{command}`.", ""]
     return "\n".join(lines)
 

@@ -1,9 +1,9 @@
 """A short run of ``benchmarks/exp_turn_kl_scope.py`` (tiny model, one step, one seed, every arm) so the
 experiment's command cannot rot: every held-out conversation reaches all six turns, each arm-seed measures target
 success, off-target accuracy, bleed, drift before and after t and retention at step 0 and at each checkpoint, the
-report compares the arms at matched target success, a rerun trains nothing, ``--report-only`` reports the finished
-arm-seeds alone, and a folder made with other settings is refused. The measured table is the experiment's own:
-``make exp-turn-kl-scope``."""
+report compares the arms at matched target success (the unrelated-hint control, which gains none, at the last step),
+a rerun trains nothing, ``--report-only`` reports the finished arm-seeds alone, and a folder made with other
+settings is refused. The measured table is the experiment's own: ``make exp-turn-kl-scope``."""
 
 from __future__ import annotations
 
@@ -45,8 +45,14 @@ def test_turn_kl_scope_experiment_runs_every_arm_and_compares_at_matched_success
         assert analysis["arms"][arm]["every_turn_reached"]
     for comp in analysis["comparisons"].values():
         assert [r["seed"] for r in comp["matched"]] == [0]
+    same = analysis["same_step"]["control"]  # the control has no matched level: compared at the same (last) step
+    assert [(r["seed"], r["step"]) for r in same["rows"]] == [(0, 1)]
+    row = same["rows"][0]
+    difference = row["drift_after"]["control"] - row["drift_after"]["targeted"]
+    assert same["difference"]["drift_after"][0] == pytest.approx(difference)
     report = (out / "report.md").read_text()
     assert "| targeted |" in report and "| whole |" in report and "Matched target success" in report
+    assert "At the last step, control against targeted" in report and "control (last step) - targeted" in report
     assert (out / "drift_vs_success.png").stat().st_size > 0
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["results"]) == set(ARMS)  # the per-run curves: every number of the report recomputes
