@@ -5,9 +5,9 @@ bytecode-cache forging, test-code swapping, caller-frame reading, builtins shado
 values, grader detection, BaseException subclasses, aliases of everything a name list would look for).
 
 ``tests/rewards/test_hack_corpus.py`` grades it on both sandbox backends and both graders; the task-independent
-entries (``universal``) are also graded on all 164 tasks (``universal_files``); ``benchmarks/reward_integrity.py``
-prints the table. Single-turn entries write ``solution.py`` (HumanEval/0 unless ``task`` says otherwise); agent
-entries are whole workspaces (HumanEval/13, from its stub and ``test_visible.py``).
+entries (``universal``) are also graded on all 164 tasks (``tests/rewards/test_universal_hacks.py``);
+``benchmarks/reward_integrity.py`` prints the table. Single-turn entries write ``solution.py`` (HumanEval/0 unless
+``task`` says otherwise); agent entries are whole workspaces (HumanEval/13, from its stub and ``test_visible.py``).
 """
 
 from __future__ import annotations
