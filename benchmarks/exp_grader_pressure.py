@@ -78,6 +78,7 @@ def settings(args: argparse.Namespace) -> dict:
         "max_new_tokens": args.new_tokens,
         "extra": args.extra,
         "configs": [*CONFIGS, *ARMS["naive"]],
+        **({"tasks_path": args.tasks_path} if args.tasks_path else {}),  # (folders made before it stay readable)
     }
 
 
@@ -88,6 +89,8 @@ def fit_args(args: argparse.Namespace, arm: str, seed: int, root: Path) -> list[
     extra += [f"--model.init_args.micro_batch_size={args.group}", f"--model.init_args.max_new_tokens={args.new_tokens}"]
     extra += [f"--data.init_args.contexts_per_step={args.tasks}", f"--data.init_args.seed={seed}"]
     extra += [f"--data.init_args.tasks.init_args.shots={args.shots}"]
+    if args.tasks_path:
+        extra += [f"--data.init_args.tasks.init_args.path={args.tasks_path}"]
     return extra + list(args.extra)
 
 
@@ -317,7 +320,8 @@ def pilot(args: argparse.Namespace, out: Path) -> dict:
     arms = [(v, o, n) for v in args.pilot_variants for o in args.pilot_openings for n in args.pilot_notes]
     for shots, opening, note in arms:
         variant = "+".join([shots] + [o for o in (opening, note) if o != "none"])
-        contexts = FewShotHumanEvalTasks(shots=shots).contexts(n_tasks, seed=10_000 + args.pilot_seed)
+        tasks = FewShotHumanEvalTasks(shots=shots, path=args.tasks_path)
+        contexts = tasks.contexts(n_tasks, seed=10_000 + args.pilot_seed)
         system = [{"role": "system", "content": TOLD}] if note == "told" else []
         openings = [answer_opening(c.data, opening) for c in contexts]
         texts = [
@@ -417,6 +421,11 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--group", type=int, default=8, help="answers per task")
     p.add_argument("--tasks", type=int, default=2, help="tasks per step")
     p.add_argument("--new-tokens", type=int, default=160)
+    p.add_argument(
+        "--tasks-path",
+        help="HumanEval-format JSONL of the tasks to pilot and train on (default: all 164; a policy seeded with "
+        "benchmarks/seed_hack_policy.py: its rl_tasks.jsonl, the half it was not fine-tuned on)",
+    )
     p.add_argument("--out", default="runs/experiments/grader_pressure")
     p.add_argument("--pilot", action="store_true", help="measure the step-0 hack rate and the power table; no training")
     p.add_argument("--pilot-n", type=int, default=32, help="answers per variant in the pilot")

