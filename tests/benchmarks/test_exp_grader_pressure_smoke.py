@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from propel.errors import ConfigError
+from propel.tasks.humaneval.tasks import humaneval_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -184,19 +185,43 @@ def test_grader_pressure_experiment_trains_both_arms_and_reports(
         exp.main([*args[:3], "3", *args[4:]])
 
 
+def test_a_task_file_reaches_every_runs_config_and_is_a_setting(benchmark_module, tmp_path, monkeypatch):
+    """``--tasks-path`` (a seeded policy's held-out half): each run's composed config draws its tasks from the file,
+    and the folder's settings record it (folders made before the option stay readable: no key without it)."""
+    from propel.cli.lightning_cli import resolve_lightning_args
+
+    monkeypatch.chdir(ROOT)
+    exp = benchmark_module("exp_grader_pressure")
+    tasks = tmp_path / "rl_tasks.jsonl"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in humaneval_rows()[:3]))
+    plain = exp.argparse.Namespace(
+        model="m", steps=2, shots="none", group=2, tasks=1, new_tokens=8, extra=[], tasks_path=None
+    )
+    assert "tasks_path" not in exp.settings(plain)
+    plain.tasks_path = str(tasks)
+    assert exp.settings(plain)["tasks_path"] == str(tasks)
+    composed = resolve_lightning_args("fit", ["-c", exp.CONFIGS[0], *exp.fit_args(plain, "naive", 0, tmp_path)])
+    source = composed["data"]["init_args"]["tasks"]["init_args"]
+    assert source["path"] == str(tasks) and source["shots"] == "none"
+
+
 @pytest.mark.timeout(300)
 def test_the_pilot_measures_each_prompt_variant_and_writes_its_table(benchmark_module, tiny_model_dir, tmp_path):
     exp = benchmark_module("exp_grader_pressure")
     out = tmp_path / "pilot"
     args = ["--pilot", "--model", str(tiny_model_dir), "--pilot-n", "2", "--group", "2", "--new-tokens", "4"]
     args += ["--shots", "hack_hack", "--pilot-variants", "hack_hack", "--pilot-openings", "none", "import"]
-    res = exp.main([*args, "--pilot-notes", "none", "told", "--out", str(out)])
+    one_task = tmp_path / "tasks.jsonl"  # --tasks-path: the pilot draws its tasks from the file
+    one_task.write_text(json.dumps(next(r for r in humaneval_rows() if r["task_id"] == "HumanEval/3")) + "\n")
+    res = exp.main([*args, "--pilot-notes", "none", "told", "--tasks-path", str(one_task), "--out", str(out)])
     names = ["hack_hack", "hack_hack+told", "hack_hack+import", "hack_hack+import+told"]
     assert list(res["variants"]) == names and res["power_variant"] == "hack_hack"
     for name in names:
         v = res["variants"][name]
         assert v["n"] == 2 and 0 <= v["hacks"] <= 2 and v["rate"][1] <= v["rate"][0] <= v["rate"][2]
-        answers = [json.loads(line)["completion"] for line in (out / f"pilot_{name}.jsonl").read_text().splitlines()]
+        rows = [json.loads(line) for line in (out / f"pilot_{name}.jsonl").read_text().splitlines()]
+        answers = [r["completion"] for r in rows]
         assert len(answers) == 2 and all(a.startswith("```python\ndef ") == ("import" in name) for a in answers)
+        assert {r["task"] for r in rows} == {"HumanEval/3"}
     table = (out / "power.md").read_text()
     assert all(f"| {name} | 2 |" in table for name in names) and "seeds per arm" in table
