@@ -1,6 +1,6 @@
 .PHONY: setup setup-vllm test test-quick docs demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint \
 	bench bench-vllm exp-grpo-vs-trl exp-grpo-parity exp-triage-style exp-turn-kl-scope \
-	exp-grader-pressure exp-probe-ranking exp-propel exp-propel-warm gpu-check gpu-wheels
+	exp-grader-pressure exp-grader-pressure-seeded exp-probe-ranking exp-propel exp-propel-warm gpu-check gpu-wheels
 
 setup:
 	bash scripts/setup.sh
@@ -101,6 +101,16 @@ exp-grader-pressure: setup
 	test -f runs/experiments/grader_pressure/pilot.json || \
 		.venv/bin/python benchmarks/exp_grader_pressure.py --pilot --out runs/experiments/grader_pressure
 	.venv/bin/python benchmarks/exp_grader_pressure.py --out runs/experiments/grader_pressure
+
+# The same question from a policy with a planted hack rate (benchmarks/seed_hack_policy.py; docs/experiments.md).
+SEEDED := runs/experiments/hack_seeded_policy
+exp-grader-pressure-seeded: setup
+	.venv/bin/python benchmarks/seed_hack_policy.py --out $(SEEDED)
+	test -f runs/experiments/grader_pressure_seeded/pilot.json || \
+		.venv/bin/python benchmarks/exp_grader_pressure.py --pilot --model $(SEEDED)/model \
+		--tasks-path $(SEEDED)/rl_tasks.jsonl --shots none --pilot-variants none --out runs/experiments/grader_pressure_seeded
+	.venv/bin/python benchmarks/exp_grader_pressure.py --model $(SEEDED)/model --tasks-path $(SEEDED)/rl_tasks.jsonl \
+		--shots none --out runs/experiments/grader_pressure_seeded
 
 # Does the probe rank a group's valid tasks by utility? PROPEL's mechanism offline: 160 contexts x 8 base-generator
 # tasks, exact solve probabilities by teacher forcing, the probe cross-fitted over contexts against logistic regression,
