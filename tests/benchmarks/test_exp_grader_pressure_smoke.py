@@ -219,9 +219,12 @@ def test_the_pilot_measures_each_prompt_variant_and_writes_its_table(benchmark_m
     for name in names:
         v = res["variants"][name]
         assert v["n"] == 2 and 0 <= v["hacks"] <= 2 and v["rate"][1] <= v["rate"][0] <= v["rate"][2]
+        assert 0 <= v["honest_scoring"] <= 2 - v["hacks"]  # the other answers, graded by propel
+        assert v["hacks"] == 2 or 0.0 <= v["honest_trusted_mean"] <= 1.0
         rows = [json.loads(line) for line in (out / f"pilot_{name}.jsonl").read_text().splitlines()]
         answers = [r["completion"] for r in rows]
         assert len(answers) == 2 and all(a.startswith("```python\ndef ") == ("import" in name) for a in answers)
         assert {r["task"] for r in rows} == {"HumanEval/3"}
     table = (out / "power.md").read_text()
     assert all(f"| {name} | 2 |" in table for name in names) and "seeds per arm" in table
+    assert "other answers: propel's mean reward" in table
