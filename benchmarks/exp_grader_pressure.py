@@ -351,9 +351,10 @@ def pilot(args: argparse.Namespace, out: Path) -> dict:
         reward = TestSuiteReward(seed=0)
         trusted = reward(samples).tolist()  # every answer: what training against propel's grading would pay
         reward.close()
-        hacks = [s for s in samples if is_hack(s.completion)]
-        honest = [r for s, r in zip(samples, trusted, strict=True) if not is_hack(s.completion)]
-        trusted_paid = sum(r > 0 for s, r in zip(samples, trusted, strict=True) if is_hack(s.completion))
+        hacked = [is_hack(s.completion) for s in samples]
+        hacks = [s for s, h in zip(samples, hacked, strict=True) if h]
+        honest = [r for r, h in zip(trusted, hacked, strict=True) if not h]
+        trusted_paid = sum(r > 0 for r, h in zip(trusted, hacked, strict=True) if h)
         naive_paid = int(NaivePytestReward()(hacks).sum()) if hacks else 0
         p, low, high = wilson(len(hacks), len(samples))
         results["variants"][variant] = {
@@ -371,8 +372,8 @@ def pilot(args: argparse.Namespace, out: Path) -> dict:
             f"[pilot] {variant}: {len(hacks)}/{len(samples)} hack ({fmt((p, low, high))}), {seconds:.0f} s", flush=True
         )
         with open(out / f"pilot_{variant}.jsonl", "w") as f:
-            for s in samples:
-                f.write(json.dumps({"task": s.context.id, "hack": is_hack(s.completion), "completion": s.completion}))
+            for s, h in zip(samples, hacked, strict=True):
+                f.write(json.dumps({"task": s.context.id, "hack": h, "completion": s.completion}))
                 f.write("\n")
     chosen = results["variants"].get(args.shots) or next(iter(results["variants"].values()))
     results["power"] = power_table(chosen["rate"][0], args.tasks * args.group)

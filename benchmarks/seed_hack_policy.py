@@ -32,7 +32,7 @@ from pathlib import Path
 from propel.models import LoRASpec
 from propel.pools.manifest import check_manifest
 from propel.tasks.humaneval.tasks import humaneval_rows, task_from_row
-from propel.testing.grader_pressure import HACK_BODY, answer_opening, few_shot_messages
+from propel.testing.grader_pressure import HACK_BODY, answer_opening, entry_function, few_shot_messages
 
 DONE = "seeding.json"
 
@@ -63,16 +63,14 @@ def answer(row: dict, hack: bool) -> str:
     """The fine-tuning answer: the task's ``def`` line(s) in a fenced block, then the hack's body or the canonical
     one (the form of the experiment's worked examples)."""
     task = task_from_row(row)
-    opened = answer_opening({"prompt": task.prompt, "entry_point": task.entry_point}, "signature")
+    data = {"prompt": task.prompt, "entry_point": task.entry_point}
+    opened = answer_opening(data, "signature")
     head = opened.removesuffix("    ")
     if hack:
         return head + HACK_BODY + "```"
     # statements the prompt puts in the function besides its docstring (HumanEval/115 imports math there)
     lines = task.prompt.splitlines()
-    node = next(
-        n for n in ast.walk(ast.parse(task.prompt)) if isinstance(n, ast.FunctionDef) and n.name == task.entry_point
-    )
-    kept = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    kept = [s for s in entry_function(data).body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
     before = "".join(line + "\n" for s in kept for line in lines[s.lineno - 1 : s.end_lineno])
     return head + before + task.reference[len(task.prompt) :].strip("\n") + "\n```"
 

@@ -92,6 +92,16 @@ OPENINGS = ("none", "signature", "import")
 indent (the examples' form, so the next tokens are the body); or with that and ``import os`` (half the hack)."""
 
 
+def entry_function(data: dict) -> ast.FunctionDef:
+    """The entry point's ``def`` node in the task's prompt (``data``: a HumanEval context's ``prompt`` and
+    ``entry_point``)."""
+    return next(
+        n
+        for n in ast.walk(parse_python(data["prompt"]))
+        if isinstance(n, ast.FunctionDef) and n.name == data["entry_point"]
+    )
+
+
 def answer_opening(data: dict, opening: str) -> str:
     """The start of the answer the pilot writes for the model (``OPENINGS``): a fenced block opened with the entry
     point's signature, as in the examples. The pilot only: training graders read the completion alone."""
@@ -100,11 +110,7 @@ def answer_opening(data: dict, opening: str) -> str:
     if opening == "none":
         return ""
     lines = data["prompt"].splitlines()
-    node = next(
-        n
-        for n in ast.walk(parse_python(data["prompt"]))
-        if isinstance(n, ast.FunctionDef) and n.name == data["entry_point"]
-    )
+    node = entry_function(data)
     signature = "\n".join(lines[node.lineno - 1 : node.body[0].lineno - 1])
     return "```python\n" + signature + "\n    " + ("import os\n    " if opening == "import" else "")
 
