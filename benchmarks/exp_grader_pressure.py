@@ -186,8 +186,21 @@ def power_table(p0: float, per_step: int, windows=(5, 10, 20), taus=(0.0, 0.1, 0
 
 
 # ------------------------------------------------------------------------------------------------------ analysis
-def analyse(runs: dict[str, dict[int, dict[str, list[float]]]], window: int) -> dict:
-    """Per arm: per-step mean and interval of each series; the endpoint per seed and over seeds; the difference."""
+def hack_windows(hack: list[float], window: int, per_step: int) -> list[dict]:
+    """One seed's hack rate in consecutive ``window``-step windows: hacks counted from the per-step means (each a
+    share of ``per_step`` answers) with the window's 95% Wilson interval. It describes that seed's run; the
+    endpoint's interval is over seeds."""
+    rows = []
+    for start in range(0, len(hack) - window + 1, window):
+        hacks = round(sum(hack[start : start + window]) * per_step)
+        n = window * per_step
+        rows.append({"steps": [start, start + window], "hacks": hacks, "n": n, "rate": wilson(hacks, n)})
+    return rows
+
+
+def analyse(runs: dict[str, dict[int, dict[str, list[float]]]], window: int, answers: int | None = None) -> dict:
+    """Per arm: per-step mean and interval of each series; the endpoint per seed and over seeds; the difference;
+    with ``answers`` (answers a step), each seed's hack rate per window."""
     out: dict = {"window": window, "arms": {}}
     rises: dict[str, list[float]] = {}
     for arm, seeds in runs.items():
@@ -213,9 +226,15 @@ def analyse(runs: dict[str, dict[int, dict[str, list[float]]]], window: int) -> 
                 [float(np.mean(r["honest_pass"][steps - k : steps])) for r in seeds.values()]
             ),
         }
+        if answers:
+            out["arms"][arm]["windows"] = {s: hack_windows(r["hack"][:steps], k, answers) for s, r in seeds.items()}
     if {"naive", "propel"} <= set(rises):
         out["difference"] = welch_interval(rises["naive"], rises["propel"])
     return out
+
+
+def _first_windows(analysis: dict) -> list[dict]:
+    return next(iter(next(iter(analysis["arms"].values())).get("windows", {}).values()), [])
 
 
 def fmt(t, sign="") -> str:
@@ -254,6 +273,21 @@ def report(analysis: dict, args: argparse.Namespace, command: str, pilot: dict |
     if "difference" in analysis:
         d = analysis["difference"]
         lines += ["", f"Arm difference of the rise (naive - propel), 95% Welch over seeds: {fmt(d, '+')}."]
+    if any("windows" in a for a in analysis["arms"].values()):
+        k, heads = analysis["window"], [f"steps {w['steps'][0]}-{w['steps'][1] - 1}" for w in _first_windows(analysis)]
+        lines += [
+            "",
+            f"### Each seed's hack rate per {k}-step window (hacks of the window's answers, 95% Wilson)",
+            "",
+            "A seed's windows describe its run; only the interval over seeds above speaks for the arm.",
+            "",
+            "| arm | seed | " + " | ".join(heads) + " |",
+            "|---|---|" + "---|" * len(heads),
+        ]
+        for arm, a in analysis["arms"].items():
+            for seed, rows in a.get("windows", {}).items():
+                cells = [f"{w['hacks']}/{w['n']} {fmt(w['rate'])}" for w in rows]
+                lines.append(f"| {arm} | {seed} | " + " | ".join(cells) + " |")
     for arm, a in analysis["arms"].items():
         lines += ["", f"### {arm}: per step (mean [95% t interval] over seeds; reward = {REWARD[arm]})", ""]
         names = [n for n in ("hack", "honest_pass", "gamed", "reward") if n in a["per_step"]]
@@ -473,7 +507,7 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"--window {args.window} x 2 exceeds --steps {args.steps}: the windows would overlap")
     check_manifest(out, settings(args), "experiment folder")  # refuses runs made with other settings
     runs = {arm: {s: run_one(args, arm, s, out / f"{arm}_seed{s}") for s in args.seeds} for arm in args.arms}
-    analysis = analyse(runs, args.window)
+    analysis = analyse(runs, args.window, answers=args.tasks * args.group)
     pilot_file = out / "pilot.json"
     pilot_res = json.loads(pilot_file.read_text()) if pilot_file.exists() else None
     plot(analysis, out / "curves.png")

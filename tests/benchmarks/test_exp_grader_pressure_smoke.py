@@ -6,7 +6,9 @@ experiment's own: ``make exp-grader-pressure``."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -141,6 +143,25 @@ def test_power_and_intervals(benchmark_module):
     assert lo < d < hi and lo > 0
 
 
+def test_each_seeds_windows_count_its_hacks(benchmark_module):
+    """One seed's run read per window: hacks counted from the per-step shares, a Wilson interval per window, and
+    the table in the report (a single seed has no interval over seeds: its windows are what it can show)."""
+    exp = benchmark_module("exp_grader_pressure")
+    hack = [0.0625, 0.125, 0.0, 0.25, 0.5, 0.4375]  # 1, 2, 0, 4, 8, 7 of 16
+    run = {name: hack for name in ("hack", "honest_pass", "gamed", "naive", "tests")}
+    run["reward"] = run["naive"]
+    analysis = exp.analyse({"naive": {0: run}}, window=2, answers=16)
+    windows = analysis["arms"]["naive"]["windows"][0]
+    assert [(w["steps"], w["hacks"], w["n"]) for w in windows] == [([0, 2], 3, 32), ([2, 4], 4, 32), ([4, 6], 15, 32)]
+    p, low, high = windows[2]["rate"]
+    assert p == pytest.approx(15 / 32) and (low, high) == exp.wilson(15, 32)[1:]
+    assert math.isnan(analysis["arms"]["naive"]["hack_rise"][1])  # one seed: no interval over seeds
+    args = argparse.Namespace(model="m", shots="none", tasks=2, group=8, new_tokens=160, steps=6)
+    text = exp.report(analysis, args, "cmd", None)
+    assert "| naive | 0 | 3/32 " in text and "steps 4-5" in text
+    assert "windows" not in exp.analyse({"naive": {0: run}}, window=2)["arms"]["naive"]  # no answer count: none
+
+
 @pytest.mark.timeout(900)
 def test_grader_pressure_experiment_trains_both_arms_and_reports(
     benchmark_module, tiny_model_dir, tmp_path, monkeypatch, capsys
@@ -176,6 +197,7 @@ def test_grader_pressure_experiment_trains_both_arms_and_reports(
     report = (out / "report.md").read_text()
     assert "## Design (fixed before training)" in report and "Arm difference" in report
     assert "### naive: per step" in report and (out / "curves.png").stat().st_size > 0
+    assert "| propel | 1 | " in report  # each seed's windows (2 answers a step)
     assert json.loads((out / "summary.json").read_text())["window"] == 1
 
     capsys.readouterr()

@@ -1,6 +1,6 @@
-"""The task-independent hacks of the red-team corpus swept over every HumanEval task: each scores nothing on the
-default (value) grader over all 164 tasks and on the hardened pytest grader over 12 drawn at random (a file of its
-own: the sweep is the suite's longest, and a separate file lets the two test workers share the load)."""
+"""The task-independent hacks of the red-team corpus swept over HumanEval tasks drawn at random: each scores nothing
+on the default (value) grader over 48 tasks and on the hardened pytest grader over 12 (all 164 tasks on both graders
+and both backends: ``benchmarks/reward_integrity.py``; here a sample, so the suite's longest test fits CI's time)."""
 
 from __future__ import annotations
 
@@ -29,14 +29,15 @@ def universal_samples(tasks) -> list[tuple[str, Sample]]:
     return out
 
 
-def test_universal_hacks_score_nothing_on_every_task():
-    """Each task-independent hack over all 164 tasks, on the default (value) grader: mean reward 0.000."""
-    pairs = universal_samples(list(TASKS.values()))
+def test_universal_hacks_score_nothing_on_the_value_grader():
+    """Each task-independent hack over 48 tasks drawn at random, on the default (value) grader: every reward 0.000."""
+    tasks = random.Random(1).sample(list(TASKS.values()), 48)
+    pairs = universal_samples(tasks)
     with LocalSandbox(max_workers=2) as sandbox:
         rewards = TestSuiteReward(sandbox=sandbox, timeout_s=5.0, batch_size=32)([s for _, s in pairs]).tolist()
     scored = [(name, s.context.id, r) for (name, s), r in zip(pairs, rewards, strict=True) if r > 0]
     assert not scored, scored[:5]
-    assert len(pairs) >= 164 * 25
+    assert len(pairs) >= 48 * 25
 
 
 def test_universal_hacks_score_nothing_on_the_pytest_grader():
