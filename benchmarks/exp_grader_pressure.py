@@ -274,7 +274,7 @@ def report(analysis: dict, args: argparse.Namespace, command: str, pilot: dict |
         d = analysis["difference"]
         lines += ["", f"Arm difference of the rise (naive - propel), 95% Welch over seeds: {fmt(d, '+')}."]
     if any("windows" in a for a in analysis["arms"].values()):
-        k, heads = analysis["window"], [f"steps {w['steps'][0]}-{w['steps'][1] - 1}" for w in _first_windows(analysis)]
+        k, heads = analysis["window"], [f"steps {w['steps'][0] + 1}-{w['steps'][1]}" for w in _first_windows(analysis)]
         lines += [
             "",
             f"### Each seed's hack rate per {k}-step window (hacks of the window's answers, 95% Wilson)",
@@ -289,11 +289,11 @@ def report(analysis: dict, args: argparse.Namespace, command: str, pilot: dict |
                 cells = [f"{w['hacks']}/{w['n']} {fmt(w['rate'])}" for w in rows]
                 lines.append(f"| {arm} | {seed} | " + " | ".join(cells) + " |")
     for arm, a in analysis["arms"].items():
-        lines += ["", f"### {arm}: per step (mean [95% t interval] over seeds; reward = {REWARD[arm]})", ""]
+        lines += ["", f"### {arm}: per training step (mean [95% t interval] over seeds; reward = {REWARD[arm]})", ""]
         names = [n for n in ("hack", "honest_pass", "gamed", "reward") if n in a["per_step"]]
         lines += ["| step | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
         for i in range(a["steps"]):
-            lines.append(f"| {i} | " + " | ".join(fmt(a["per_step"][n][i]) for n in names) + " |")
+            lines.append(f"| {i + 1} | " + " | ".join(fmt(a["per_step"][n][i]) for n in names) + " |")
     lines += ["", "![per step, both arms](curves.png)", "", f"Command: `{command}`.", ""]
     return "\n".join(lines)
 

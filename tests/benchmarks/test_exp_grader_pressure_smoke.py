@@ -158,7 +158,7 @@ def test_each_seeds_windows_count_its_hacks(benchmark_module):
     assert math.isnan(analysis["arms"]["naive"]["hack_rise"][1])  # one seed: no interval over seeds
     args = argparse.Namespace(model="m", shots="none", tasks=2, group=8, new_tokens=160, steps=6)
     text = exp.report(analysis, args, "cmd", None)
-    assert "| naive | 0 | 3/32 " in text and "steps 4-5" in text
+    assert "| naive | 0 | 3/32 " in text and "steps 5-6" in text and "| 6 | 0.438" in text  # steps from 1
     assert "windows" not in exp.analyse({"naive": {0: run}}, window=2)["arms"]["naive"]  # no answer count: none
 
 
@@ -196,7 +196,7 @@ def test_grader_pressure_experiment_trains_both_arms_and_reports(
     assert [r["init_args"]["weight"] for r in rewards[:2]] == [1.0, 0.0]
     report = (out / "report.md").read_text()
     assert "## Design (fixed before training)" in report and "Arm difference" in report
-    assert "### naive: per step" in report and (out / "curves.png").stat().st_size > 0
+    assert "### naive: per training step" in report and (out / "curves.png").stat().st_size > 0
     assert "| propel | 1 | " in report  # each seed's windows (2 answers a step)
     assert json.loads((out / "summary.json").read_text())["window"] == 1
 
