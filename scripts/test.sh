@@ -24,10 +24,8 @@ fi
 echo "== stage 1: ruff + main suite"
 .venv/bin/ruff check .
 # Two workers, one test file each at a time (tests of a file share fixtures and folders): 22 min against 35 serially
-# on 2 cores (2026-11-28; most tests wait on subprocesses, sandboxes and model loads more than they compute). Files
-# start longest first by their measured seconds (tests/file_seconds.json, refreshed with --store-file-seconds;
-# tests/conftest.py), not xdist's default of most tests first, which left the few-test 2-3 minute files to the end.
-.venv/bin/python -m pytest -m "not vllm" -n 2 --dist loadfile --no-loadscope-reorder "$@"
+# on 2 cores (2026-11-28; most tests wait on subprocesses, sandboxes and model loads more than they compute).
+.venv/bin/python -m pytest -m "not vllm" -n 2 --dist loadfile "$@"
 if [ "${PROPEL_TEST_VLLM:-1}" = 1 ]; then
   echo "== stage 2: vLLM engines (.venv-vllm)"
   status=0

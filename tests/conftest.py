@@ -4,57 +4,13 @@ dependencies (TRL, NLTK, bubblewrap, Docker) that skip locally but fail under CI
 from __future__ import annotations
 
 import importlib
-import json
 import os
-from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-FILE_SECONDS = Path(__file__).parent / "file_seconds.json"
-"""Each test file's seconds (setup, call and teardown of its tests) measured on a whole run of the suite."""
-
-
-def pytest_addoption(parser):
-    parser.addoption(
-        "--store-file-seconds",
-        action="store_true",
-        help=f"write each test file's measured seconds to {FILE_SECONDS.name} (the order later runs start files in)",
-    )
-
-
-def pytest_collection_modifyitems(config, items):
-    """Longest files first, by their measured seconds (files not measured keep their place after them). Two workers
-    take one file at a time (``--dist loadfile --no-loadscope-reorder``): started early, the 2-3 minute files
-    overlap the many short ones instead of one worker starting a long one as the other runs out of work."""
-    seconds = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.exists() else {}
-    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], 0.0))  # stable: a file's order is kept
-
-
-class _FileSeconds:
-    """Sums each file's test durations on the process that reports them all (the controller under xdist)."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    def pytest_runtest_logreport(self, report) -> None:
-        path = report.nodeid.split("::")[0]
-        self.seconds[path] = self.seconds.get(path, 0.0) + report.duration
-
-    def pytest_sessionfinish(self, session) -> None:
-        record = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.exists() else {}
-        record.update({k: round(v, 1) for k, v in self.seconds.items()})  # files this run did not run keep theirs
-        ranked = dict(sorted(record.items(), key=lambda kv: -kv[1]))
-        FILE_SECONDS.write_text(json.dumps(ranked, indent=0) + "\n")
-
-
-def pytest_configure(config):
-    if config.getoption("--store-file-seconds") and not hasattr(config, "workerinput"):  # not on an xdist worker
-        config.pluginmanager.register(_FileSeconds(), "propel-file-seconds")
 
 
 def in_ci() -> bool:
