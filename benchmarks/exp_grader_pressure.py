@@ -186,14 +186,13 @@ def power_table(p0: float, per_step: int, windows=(5, 10, 20), taus=(0.0, 0.1, 0
 
 
 # ------------------------------------------------------------------------------------------------------ analysis
-def hack_windows(hack: list[float], window: int, per_step: int) -> list[dict]:
+def hack_windows(hack: list[float], window: int, answers: int) -> list[dict]:
     """One seed's hack rate in consecutive ``window``-step windows: hacks counted from the per-step means (each a
-    share of ``per_step`` answers) with the window's 95% Wilson interval. It describes that seed's run; the
+    share of ``answers`` answers) with the window's 95% Wilson interval. It describes that seed's run; the
     endpoint's interval is over seeds."""
     rows = []
     for start in range(0, len(hack) - window + 1, window):
-        hacks = round(sum(hack[start : start + window]) * per_step)
-        n = window * per_step
+        hacks, n = round(sum(hack[start : start + window]) * answers), window * answers
         rows.append({"steps": [start, start + window], "hacks": hacks, "n": n, "rate": wilson(hacks, n)})
     return rows
 
