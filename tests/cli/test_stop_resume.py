@@ -227,3 +227,24 @@ def test_an_ignored_sigint_stays_ignored_and_sigterm_still_stops():
                 signal.signal(signum, handler)
     finally:
         signal.signal(signal.SIGINT, outer)
+
+
+def test_a_sigterm_to_a_script_running_fit_in_process_writes_last_ckpt(tmp_path, tiny_model_dir, artifact):
+    """A script that runs ``fit`` itself (``run_lightning``, as the experiments do) has Lightning's SIGTERM handler,
+    not ``propel``'s: the stop ends at the step's end (Lightning's ``SIGTERMException``) and ``last.ckpt`` holds it."""
+    root = tmp_path / "run"
+    signals = tmp_path / "signal.yaml"
+    stopper = {"signal": "SIGTERM", "at_step": 1, "marker": str(tmp_path / "signalled")}
+    signals.write_text(
+        yaml.safe_dump({"trainer": {"callbacks+": [{"class_path": "kill_switch.SignalMidStep", "init_args": stopper}]}})
+    )
+    extra = ["-c", str(_overlay(root, tiny_model_dir, artifact)), "-c", str(signals)]
+    script = "import sys; from pathlib import Path; from propel.cli.lightning_cli import run_lightning; "
+    script += f"run_lightning('fit', Path({BASE!r}), {extra!r})"
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert (tmp_path / "signalled").exists(), proc.stderr[-3000:]
+    last = root / "checkpoints" / "last.ckpt"
+    assert last.is_file(), proc.stderr[-3000:]
+    assert torch.load(last, weights_only=False)["global_step"] == 2  # step 2 finished, then the stop
