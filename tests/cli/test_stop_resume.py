@@ -231,7 +231,8 @@ def test_an_ignored_sigint_stays_ignored_and_sigterm_still_stops():
 
 def test_a_sigterm_to_a_script_running_fit_in_process_writes_last_ckpt(tmp_path, tiny_model_dir, artifact):
     """A script that runs ``fit`` itself (``run_lightning``, as the experiments do) has Lightning's SIGTERM handler,
-    not ``propel``'s: the stop ends at the step's end (Lightning's ``SIGTERMException``) and ``last.ckpt`` holds it."""
+    not ``propel``'s: the stop ends at the step's end (Lightning's ``SIGTERMException``), and ``last.ckpt`` and the
+    adapter hold it."""
     root = tmp_path / "run"
     signals = tmp_path / "signal.yaml"
     stopper = {"signal": "SIGTERM", "at_step": 1, "marker": str(tmp_path / "signalled")}
@@ -248,3 +249,4 @@ def test_a_sigterm_to_a_script_running_fit_in_process_writes_last_ckpt(tmp_path,
     last = root / "checkpoints" / "last.ckpt"
     assert last.is_file(), proc.stderr[-3000:]
     assert torch.load(last, weights_only=False)["global_step"] == 2  # step 2 finished, then the stop
+    assert (root / "adapters" / "step-2" / "adapter_model.safetensors").is_file()

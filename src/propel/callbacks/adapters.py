@@ -86,7 +86,7 @@ class AdapterSaver(pl.Callback):
             self._save(trainer, pl_module)
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        stopped = isinstance(exception, KeyboardInterrupt) and trainer.state.fn == TrainerFn.FITTING
+        stopped = stops.is_stop(exception) and trainer.state.fn == TrainerFn.FITTING
         if not stopped or not self.save_last or trainer.global_step <= self._start_step or in_optimizer_step(trainer):
             return
         self._save(trainer, pl_module)

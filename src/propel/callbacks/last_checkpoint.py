@@ -30,7 +30,6 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
-from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from propel.cli import stops
 from propel.cli.resume import shown
@@ -105,10 +104,7 @@ class LastCheckpoint(Callback):
         self._step_end_at = trainer.global_step
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        # KeyboardInterrupt: a stop under ``propel`` (``propel.cli.stops``); SIGTERMException: Lightning's own SIGTERM
-        # handler, the one a script calling ``Trainer.fit`` (an experiment's runs) has, raised at a step's end
-        stop = isinstance(exception, (KeyboardInterrupt, SIGTERMException))
-        if not stop or self.path is None or trainer.state.fn != TrainerFn.FITTING:
+        if not stops.is_stop(exception) or self.path is None or trainer.state.fn != TrainerFn.FITTING:
             return
         step = trainer.global_step
         checkpoint, why = None, ""

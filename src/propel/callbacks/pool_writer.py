@@ -38,7 +38,7 @@ class PoolWriter(BasePredictionWriter):
         self.rows_written += len(prediction)
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        if isinstance(exception, KeyboardInterrupt):  # each process notes its own parts (rank in their names)
+        if stops.is_stop(exception):  # each process notes its own parts (rank in their names)
             stops.note(f"kept the {self.rows_written} labeled rows this run wrote to {self.output_dir}", resumable=True)
 
     def on_predict_end(self, trainer, pl_module) -> None:

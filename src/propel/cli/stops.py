@@ -45,6 +45,15 @@ def on_signal(signum: int, frame) -> None:
         raise Stopped(signum)
 
 
+def is_stop(exception: BaseException) -> bool:
+    """Whether a run ended on a stop signal: ``Stopped`` (or a plain Ctrl-C) under ``propel``, or the
+    ``SIGTERMException`` Lightning's own SIGTERM handler raises at a step's end, the handler a script that calls
+    ``Trainer.fit`` itself has (an experiment's runs). What saves on a stop asks this."""
+    from lightning.pytorch.utilities.exceptions import SIGTERMException  # here: this module imports nothing heavy
+
+    return isinstance(exception, (KeyboardInterrupt, SIGTERMException))
+
+
 def note(text: str, resumable: bool) -> None:
     """Record what a writer left on disk, for the command's last line."""
     notes.append(Note(text, resumable))
