@@ -24,7 +24,9 @@ fi
 echo "== stage 1: ruff + main suite"
 .venv/bin/ruff check .
 # Two workers, one test file each at a time (tests of a file share fixtures and folders): 22 min against 35 serially
-# on 2 cores (2026-11-28; most tests wait on subprocesses, sandboxes and model loads more than they compute).
+# on 2 cores (2026-11-28; most tests wait on subprocesses, sandboxes and model loads more than they compute). Each
+# worker runs torch on its share of the cores (tests/conftest.py): 1893 s against 2030 s with all cores each
+# (2026-11-29, one full run of each).
 .venv/bin/python -m pytest -m "not vllm" -n 2 --dist loadfile "$@"
 if [ "${PROPEL_TEST_VLLM:-1}" = 1 ]; then
   echo "== stage 2: vLLM engines (.venv-vllm)"
@@ -36,6 +38,8 @@ if [ "${PROPEL_TEST_VLLM:-1}" = 1 ]; then
   # Without vllm in .venv-vllm every vLLM test module skips itself and the stage would pass with zero tests: refuse.
   .venv-vllm/bin/python -c "import vllm" || { echo "stage 2: vllm is not importable in .venv-vllm" >&2; exit 1; }
   report=$(mktemp --suffix=.xml)
+  # Serial: 564 s on 2 cores (2026-11-29); two workers took 523 s, within run-to-run noise, with two vLLM engines
+  # holding 13 GiB at once, so it stays one process.
   .venv-vllm/bin/python -m pytest -m vllm --junitxml="$report"
   .venv-vllm/bin/python - "$report" <<'PY'  # tests minus skipped in the JUnit report: zero is a failure
 import sys
