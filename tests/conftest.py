@@ -21,7 +21,8 @@ def _share_the_cores_between_xdist_workers() -> None:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if workers < 2:
         return
-    threads = str(max(1, (os.cpu_count() or 1) // workers))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    threads = str(max(1, cores // workers))
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(name, threads)
     if "torch" in sys.modules:  # a plugin imported it before this file: its pool is already sized
