@@ -14,6 +14,11 @@ os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (a container or taskset limits them below ``os.cpu_count()``)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def _share_the_cores_between_xdist_workers() -> None:
     """Give each xdist worker (and the processes its tests start) its share of the cores, not all of them: with 2
     workers on 2 cores each torch ran 2 OpenMP threads, 4 busy threads on 2 cores, and heavy tests side by side ran
@@ -21,8 +26,7 @@ def _share_the_cores_between_xdist_workers() -> None:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if workers < 2:
         return
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    threads = str(max(1, cores // workers))
+    threads = str(max(1, usable_cores() // workers))
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(name, threads)
     if "torch" in sys.modules:  # a plugin imported it before this file: its pool is already sized
