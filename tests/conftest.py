@@ -36,6 +36,13 @@ def _share_the_cores_between_xdist_workers() -> None:
 _share_the_cores_between_xdist_workers()
 
 
+@pytest.fixture(scope="session", name="usable_cores")
+def usable_cores_fixture() -> int:
+    """The cores this process may run on, as a fixture: a test's ``from conftest import`` can meet another folder's
+    conftest.py, which is what CI's worker met (stop 65)."""
+    return usable_cores()
+
+
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() == "true"
 
