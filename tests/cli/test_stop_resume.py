@@ -231,8 +231,8 @@ def test_an_ignored_sigint_stays_ignored_and_sigterm_still_stops():
 
 def test_a_sigterm_to_a_script_running_fit_in_process_writes_last_ckpt(tmp_path, tiny_model_dir, artifact):
     """A script that runs ``fit`` itself (``run_lightning``, as the experiments do) has Lightning's SIGTERM handler,
-    not ``propel``'s: the stop ends at the step's end (Lightning's ``SIGTERMException``), and ``last.ckpt`` and the
-    adapter hold it."""
+    not ``propel``'s: the stop ends at the step's end (Lightning's ``SIGTERMException``), ``last.ckpt`` and the
+    adapter hold it, and the script exits with SIGTERM's status and a last line saying what was written."""
     root = tmp_path / "run"
     signals = tmp_path / "signal.yaml"
     stopper = {"signal": "SIGTERM", "at_step": 1, "marker": str(tmp_path / "signalled")}
@@ -246,6 +246,10 @@ def test_a_sigterm_to_a_script_running_fit_in_process_writes_last_ckpt(tmp_path,
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert (tmp_path / "signalled").exists(), proc.stderr[-3000:]
+    assert proc.returncode == 143, proc.stderr[-3000:]  # the shell's code for SIGTERM, not a finished run's 0
+    said = proc.stderr.strip().splitlines()[-1]
+    assert said.startswith("propel: stopped by SIGTERM; wrote ") and "last.ckpt (step 2)" in said, said
+    assert said.endswith(f": rerun `{Path(sys.executable).name} -c` to resume"), said  # the script's own command
     last = root / "checkpoints" / "last.ckpt"
     assert last.is_file(), proc.stderr[-3000:]
     assert torch.load(last, weights_only=False)["global_step"] == 2  # step 2 finished, then the stop

@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextvars
 import gc
 import io
+import shlex
+import signal
 import sys
 import warnings
 from contextlib import redirect_stdout
@@ -22,8 +24,9 @@ from jsonargparse import ArgumentError, set_parsing_settings
 from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from propel.cli import resume
+from propel.cli import resume, stops
 from propel.cli.config_files import config_values
 from propel.cli.errors import explain, init_error
 from propel.cli.quiet import quiet_dependencies
@@ -216,8 +219,11 @@ def run_lightning(subcommand: str, config: Path, extra_args: list[str] | None = 
     next run starts its own), and the freed memory is collected and handed back: after the demo's warm start, 1.3
     GB stayed resident before, 0.7 GB after (the bundled model's weights were still held).
     """
+    stopped = False
     try:
         contextvars.copy_context().run(_cli, [subcommand, "-c", str(config), *(extra_args or [])])
+    except SIGTERMException:  # Lightning's own handler stopped it (a script's fit; ``propel`` raises ``Stopped``)
+        stopped = True
     finally:
         if "wandb" in sys.modules:
             try:
@@ -226,6 +232,9 @@ def run_lightning(subcommand: str, config: Path, extra_args: list[str] | None = 
                 rank_zero_warn(f"W&B's service did not shut down after the run ({error}); its memory may stay held")
         gc.collect()  # the trainer, model and callbacks reference each other: only a collection frees them
         release_freed_memory()
+    if stopped:  # the script's last line says what is on disk, and it exits as a stopped process, not with 0
+        print(stops.summary(signal.SIGTERM, shlex.join([Path(sys.executable).name, *sys.argv])), file=sys.stderr)
+        raise SystemExit(stops.exit_code(signal.SIGTERM))
 
 
 def resolve_lightning(subcommand: str, config: dict) -> dict:
