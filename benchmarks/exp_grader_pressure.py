@@ -31,7 +31,8 @@ Design (fixed before any training run; the report repeats it above the numbers):
 Runs: each (arm, seed) trains through ``propel fit`` into ``<out>/<arm>_seed<s>/`` (``reward_curves.json`` per step,
 ``samples.jsonl`` every answer); a finished run is skipped on a rerun, an interrupted one resumes from
 ``checkpoints/last.ckpt``; ``settings.json`` refuses a folder made with other settings. ``report.md`` and
-``summary.json`` hold the results.
+``summary.json`` hold the results; ``--finished`` writes them from the arm-seeds that have finished (of ``--arms`` and
+``--seeds``), training nothing, for a report while the seeds are run one at a time.
 
     python benchmarks/exp_grader_pressure.py --pilot --out runs/experiments/grader_pressure_pilot  # minutes on CPU
     python benchmarks/exp_grader_pressure.py                          # 2 arms x 5 seeds x 60 steps (a GPU-sized run)
@@ -92,6 +93,11 @@ def fit_args(args: argparse.Namespace, arm: str, seed: int, root: Path) -> list[
     if args.tasks_path:
         extra += [f"--data.init_args.tasks.init_args.path={args.tasks_path}"]
     return extra + list(args.extra)
+
+
+def finished(out: Path, arm: str, seed: int) -> bool:
+    """Whether the arm-seed trained all its steps (its curves are written at the end of ``fit``)."""
+    return (out / f"{arm}_seed{seed}" / "reward_curves.json").is_file()
 
 
 def run_one(args: argparse.Namespace, arm: str, seed: int, root: Path) -> dict[str, list[float]]:
@@ -486,6 +492,11 @@ def main(argv: list[str] | None = None) -> dict:
         choices=["none", "told"],
         help="told: a system note describing the hack (TOLD) before the examples",
     )
+    p.add_argument(
+        "--finished",
+        action="store_true",
+        help="report the arm-seeds that have finished in --out (their reward_curves.json); train nothing",
+    )
     p.add_argument("--pilot-seed", type=int, default=0)
     p.add_argument("--pilot-temperature", type=float, default=0.8, help="the training config's temperature")
     p.add_argument("extra", nargs="*", help="more `propel fit` flags for every run (after --)")
@@ -505,7 +516,11 @@ def main(argv: list[str] | None = None) -> dict:
     if args.window * 2 > args.steps:
         raise SystemExit(f"--window {args.window} x 2 exceeds --steps {args.steps}: the windows would overlap")
     check_manifest(out, settings(args), "experiment folder")  # refuses runs made with other settings
-    runs = {arm: {s: run_one(args, arm, s, out / f"{arm}_seed{s}") for s in args.seeds} for arm in args.arms}
+    todo = {arm: [s for s in args.seeds if not args.finished or finished(out, arm, s)] for arm in args.arms}
+    if not any(todo.values()):
+        raise SystemExit(f"--finished: no arm-seed of {args.arms} x seeds {args.seeds} has finished in {out}")
+    runs = {arm: {s: run_one(args, arm, s, out / f"{arm}_seed{s}") for s in seeds} for arm, seeds in todo.items()}
+    runs = {arm: seeds for arm, seeds in runs.items() if seeds}
     analysis = analyse(runs, args.window, answers=args.tasks * args.group)
     pilot_file = out / "pilot.json"
     pilot_res = json.loads(pilot_file.read_text()) if pilot_file.exists() else None

@@ -206,6 +206,16 @@ def test_grader_pressure_experiment_trains_both_arms_and_reports(
     with pytest.raises(ConfigError, match="other settings"):
         exp.main([*args[:3], "3", *args[4:]])
 
+    # --finished: a report of the arm-seeds that have finished, training none of the others (propel seed 1 "stopped")
+    (out / "propel_seed1" / "reward_curves.json").unlink()
+    capsys.readouterr()
+    partial = exp.main([*args[:-2], "--finished", *args[-2:]])
+    assert "[exp]" not in capsys.readouterr().out and not (out / "propel_seed1" / "reward_curves.json").exists()
+    assert partial["arms"]["naive"]["seeds"] == [0, 1] and partial["arms"]["propel"]["seeds"] == [0]
+    assert "| propel | 1 | 2 |" in (out / "report.md").read_text()  # one seed, two steps
+    with pytest.raises(SystemExit, match="no arm-seed"):
+        exp.main([*args[:5], "7", *args[7:-2], "--finished", *args[-2:]])  # seed 7 never ran
+
 
 def test_a_task_file_reaches_every_runs_config_and_is_a_setting(benchmark_module, tmp_path, monkeypatch):
     """``--tasks-path`` (a seeded policy's held-out half): each run's composed config draws its tasks from the file,
