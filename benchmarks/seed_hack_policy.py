@@ -48,6 +48,7 @@ def settings(args: argparse.Namespace) -> dict:
         "batch_size": args.batch_size,
         "lora": {"r": args.lora_r, "alpha": 2 * args.lora_r},
         "seed": args.seed,
+        **({"max_steps": args.max_steps} if args.max_steps > 0 else {}),  # folders made before the option: no key
     }
 
 
@@ -105,6 +106,7 @@ def fine_tune(args: argparse.Namespace, rows: list[dict], out: Path) -> dict:
         output_dir=str(out / "sft_work"),
         use_cpu=True,
         num_train_epochs=args.epochs,
+        max_steps=args.max_steps,
         per_device_train_batch_size=args.batch_size,
         learning_rate=args.lr,
         lr_scheduler_type="constant",
@@ -143,6 +145,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--epochs", type=float, default=3.0)
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--max-steps", type=int, default=-1, help="stop after this many optimizer steps (a smoke run)")
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/experiments/hack_seeded_policy")

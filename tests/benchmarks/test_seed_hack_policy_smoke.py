@@ -55,11 +55,12 @@ def test_a_short_run_saves_a_merged_model_and_the_held_out_tasks(benchmark_modul
 
     seed = benchmark_module("seed_hack_policy")
     out = tmp_path / "seeded"
-    args = ["--model", str(tiny_model_dir), "--epochs", "1", "--batch-size", "8", "--lr", "0.01", "--out", str(out)]
+    args = ["--model", str(tiny_model_dir), "--batch-size", "8", "--lr", "0.01", "--max-steps", "2"]
+    args += ["--out", str(out)]  # 2 of an epoch's 11 steps: TRL's LM head over the 49k vocabulary is 13 s a step here
     result = seed.main(args)
 
     assert (result["sft_tasks"], result["sft_hacks"], result["rl_tasks"]) == (82, 20, 82)
-    assert result["steps"] == 11 and len(result["losses"]) == 11
+    assert result["steps"] == 2 and len(result["losses"]) == 2
     held_out = load_humaneval(str(out / "rl_tasks.jsonl"))
     sft_ids = {json.loads(line)["task_id"] for line in (out / "sft_rows.jsonl").read_text().splitlines()}
     assert len(held_out) == 82 and not sft_ids & {t.task_id for t in held_out}
