@@ -95,9 +95,12 @@ def fit_args(args: argparse.Namespace, arm: str, seed: int, root: Path) -> list[
     return extra + list(args.extra)
 
 
-def finished(out: Path, arm: str, seed: int) -> bool:
-    """Whether the arm-seed trained all its steps (its curves are written at the end of ``fit``)."""
-    return (out / f"{arm}_seed{seed}" / "reward_curves.json").is_file()
+CURVES = "reward_curves.json"
+"""A run folder's per-step curves, written when ``fit`` has trained all its steps: present means finished."""
+
+
+def run_dir(out: Path, arm: str, seed: int) -> Path:
+    return out / f"{arm}_seed{seed}"
 
 
 def run_one(args: argparse.Namespace, arm: str, seed: int, root: Path) -> dict[str, list[float]]:
@@ -106,7 +109,7 @@ def run_one(args: argparse.Namespace, arm: str, seed: int, root: Path) -> dict[s
 
     from propel.cli.lightning_cli import resolve_lightning_args, run_lightning
 
-    curves = root / "reward_curves.json"
+    curves = root / CURVES
     if not curves.exists():
         print(f"[exp] {arm} seed {seed}: training {args.steps} steps into {root}", flush=True)
         extra = fit_args(args, arm, seed, root)
@@ -516,11 +519,14 @@ def main(argv: list[str] | None = None) -> dict:
     if args.window * 2 > args.steps:
         raise SystemExit(f"--window {args.window} x 2 exceeds --steps {args.steps}: the windows would overlap")
     check_manifest(out, settings(args), "experiment folder")  # refuses runs made with other settings
-    todo = {arm: [s for s in args.seeds if not args.finished or finished(out, arm, s)] for arm in args.arms}
-    if not any(todo.values()):
+    todo = {
+        arm: [s for s in args.seeds if not args.finished or (run_dir(out, arm, s) / CURVES).exists()]
+        for arm in args.arms
+    }
+    todo = {arm: seeds for arm, seeds in todo.items() if seeds}
+    if not todo:
         raise SystemExit(f"--finished: no arm-seed of {args.arms} x seeds {args.seeds} has finished in {out}")
-    runs = {arm: {s: run_one(args, arm, s, out / f"{arm}_seed{s}") for s in seeds} for arm, seeds in todo.items()}
-    runs = {arm: seeds for arm, seeds in runs.items() if seeds}
+    runs = {arm: {s: run_one(args, arm, s, run_dir(out, arm, s)) for s in seeds} for arm, seeds in todo.items()}
     analysis = analyse(runs, args.window, answers=args.tasks * args.group)
     pilot_file = out / "pilot.json"
     pilot_res = json.loads(pilot_file.read_text()) if pilot_file.exists() else None
