@@ -315,6 +315,7 @@ def plot(analysis: dict, path: Path) -> Path:
     names = ("hack", "honest_pass", "gamed", "reward")
     fig, axes = plt.subplots(1, len(names), figsize=(3.4 * len(names), 3.2))
     for ax, name in zip(axes, names, strict=True):
+        floor = -1.0 if name == "reward" else 0.0  # rates lie in [0, 1]; a trusted reward can be negative
         for arm, a in analysis["arms"].items():
             series = a["per_step"].get(name)
             if not series:
@@ -322,8 +323,10 @@ def plot(analysis: dict, path: Path) -> Path:
             mean = np.array([s[0] for s in series])
             low, high = np.array([s[1] for s in series]), np.array([s[2] for s in series])
             (line,) = ax.plot(mean, label=arm)
-            if not np.isnan(low).all():
-                ax.fill_between(np.arange(len(mean)), low, high, color=line.get_color(), alpha=0.2)
+            if not np.isnan(low).all():  # the t interval cut to the series' range (2 seeds: wider than it)
+                band = np.clip(low, floor, 1), np.clip(high, floor, 1)
+                ax.fill_between(np.arange(len(mean)), *band, color=line.get_color(), alpha=0.2)
+        ax.set_ylim(floor - 0.02, 1.02)
         ax.set_title(name)
         ax.set_xlabel("step")
     axes[0].legend(fontsize=7)
