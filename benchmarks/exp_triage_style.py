@@ -1,4 +1,4 @@
-"""Experiment: do the six triage rewards move style before knowledge? GRPO on IT-ticket triage over several seeds.
+"""Experiment: do the six triage rewards move style before content? GRPO on IT-ticket triage over several seeds.
 
 Each seed trains ``configs/experiments/triage_style.yaml`` (an overlay on the triage GRPO config: the answer forced
 to open with ``submit_resolution {"resolution": "``, 1 ticket x 4 answers per step, 200 steps) into
@@ -190,7 +190,7 @@ def report(
             "(ended early: --trainer.max_time)"
         )
     lines = [
-        "# Triage: style against knowledge",
+        "# Triage: style against content (extraction from the retrieved runbook)",
         "",
         f"{len(steps)} seed{'s' * (len(steps) != 1)} ({list(steps)}), {recorded}; windows: the first and the last "
         f"{args.window} steps of each seed; 95% t intervals over seeds (each seed's window mean is one value).",
@@ -244,6 +244,12 @@ def report(
             per_seed = ", ".join(f"{c:+.3f}" for c in r["per_seed_change"])
             lines.append(f"| {r['component']} | {fmt(r['start'])} | {fmt(r['end'])} | {fmt(r['change'], '+')} | "
                          f"{per_seed} |")  # fmt: skip
+        content = next((r for r in held if r["component"] == "resolution"), None)
+        if content is not None and len(content["per_seed_change"]) > 1:  # the endpoint: held-out content's change
+            shown = "excludes 0: content moved" if excludes_zero(content["change"]) else "includes 0: not shown"
+            n = len(content["per_seed_change"])
+            lines += ["", f"Held-out content (resolution), step 0 to the last checkpoint, over {n} seeds: "
+                      f"{fmt(content['change'], '+')}; the interval {shown}."]  # fmt: skip
     lines += ["", "![every component per seed](curves.png)", "", f"Command: `{command}`.", ""]
     return "\n".join(lines)
 

@@ -54,6 +54,7 @@ def test_triage_style_experiment_trains_each_seed_and_reports_windows(
     assert "| resolution |" in report and "Style components that moved" in report
     assert "2 steps each" in report and (out / "curves.png").stat().st_size > 0
     assert "Within each seed" in report
+    assert "Held-out content (resolution), step 0 to the last checkpoint, over 2 seeds: " in report
     assert "## On fixed held-out tickets" in report and "| resolution |" in report.split("held-out tickets")[-1]
     held = {r["component"]: r for r in json.loads((out / "held_out.json").read_text())}
     assert names <= set(held) and len(held["total"]["per_seed_change"]) == 2

@@ -1,4 +1,4 @@
-"""RewardCurves: per-component curves, and the first-vs-last window table (did style or knowledge move)."""
+"""RewardCurves: per-component curves, and the first-vs-last window table (did style or content move)."""
 
 from __future__ import annotations
 

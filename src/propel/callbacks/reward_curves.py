@@ -1,8 +1,9 @@
 """Per-component reward curves and the first-vs-last window table: what RL moved, one component at a time.
 
 The triage evaluation compares each component's mean over the first steps (the base policy, before any
-meaningful gradient) with its mean over the last steps (the trained policy): style terms (calibration, parsimony,
-grounding) move, knowledge terms (resolution quality) barely do. ``window_table`` computes that table from the
+meaningful gradient) with its mean over the last steps (the trained policy): the question is whether style terms
+(format, calibration, parsimony) move while the content term (resolution: extraction from the retrieved runbook)
+does not. ``window_table`` computes that table from the
 recorded curves; ``RewardCurves`` writes it with the plots at the end of fitting.
 """
 

@@ -1,4 +1,5 @@
-"""Resolution quality: does the answer's resolution carry the right fix (``steps.py``)? The knowledge term."""
+"""Resolution quality: does the answer's resolution carry the right fix (``steps.py``)? The content term (extraction
+from the retrieved runbook)."""
 
 from __future__ import annotations
 
