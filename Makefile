@@ -1,5 +1,5 @@
 .PHONY: setup setup-vllm test test-quick docs demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint \
-	bench bench-vllm exp-grpo-vs-trl exp-grpo-parity exp-triage-style exp-turn-kl-scope \
+	bench bench-vllm exp-grpo-vs-trl exp-grpo-parity exp-triage-style exp-triage-content exp-turn-kl-scope \
 	exp-grader-pressure exp-grader-pressure-seeded exp-probe-ranking exp-propel exp-propel-warm gpu-check gpu-wheels
 
 setup:
@@ -83,9 +83,16 @@ exp-grpo-parity: setup
 	.venv/bin/python benchmarks/exp_grpo_vs_trl.py --datasets letter_counting '{"min_words": 4, "max_words": 8}' \
 		--seeds 0 1 2 3 4 --out runs/experiments/grpo_vs_trl_4to8
 
-# The six triage rewards, style against knowledge: 3 seeds x 200 steps with the forced answer prefix (a GPU-sized run)
+# The six triage rewards, style against content: 3 seeds x 200 steps with the forced answer prefix (a GPU-sized run)
 exp-triage-style: setup
 	.venv/bin/python benchmarks/exp_triage_style.py --out runs/experiments/triage_style
+
+# The same where content can move (the gold runbook alone, the answer opened with its numbering): 9 seeds x 60 steps,
+# every component on held-out tickets at steps 0, 50 and 60; the endpoint is held-out content's change over seeds
+# (about 30 min a seed on 2 CPU cores; resumable: a finished seed is read back, an interrupted one resumes)
+exp-triage-content: setup
+	.venv/bin/python benchmarks/exp_triage_style.py --out runs/experiments/triage_content --seeds 0 1 2 3 4 5 6 7 8 \
+		--steps 60 --window 10 -- -c configs/experiments/triage_content.yaml
 
 # Does turn-targeted KL stay on its turn? Scripted 6-turn conversations (every episode reaches every turn), a team
 # convention hinted at a randomised turn t: targeted, sequence (t to the end), whole episode, unrelated-hint control and
