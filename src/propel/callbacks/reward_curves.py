@@ -3,8 +3,8 @@
 The triage evaluation compares each component's mean over the first steps (the base policy, before any
 meaningful gradient) with its mean over the last steps (the trained policy): the question is whether style terms
 (format, calibration, parsimony) move while the content term (resolution: extraction from the retrieved runbook)
-does not. ``window_table`` computes that table from the
-recorded curves; ``RewardCurves`` writes it with the plots at the end of fitting.
+does not. ``window_table`` computes that table from the recorded curves; ``RewardCurves`` writes it with the plots
+at the end of fitting.
 """
 
 from __future__ import annotations
