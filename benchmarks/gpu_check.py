@@ -9,7 +9,9 @@ not started by 330 s are skipped), the results written after every part (a run c
 - ``turn_kl``: one turn-targeted KL step (``benchmarks/distill_step.py``'s episodes; teacher under no grad, student
   forward + backward);
 - ``probe_extraction``: early-stop activation extraction (``ActivationExtractor``) of a batch of texts;
-- ``fsdp``: the GRPO step under Lightning's ``FSDPStrategy`` on the one GPU (skipped on CPU, with the reason);
+- ``fsdp``: the GRPO step under ``propel.models.fsdp.LoRAFSDPStrategy`` (Lightning's ``FSDPStrategy`` with units of
+  one dtype each) on the one GPU, and the sampling view's max logit difference from the adapter path inside FSDP
+  units (skipped on CPU, with the reason);
 - ``memory``: ``grpo_hf_bf16``'s peak GPU memory against ``benchmarks/gpu_memory.py``'s estimate for the same
   settings (prompt length measured with the tokenizer).
 
@@ -170,10 +172,57 @@ def part_extraction(args, results: dict) -> dict:
 
 
 def part_fsdp(args, results: dict) -> dict:
+    """The GRPO step under ``LoRAFSDPStrategy`` (a plain ``FSDPStrategy`` fails on the bf16 base + fp32 adapters),
+    then the sampling view's check inside FSDP units: merged-weight logits against the adapter path's."""
     if args.device != "gpu":
         return {"status": "skipped", "reason": "Lightning's FSDPStrategy requires a GPU accelerator (this run is CPU)"}
-    r = benchmark("grpo_step").run_propel(args.model, 1, "hf", args.device, strategy="fsdp", **shape(args))
-    return _step_row(r)
+    from propel.models.fsdp import LoRAFSDPStrategy
+
+    r = benchmark("grpo_step").run_propel(args.model, 1, "hf", args.device, strategy=LoRAFSDPStrategy(), **shape(args))
+    return {**_step_row(r), "merged_view": _fsdp_merged_view(args)}
+
+
+def _fsdp_merged_view(args) -> dict:
+    """Max |logit difference| of the merged-weights view (what sampling runs) against the adapter path, both inside
+    FSDP units, beside the adapter's own effect (adapter path against adapters off); fails if the view drops it."""
+    import tempfile
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision
+
+    from propel.models import LoRASpec, apply_lora, load_model
+    from propel.models.fsdp import lora_wrap_policy
+    from propel.models.lora import merged_lora_view
+
+    if not dist.is_initialized():
+        store = Path(tempfile.mkdtemp()) / "store"
+        dist.init_process_group("nccl", init_method=f"file://{store}", rank=0, world_size=1)
+    model, _ = load_model(args.model, dtype="bfloat16", device="cuda")
+    policy = apply_lora(model, LoRASpec())
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.05)  # B starts at zero: make the adapter change the output
+    ids = torch.arange(5, 69, device="cuda")[None]
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        with policy.disable_adapter():
+            base = policy(input_ids=ids).logits.float()
+        bf16 = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16, buffer_dtype=torch.bfloat16)
+        wrapped = FullyShardedDataParallel(
+            policy, device_id=torch.cuda.current_device(), use_orig_params=True, mixed_precision=bf16,
+            auto_wrap_policy=lora_wrap_policy(),
+        )  # fmt: skip
+        adapted = wrapped(input_ids=ids).logits.float()
+        with merged_lora_view(wrapped.module) as merged_policy:
+            merged = merged_policy(input_ids=ids).logits.float()
+    out = {
+        "adapter_effect": float((adapted - base).abs().max()),
+        "merged_vs_adapter": float((merged - adapted).abs().max()),
+    }
+    if not out["merged_vs_adapter"] < 0.1 * out["adapter_effect"]:
+        raise AssertionError(f"the merged view inside FSDP units lost the adapter: {out}")
+    return out
 
 
 def part_memory(args, results: dict) -> dict:
@@ -300,6 +349,12 @@ def markdown(report: dict) -> str:
         elif "estimate_mib" in r:
             ratio = f"estimate {r['estimate_mib']:.0f} MiB"
         note = r.get("reason", "")
+        if "merged_view" in r:
+            view = r["merged_view"]
+            note = (
+                f"merged view vs adapter path {view['merged_vs_adapter']:.3g} "
+                f"(adapter effect {view['adapter_effect']:.3g})"
+            )
         lines.append(
             f"| {name} | {r['status']} | {num('s_per_step', '.2f')} | {num('peak_gpu_mib', '.0f')} | "
             f"{num('peak_rss_mib', '.0f')} | {ratio} | {note} |"

@@ -130,7 +130,7 @@ def run_propel(
     group: int = GROUP,
     new_tokens: int = NEW_TOKENS,
     gradient_checkpointing: bool = False,
-    strategy: str = "auto",
+    strategy="auto",
 ) -> dict:
     """propel's ``GRPOModule``: one warm-up step, then ``steps`` timed; means, per-step times and peak memory."""
     import lightning.pytorch as pl
