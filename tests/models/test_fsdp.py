@@ -69,6 +69,11 @@ def test_lora_wrap_policy_trains_the_adapters_and_keeps_the_merged_view(process_
     grads = {n: p.grad for n, p in wrapped.named_parameters()}
     assert all((g is not None) == ("lora_" in n) for n, g in grads.items())
     assert sum(g is not None and bool(g.abs().sum() > 0) for g in grads.values()) == 2 * 2 * 7
+    # FSDP's own clip (what the trainers call under FSDP) against torch's on the same gradients
+    expected = torch.nn.utils.get_total_norm([g.float() for g in grads.values() if g is not None])
+    torch.testing.assert_close(wrapped.clip_grad_norm_(1e-3).float(), expected, rtol=1e-3, atol=0)
+    clipped = torch.nn.utils.get_total_norm([p.grad.float() for p in wrapped.parameters() if p.grad is not None])
+    torch.testing.assert_close(clipped, torch.tensor(1e-3), rtol=1e-2, atol=0)
 
 
 def test_policy_picks_decoder_layers_and_adapter_layers_only(tiny_model):

@@ -419,11 +419,21 @@ class LoRAPolicyModule(pl.LightningModule):
             for name, value in stats.items():
                 totals[name] = totals.get(name, 0.0) + value
         if self.hparams.gradient_clip_val:
-            self.clip_gradients(opt, gradient_clip_val=self.hparams.gradient_clip_val, gradient_clip_algorithm="norm")
+            self._clip_grad_norm(opt, self.hparams.gradient_clip_val)
         with self.weights_lock:  # the async rollout worker never reads half-updated weights
             opt.step()
         opt.zero_grad(set_to_none=True)
         return totals
+
+    def _clip_grad_norm(self, opt, max_norm: float) -> None:
+        """Lightning's norm clipping; under FSDP, whose precision plugin refuses it, FSDP's own clip on the root
+        unit (the norm over every unit's gradients, the adapters' fp32 ones included)."""
+        from lightning.pytorch.strategies import FSDPStrategy
+
+        if isinstance(self.trainer.strategy, FSDPStrategy):
+            self.trainer.model.clip_grad_norm_(max_norm)
+        else:
+            self.clip_gradients(opt, gradient_clip_val=max_norm, gradient_clip_algorithm="norm")
 
     # ---------------------------------------------------------------------------------------- checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
