@@ -9,7 +9,7 @@ import torch
 import yaml
 
 from propel.models import LoRASpec, apply_lora
-from propel.models.fsdp import LoRAFSDPStrategy, is_lora_fsdp_unit, lora_wrap_policy
+from propel.models.fsdp import LoRAFSDPStrategy, clip_fsdp_grad_norm_, is_lora_fsdp_unit, lora_wrap_policy
 from propel.models.lora import merged_lora_view
 
 
@@ -69,9 +69,11 @@ def test_lora_wrap_policy_trains_the_adapters_and_keeps_the_merged_view(process_
     grads = {n: p.grad for n, p in wrapped.named_parameters()}
     assert all((g is not None) == ("lora_" in n) for n, g in grads.items())
     assert sum(g is not None and bool(g.abs().sum() > 0) for g in grads.values()) == 2 * 2 * 7
-    # FSDP's own clip (what the trainers call under FSDP) against torch's on the same gradients
+    # the trainers' clip under FSDP against FSDP's own norm and torch's, on the same gradients
     expected = torch.nn.utils.get_total_norm([g.float() for g in grads.values() if g is not None])
-    torch.testing.assert_close(wrapped.clip_grad_norm_(1e-3).float(), expected, rtol=1e-3, atol=0)
+    torch.testing.assert_close(wrapped.clip_grad_norm_(1e9).float(), expected, rtol=1e-3, atol=0)
+    norm = clip_fsdp_grad_norm_(wrapped.parameters(), 1e-3, sharded=False)
+    assert norm == pytest.approx(float(expected), rel=1e-3)
     clipped = torch.nn.utils.get_total_norm([p.grad.float() for p in wrapped.parameters() if p.grad is not None])
     torch.testing.assert_close(clipped, torch.tensor(1e-3), rtol=1e-2, atol=0)
 

@@ -426,14 +426,23 @@ class LoRAPolicyModule(pl.LightningModule):
         return totals
 
     def _clip_grad_norm(self, opt, max_norm: float) -> None:
-        """Lightning's norm clipping; under FSDP, whose precision plugin refuses it, FSDP's own clip on the root
-        unit (the norm over every unit's gradients, the adapters' fp32 ones included)."""
+        """Lightning's norm clipping; under FSDP, whose precision plugin refuses it (and whose own clip refuses to run
+        inside the root's forward, where a manual step runs), the norm over every unit's gradient shards."""
         from lightning.pytorch.strategies import FSDPStrategy
 
-        if isinstance(self.trainer.strategy, FSDPStrategy):
-            self.trainer.model.clip_grad_norm_(max_norm)
-        else:
+        strategy = self.trainer.strategy
+        if not isinstance(strategy, FSDPStrategy):
             self.clip_gradients(opt, gradient_clip_val=max_norm, gradient_clip_algorithm="norm")
+            return
+        from torch.distributed.fsdp import ShardingStrategy
+
+        from propel.models.fsdp import clip_fsdp_grad_norm_
+
+        kind = strategy.sharding_strategy
+        if kind in (ShardingStrategy.HYBRID_SHARD, ShardingStrategy._HYBRID_SHARD_ZERO2) and strategy.world_size > 1:
+            raise NotImplementedError("gradient clipping under hybrid sharding: use FULL_SHARD or SHARD_GRAD_OP")
+        sharded = kind != ShardingStrategy.NO_SHARD and strategy.world_size > 1
+        clip_fsdp_grad_norm_(self.trainer.model.parameters(), max_norm, sharded=sharded)
 
     # ---------------------------------------------------------------------------------------- checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

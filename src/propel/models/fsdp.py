@@ -28,6 +28,32 @@ def is_lora_fsdp_unit(module) -> bool:
     return bool(params) and all(p.requires_grad for p in params)
 
 
+def clip_fsdp_grad_norm_(parameters, max_norm: float, sharded: bool) -> float:
+    """Scale the gradients of ``parameters`` (an FSDP model's, ``use_orig_params=True``) to total norm <= ``max_norm``;
+    return the norm before clipping.
+
+    FSDP's own ``clip_grad_norm_`` asserts its root is idle, but Lightning runs a manual-optimization step inside the
+    root's forward (``training_step``), so the trainers clip here: with ``sharded`` (FULL_SHARD or SHARD_GRAD_OP on
+    several ranks) each rank holds a disjoint shard of every gradient and the squared norms are summed over ranks;
+    without it every rank holds the whole gradient.
+    """
+    import torch
+    import torch.distributed as dist
+
+    grads = [p.grad for p in parameters if p.grad is not None]
+    device = grads[0].device if grads else torch.device("cpu")
+    squared = torch.zeros((), device=device, dtype=torch.float32)
+    for g in grads:
+        squared += g.detach().float().pow(2).sum()
+    if sharded:
+        dist.all_reduce(squared)
+    norm = squared.sqrt()
+    scale = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(scale.to(g.dtype))
+    return float(norm)
+
+
 def lora_wrap_policy():
     """The auto-wrap policy for a LoRA policy model (``torch.distributed.fsdp.wrap.CustomPolicy``)."""
     from torch.distributed.fsdp.wrap import CustomPolicy
