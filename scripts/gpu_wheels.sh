@@ -2,7 +2,8 @@
 # `make gpu-wheels`: what `make gpu-check` needs on a device whose image has only PyTorch, Lightning, transformers and
 # peft, gathered here (with network) into ignored folders that travel with the working tree (`carry`, 64 MiB a call):
 #   .gpu_wheels/          the wheels (--no-deps, an explicit list; the versions this .venv runs; binary ones for
-#                         manylinux x86_64 and GPU_PYTHON, default this Python) but pyarrow, and needs.txt
+#                         manylinux x86_64 and GPU_PYTHON, default 3.12: the lent H200 image's Python) but pyarrow,
+#                         and needs.txt
 #                         ("<import name> <dist>==<version>": what scripts/gpu_check.sh installs when the import fails)
 #   .gpu_wheels_pyarrow/  pyarrow alone (53 MiB: a call of its own, skipped when the image has pyarrow)
 #   .gpu_model/arch/      the bundled SmolLM2-135M-Instruct's config and tokenizer (the check builds the same
@@ -12,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
-GPU_PYTHON=${GPU_PYTHON:-$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')}
+GPU_PYTHON=${GPU_PYTHON:-3.12}  # the lent H200 image runs Python 3.12.3 (seen 2026-11-30); binary wheels are per version
 # import name -> distribution: what the check imports beyond torch, lightning, transformers and peft (and their own
 # dependencies), found by running `benchmarks/gpu_check.py --device cpu` in a venv holding only those four (pip install
 # torch==2.13.0 lightning transformers==5.19.0 peft) until every part ran
