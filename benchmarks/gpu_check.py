@@ -13,7 +13,9 @@ not started by 330 s are skipped), the results written after every part (a run c
   one dtype each) on the one GPU, and the sampling view's max logit difference from the adapter path inside FSDP
   units (skipped on CPU, with the reason);
 - ``memory``: ``grpo_hf_bf16``'s peak GPU memory against ``benchmarks/gpu_memory.py``'s estimate for the same
-  settings (prompt length measured with the tokenizer).
+  settings (prompt length measured with the tokenizer);
+- ``generation``: one step's sampling in four variants (propel's engine as the trainer runs it, with merged LoRA,
+  without autocast, and plain ``generate`` as TRL samples): where propel's generation time goes.
 
 Writes ``gpu_check.json`` and ``gpu_check.md`` into ``--out`` (default ``$OUT`` when set, else ``runs/gpu_check``).
 Without a CUDA GPU it stops with one line (exit 2); ``--device cpu`` runs the parts on CPU (fp32; FSDP skipped), which
@@ -39,7 +41,7 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("grpo_hf_bf16", "trl_grpo", "turn_kl", "probe_extraction", "fsdp", "memory")
+PARTS = ("grpo_hf_bf16", "trl_grpo", "turn_kl", "probe_extraction", "fsdp", "memory", "generation")
 NO_GPU = (
     "gpu-check: no CUDA GPU is visible to torch {torch} (CUDA build: {cuda}); run it on a GPU machine (docs/gpu.md)"
 )
@@ -225,6 +227,72 @@ def _fsdp_merged_view(args) -> dict:
     return out
 
 
+def part_generation(args, results: dict) -> dict:
+    """One GRPO step's sampling (``--prompts`` x ``--group``, ``--new-tokens``), timed in variants that split
+    propel's engine from plain ``generate``: on the H200 propel's step was slower than TRL's in generation alone.
+
+    ``engine``: ``HFEngine`` as the trainer runs it (bf16 autocast around it, as Lightning's precision puts it, and
+    the adapter path, since ``merge_lora`` is off for bf16 weights); ``engine_merged``: the same with merged LoRA;
+    ``engine_no_autocast``: without autocast; ``plain_generate``: peft's ``generate`` with the same sampling and no
+    logprob recording, the way TRL samples. Seconds per call, mean of ``--steps`` after a warm-up.
+    """
+    import torch
+
+    from propel.domains import MathExpressionDomain
+    from propel.engines.engine import SamplingSpec
+    from propel.engines.hf import HFEngine
+    from propel.models import LoRASpec, apply_lora, load_model
+
+    model, tok = load_model(args.model, dtype=dtype(args), device=device(args))
+    policy = apply_lora(model, LoRASpec())
+    prompts = [c.prompt for c in MathExpressionDomain().contexts(args.prompts, seed=7)]
+    spec = SamplingSpec(n=args.group, max_new_tokens=args.new_tokens, logprobs=True)
+
+    def engine(merge: bool, cast: bool):
+        eng = HFEngine(policy, tok, merge_lora=merge)
+        return lambda: _under(autocast(args) if cast else contextlib.nullcontext(), eng.generate, prompts, spec)
+
+    rows = [HFEngine(policy, tok).encode_prompt(p) for p in prompts]
+    width, pad = max(len(r) for r in rows), tok.pad_token_id
+    input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=device(args))
+    attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device(args))
+
+    def plain():
+        with autocast(args), torch.no_grad():
+            policy.generate(
+                input_ids=input_ids, attention_mask=attention, do_sample=True, max_new_tokens=args.new_tokens,
+                num_return_sequences=args.group, pad_token_id=pad,
+            )  # fmt: skip
+
+    variants = {
+        "engine": engine(False, True),
+        "engine_merged": engine(True, True),
+        "engine_no_autocast": engine(False, False),
+        "plain_generate": plain,
+    }
+    seconds: dict[str, float] = {}
+    with peak_memory() as memory:
+        for name, run in variants.items():
+            run()  # warm-up
+            times = []
+            for _ in range(max(args.steps, 1)):
+                sync(args)
+                start = time.perf_counter()
+                run()
+                sync(args)
+                times.append(time.perf_counter() - start)
+            seconds[name] = sum(times) / len(times)
+    return {"s_per_step": seconds["engine"], "variants": seconds, **memory.stats()}
+
+
+def _under(context, fn, *a):
+    """``fn(*a)`` under ``context`` and no grad (as the trainers sample)."""
+    import torch
+
+    with context, torch.no_grad():
+        return fn(*a)
+
+
 def part_memory(args, results: dict) -> dict:
     from propel.domains import MathExpressionDomain
     from propel.models.loading import load_tokenizer, resolve_model_dir
@@ -268,6 +336,7 @@ RUNNERS = {
     "probe_extraction": part_extraction,
     "fsdp": part_fsdp,
     "memory": part_memory,
+    "generation": part_generation,
 }
 
 
@@ -349,6 +418,8 @@ def markdown(report: dict) -> str:
         elif "estimate_mib" in r:
             ratio = f"estimate {r['estimate_mib']:.0f} MiB"
         note = r.get("reason", "")
+        if "variants" in r:
+            note = "s per call: " + ", ".join(f"{k} {v:.2f}" for k, v in r["variants"].items())
         if "merged_view" in r:
             view = r["merged_view"]
             note = (
