@@ -185,8 +185,9 @@ def part_fsdp(args, results: dict) -> dict:
 
 
 def _fsdp_merged_view(args) -> dict:
-    """Max |logit difference| of the merged-weights view (what sampling runs) against the adapter path, both inside
-    FSDP units, beside the adapter's own effect (adapter path against adapters off); fails if the view drops it."""
+    """Max |logit difference| of the merged-weights view (``HFEngine(merge_lora=True)``) against the adapter path,
+    inside FSDP units, beside the adapter's own effect (adapter path against adapters off); fails if the view drops
+    it."""
     import tempfile
 
     import torch
