@@ -253,7 +253,8 @@ def part_generation(args, results: dict) -> dict:
         eng = HFEngine(policy, tok, merge_lora=merge)
         return lambda: _under(autocast(args) if cast else contextlib.nullcontext(), eng.generate, prompts, spec)
 
-    rows = [HFEngine(policy, tok).encode_prompt(p) for p in prompts]
+    encoder = HFEngine(policy, tok)  # prompts as the engine encodes them
+    rows = [encoder.encode_prompt(p) for p in prompts]
     width, pad = max(len(r) for r in rows), tok.pad_token_id
     input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=device(args))
     attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device(args))

@@ -40,17 +40,14 @@ def clip_fsdp_grad_norm_(parameters, max_norm: float, sharded: bool) -> float:
     import torch
     import torch.distributed as dist
 
+    parameters = list(parameters)
     grads = [p.grad for p in parameters if p.grad is not None]
-    device = grads[0].device if grads else torch.device("cpu")
-    squared = torch.zeros((), device=device, dtype=torch.float32)
-    for g in grads:
-        squared += g.detach().float().pow(2).sum()
+    norm = torch.nn.utils.get_total_norm(grads)
     if sharded:
+        squared = norm.float().square()
         dist.all_reduce(squared)
-    norm = squared.sqrt()
-    scale = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
-    for g in grads:
-        g.mul_(scale.to(g.dtype))
+        norm = squared.sqrt()
+    torch.nn.utils.clip_grads_with_norm_(parameters, max_norm, norm)
     return float(norm)
 
 
