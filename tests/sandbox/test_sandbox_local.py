@@ -55,7 +55,9 @@ def test_cpu_limit_ends_a_busy_job_early():
     assert result.outcome is Outcome.TIMEOUT, result
     assert result.exit_code in (-signal.SIGXCPU, -signal.SIGKILL), result
     assert result.wall_s < 30, result  # the CPU limit (1 s of CPU) ended it, not the 60 s wall clock
-    assert result.cpu_s is not None and result.cpu_s >= 0.9, result
+    # the CPU time is recorded; wait4's rusage has read 0.86 s for a job the kernel's 1 s limit ended (a loaded CI
+    # machine, stop 70), so the band is loose: it still fails when nothing or a wall-clock figure is recorded
+    assert result.cpu_s is not None and 0.5 <= result.cpu_s < 5, result
 
 
 def test_file_size_limit(any_local):
