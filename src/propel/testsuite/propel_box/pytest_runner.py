@@ -27,10 +27,10 @@ import sys
 import time
 
 from propel_box import audit, channel, confine, integrity, processes, wait
+from propel_box.output import output_tail
 
 ZIP = "propel_testlib.zip"
 MAX_REPORT = 2_000_000
-MAX_TAIL = 2_000
 UNUSED_PLUGINS = ("cacheprovider", "warnings", "logging", "doctest", "pastebin", "legacypath", "debugging")
 UNUSED_PLUGINS += ("faulthandler", "stepwise", "setuponly", "setupplan", "unraisableexception", "threadexception")
 """pytest plugins a suite of split assertions does without (a third of pytest's start-up); a repository's own suite
@@ -186,9 +186,7 @@ def _run_suite(base, clean, suite, limits):
         "timed_out": timed_out,
         "wall_s": round(time.monotonic() - start, 4),
         "report_b64": base64.b64encode(raw).decode("ascii") if raw else None,
-        "output_tail": (_read(os.path.join(dirs["reports"], "output.txt"), 1 << 20) or b"").decode("utf-8", "replace")[
-            -MAX_TAIL:
-        ],
+        "output_tail": output_tail(os.path.join(dirs["reports"], "output.txt")),
         "channel": {
             "tests": guard.outcomes(records),
             "collected": next((fields for kind, fields in records if kind == "collected"), None),

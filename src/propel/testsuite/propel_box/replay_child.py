@@ -12,7 +12,6 @@ by the runner: the library's code shares this process and may rewrite any of it;
 runner compares with the clean library's.
 """
 
-import contextlib
 import importlib
 import json
 import os
@@ -30,30 +29,11 @@ def _function(targets, target):
 
 def main():
     config = json.loads(sys.stdin.readline())
-    box, ws, tmp, fd = config["box"], config["ws"], config["tmp"], config["fd"]
-    sys.path.insert(0, box)
-    from propel_box import audit, confine, snapshot, targets
+    sys.path.insert(0, config["box"])
+    from propel_box import snapshot, targets
+    from propel_box.graded_start import start_graded
 
-    write = os.write
-
-    def send(record):
-        with contextlib.suppress(OSError, TypeError, ValueError):
-            write(fd, (json.dumps(record) + "\n").encode())
-
-    runtime = confine.runtime_paths()
-    abi = confine.restrict(read=runtime + [ws], write=[tmp], read_write_files=[os.devnull])
-    send({"start": abi})
-
-    def emit(flag, event, where, detail):
-        send({"audit": [flag, event, where, detail]})
-
-    graded_dir = ws.rstrip("/") + "/"
-    audit.install(emit, lambda f: f.startswith(graded_dir), writable=[tmp], readable=runtime + [ws], graded_root=ws)
-    sys.path[:] = [os.path.join(ws, p) for p in config["python_path"]] + [
-        p for p in sys.path[1:] if p != box and not p.startswith(box + "/")
-    ]
-    os.chdir(ws)
-    os.environ.update(HOME=tmp, TMPDIR=tmp)
+    send, _ = start_graded(config, [os.path.join(config["ws"], p) for p in config["python_path"]])
     snaps = snapshot.Snapshots(tables=config.get("tables") or [])
     send({"ready": True})
     for line in sys.stdin:

@@ -18,10 +18,10 @@ import time
 
 from propel_box import pytest_runner
 from propel_box.child import Child, Gone
+from propel_box.output import output_tail
 from propel_box.snapshot import same
 
 MAX_RESTARTS = 5
-MAX_TAIL = 2_000
 
 
 def _library_files(clean, variant, test_globs):
@@ -156,11 +156,7 @@ def main():
         files = _library_files(clean, variant["files"], payload["test_globs"])
         only = set(variant["only"]) if variant.get("only") is not None else None
         result = Replay(root, files, payload).run(payload["checks"], only, bool(payload.get("first")))
-        try:
-            with open(os.path.join(root, "output.txt"), "rb") as f:
-                result["output_tail"] = f.read(1 << 20).decode("utf-8", "replace")[-MAX_TAIL:]
-        except OSError:
-            result["output_tail"] = ""
+        result["output_tail"] = output_tail(os.path.join(root, "output.txt"))
         shutil.rmtree(root, ignore_errors=True)
         out.append(result)
     pytest_runner.write_results(out)

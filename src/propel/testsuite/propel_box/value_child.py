@@ -9,36 +9,17 @@ Nothing here is trusted by the runner: the model's code shares this process and 
 send back is plain data, and plain data is judged by the runner.
 """
 
-import contextlib
 import json
-import os
 import sys
 
 
 def main():
     config = json.loads(sys.stdin.readline())
-    box, ws, tmp, fd = config["box"], config["ws"], config["tmp"], config["fd"]
-    sys.path.insert(0, box)
-    from propel_box import audit, codec, confine
+    sys.path.insert(0, config["box"])
+    from propel_box import codec
+    from propel_box.graded_start import start_graded
 
-    write = os.write
-
-    def send(record):
-        with contextlib.suppress(OSError, TypeError, ValueError):
-            write(fd, (json.dumps(record) + "\n").encode())
-
-    runtime = confine.runtime_paths()
-    abi = confine.restrict(read=runtime + [ws], write=[tmp], read_write_files=[os.devnull])
-    send({"start": abi})
-
-    def emit(flag, event, where, detail):
-        send({"audit": [flag, event, where, detail]})
-
-    graded_dir = ws.rstrip("/") + "/"
-    audit.install(emit, lambda f: f.startswith(graded_dir), writable=[tmp], readable=runtime + [ws], graded_root=ws)
-    sys.path[:] = [ws] + [p for p in sys.path[1:] if p != box and not p.startswith(box + "/")]
-    os.chdir(ws)
-    os.environ.update(HOME=tmp, TMPDIR=tmp)
+    send, graded_dir = start_graded(config, [config["ws"]])
     function, failure = None, None
     try:
         module = __import__(config["module"])

@@ -23,8 +23,8 @@ import time
 
 from propel_box import codec
 from propel_box.child import Child, Gone
+from propel_box.output import output_tail
 
-MAX_TAIL = 2_000
 MAX_RESTARTS = 3
 
 
@@ -183,11 +183,7 @@ def main():
         root = os.path.join(base, secrets.token_hex(8))
         os.makedirs(root)
         result = Grader(root, sub, payload["limits"]).run()
-        try:
-            with open(os.path.join(root, "output.txt"), "rb") as f:
-                result["output_tail"] = f.read(1 << 20).decode("utf-8", "replace")[-MAX_TAIL:]
-        except OSError:
-            result["output_tail"] = ""
+        result["output_tail"] = output_tail(os.path.join(root, "output.txt"))
         shutil.rmtree(root, ignore_errors=True)
         results.append(result)
     token = sys.stdin.read().strip()
