@@ -9,7 +9,13 @@ import torch
 import yaml
 
 from propel.models import LoRASpec, apply_lora
-from propel.models.fsdp import LoRAFSDPStrategy, clip_fsdp_grad_norm_, is_lora_fsdp_unit, lora_wrap_policy
+from propel.models.fsdp import (
+    LoRAFSDPStrategy,
+    check_fsdp_units,
+    clip_fsdp_grad_norm_,
+    is_lora_fsdp_unit,
+    lora_wrap_policy,
+)
 from propel.models.lora import merged_lora_view
 
 
@@ -87,14 +93,27 @@ def test_policy_picks_decoder_layers_and_adapter_layers_only(tiny_model):
     assert "auto_wrap_policy" in LoRAFSDPStrategy().kwargs
 
 
-def test_cli_takes_the_strategy_by_class_path(capsys):
+def test_the_fsdp_overlay_composes_with_the_grpo_configs(capsys):
     from propel.cli import main
 
-    args = ["fit", "-c", "configs/grpo/base.yaml", "-c", "configs/math/grpo.yaml", "--trainer.strategy",
-            '{"class_path": "propel.models.fsdp.LoRAFSDPStrategy"}', "--print_config"]  # fmt: skip
+    args = ["fit", "-c", "configs/grpo/base.yaml", "-c", "configs/math/grpo.yaml", "-c", "configs/grpo/fsdp.yaml",
+            "--print_config"]  # fmt: skip
     with pytest.raises(SystemExit) as exc:
         main(args)
     out = capsys.readouterr()
     assert exc.value.code in (0, None), out.err[-2000:]
     strategy = yaml.safe_load(out.out)["trainer"]["strategy"]
     assert strategy["class_path"] == "propel.models.fsdp.LoRAFSDPStrategy", strategy
+    assert strategy["init_args"]["sharding_strategy"] == "FULL_SHARD", strategy
+
+
+def test_a_plain_fsdp_strategy_is_refused_before_wrapping_a_mixed_dtype_policy(tiny_model):
+    from lightning.pytorch.strategies import FSDPStrategy
+
+    policy = _lora_bf16(tiny_model)
+    with pytest.raises(ValueError, match=r"bfloat16 and float32 parameters .*LoRAFSDPStrategy.*configs/grpo/fsdp.yaml"):
+        check_fsdp_units(FSDPStrategy(), policy)
+    check_fsdp_units(LoRAFSDPStrategy(), policy)  # its own policy: separate units
+    check_fsdp_units(FSDPStrategy(auto_wrap_policy=lora_wrap_policy()), policy)  # a policy the user gave
+    check_fsdp_units(FSDPStrategy(), policy.to(torch.float32))  # one dtype: one unit flattens
+    check_fsdp_units("ddp", policy)  # not FSDP

@@ -213,6 +213,10 @@ class LoRAPolicyModule(pl.LightningModule):
 
         base, self.tokenizer = load_model(self.hparams.model, dtype=self.hparams.dtype, padding_side="left")
         self.policy = apply_lora(base, self.lora_spec)
+        if self._trainer is not None:
+            from propel.models.fsdp import check_fsdp_units
+
+            check_fsdp_units(self._trainer.strategy, self.policy)
         self.policy.train()
         if self.hparams.gradient_checkpointing:
             from propel.models.checkpointing import enable_activation_checkpointing

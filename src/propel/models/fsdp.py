@@ -51,6 +51,22 @@ def clip_fsdp_grad_norm_(parameters, max_norm: float, sharded: bool) -> float:
     return float(norm)
 
 
+def check_fsdp_units(strategy, model) -> None:
+    """Refuse, before FSDP wraps ``model``, a plain ``FSDPStrategy`` with no auto-wrap policy over parameters of
+    several dtypes: the whole model would be one unit, which FSDP cannot flatten (a LoRA policy in bf16 holds peft's
+    fp32 adapters). The error names the strategy that works instead of the one FSDP raises mid-setup."""
+    if not isinstance(strategy, FSDPStrategy) or strategy.kwargs.get("auto_wrap_policy") is not None:
+        return
+    dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters()})
+    if len(dtypes) > 1:
+        raise ValueError(
+            f"FSDP without an auto-wrap policy makes the whole model one unit, and FSDP flattens a unit into one "
+            f"dtype, but this policy holds {' and '.join(dtypes)} parameters (peft keeps LoRA adapters in float32 over "
+            f"the base): use trainer.strategy: {{class_path: propel.models.fsdp.LoRAFSDPStrategy}} "
+            f"(-c configs/grpo/fsdp.yaml), or give FSDPStrategy an auto_wrap_policy"
+        )
+
+
 def lora_wrap_policy():
     """The auto-wrap policy for a LoRA policy model (``torch.distributed.fsdp.wrap.CustomPolicy``)."""
     from torch.distributed.fsdp.wrap import CustomPolicy
