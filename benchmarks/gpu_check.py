@@ -14,8 +14,9 @@ not started by 330 s are skipped), the results written after every part (a run c
   units (skipped on CPU, with the reason);
 - ``memory``: ``grpo_hf_bf16``'s peak GPU memory against ``benchmarks/gpu_memory.py``'s estimate for the same
   settings (prompt length measured with the tokenizer);
-- ``generation``: one step's sampling in four variants (propel's engine as the trainer runs it, with merged LoRA,
-  without autocast, and plain ``generate`` as TRL samples): where propel's generation time goes.
+- ``generation``: one step's sampling in six variants (propel's engine as the trainer runs it, with merged LoRA,
+  without autocast, with a static KV cache; plain ``generate`` as TRL samples, and with a static cache): where
+  propel's generation time goes, and whether a static cache (compiled decoding on a GPU) is faster, in tokens/s.
 
 Writes ``gpu_check.json`` and ``gpu_check.md`` into ``--out`` (default ``$OUT`` when set, else ``runs/gpu_check``).
 Without a CUDA GPU it stops with one line (exit 2); ``--device cpu`` runs the parts on CPU (fp32; FSDP skipped), which
@@ -234,8 +235,11 @@ def part_generation(args, results: dict) -> dict:
 
     ``engine``: ``HFEngine`` as the trainer runs it (bf16 autocast around it, as Lightning's precision puts it, and
     the adapter path, since ``merge_lora`` is off for bf16 weights); ``engine_merged``: the same with merged LoRA;
-    ``engine_no_autocast``: without autocast; ``plain_generate``: peft's ``generate`` with the same sampling and no
-    logprob recording, the way TRL samples. Seconds per call, mean of ``--steps`` after a warm-up.
+    ``engine_no_autocast``: without autocast; ``engine_static``: with ``cache_implementation="static"`` (a
+    preallocated KV cache that ``generate`` compiles its decoding step around on a GPU); ``plain_generate``: peft's
+    ``generate`` with the same sampling and no logprob recording, the way TRL samples; ``plain_static``: the same
+    with a static cache (TRL's ``cache_implementation``). Per variant: seconds per call (mean of ``--steps`` after a
+    warm-up), the warm-up call's seconds (compilation included), new tokens per second, or the error it raised.
     """
     import torch
 
@@ -249,9 +253,14 @@ def part_generation(args, results: dict) -> dict:
     prompts = [c.prompt for c in MathExpressionDomain().contexts(args.prompts, seed=7)]
     spec = SamplingSpec(n=args.group, max_new_tokens=args.new_tokens, logprobs=True)
 
-    def engine(merge: bool, cast: bool):
-        eng = HFEngine(policy, tok, merge_lora=merge)
-        return lambda: _under(autocast(args) if cast else contextlib.nullcontext(), eng.generate, prompts, spec)
+    def engine(cast: bool, **kwargs):
+        eng = HFEngine(policy, tok, **kwargs)
+
+        def run() -> int:
+            groups = _under(autocast(args) if cast else contextlib.nullcontext(), eng.generate, prompts, spec)
+            return sum(len(c.token_ids) for g in groups for c in g)
+
+        return run
 
     encoder = HFEngine(policy, tok)  # prompts as the engine encodes them
     rows = [encoder.encode_prompt(p) for p in prompts]
@@ -259,32 +268,50 @@ def part_generation(args, results: dict) -> dict:
     input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=device(args))
     attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device(args))
 
-    def plain():
-        with autocast(args), torch.no_grad():
-            policy.generate(
-                input_ids=input_ids, attention_mask=attention, do_sample=True, max_new_tokens=args.new_tokens,
-                num_return_sequences=args.group, pad_token_id=pad,
-            )  # fmt: skip
+    def plain(**kwargs):
+        def run() -> int:
+            with autocast(args), torch.no_grad():
+                out = policy.generate(
+                    input_ids=input_ids, attention_mask=attention, do_sample=True, max_new_tokens=args.new_tokens,
+                    num_return_sequences=args.group, pad_token_id=pad, **kwargs,
+                )  # fmt: skip
+            return int((out[:, width:] != pad).sum())
+
+        return run
 
     variants = {
-        "engine": engine(False, True),
-        "engine_merged": engine(True, True),
-        "engine_no_autocast": engine(False, False),
-        "plain_generate": plain,
+        "engine": engine(True, merge_lora=False),
+        "engine_merged": engine(True, merge_lora=True),
+        "engine_no_autocast": engine(False, merge_lora=False),
+        "engine_static": engine(True, merge_lora=False, cache_implementation="static"),
+        "plain_generate": plain(),
+        "plain_static": plain(cache_implementation="static"),
     }
-    seconds: dict[str, float] = {}
+    report: dict[str, dict] = {}
     with peak_memory() as memory:
         for name, run in variants.items():
-            run()  # warm-up
-            times = []
-            for _ in range(max(args.steps, 1)):
+            try:
                 sync(args)
                 start = time.perf_counter()
-                run()
+                run()  # warm-up (and compilation, where generate compiles)
                 sync(args)
-                times.append(time.perf_counter() - start)
-            seconds[name] = sum(times) / len(times)
-    return {"s_per_step": seconds["engine"], "variants": seconds, **memory.stats()}
+                first = time.perf_counter() - start
+                times, tokens = [], 0
+                for _ in range(max(args.steps, 1)):
+                    sync(args)
+                    start = time.perf_counter()
+                    tokens += run()
+                    sync(args)
+                    times.append(time.perf_counter() - start)
+                report[name] = {
+                    "s_per_call": sum(times) / len(times),
+                    "first_call_s": first,
+                    "tokens_per_s": tokens / sum(times),
+                }
+            except Exception as e:  # noqa: BLE001 - one variant's failure is its result; the others still run
+                report[name] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+    seconds = {k: v["s_per_call"] for k, v in report.items() if "s_per_call" in v}
+    return {"s_per_step": seconds.get("engine"), "variants": seconds, "variant_details": report, **memory.stats()}
 
 
 def _under(context, fn, *a):
@@ -420,8 +447,13 @@ def markdown(report: dict) -> str:
         elif "estimate_mib" in r:
             ratio = f"estimate {r['estimate_mib']:.0f} MiB"
         note = r.get("reason", "")
-        if "variants" in r:
-            note = "s per call: " + ", ".join(f"{k} {v:.2f}" for k, v in r["variants"].items())
+        if "variant_details" in r:
+            note = "per call: " + ", ".join(
+                f"{k} {v['s_per_call']:.2f} s ({v['tokens_per_s']:.0f} tok/s, first {v['first_call_s']:.1f} s)"
+                if "s_per_call" in v
+                else f"{k} failed ({v['error'][:80]})"
+                for k, v in r["variant_details"].items()
+            )
         if "merged_view" in r:
             view = r["merged_view"]
             note = (

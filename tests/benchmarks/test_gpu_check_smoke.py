@@ -33,16 +33,17 @@ def test_gpu_check_parts_run_on_cpu(benchmark_module, require, tiny_model_dir, t
         assert results[part]["status"] == "ran", (part, results[part].get("traceback"))
         assert results[part]["s_per_step"] > 0 and results[part]["peak_rss_mib"] > 0
     assert results["trl_grpo"]["propel_over_trl"] > 0
-    variants = results["generation"]["variants"]
-    assert set(variants) == {"engine", "engine_merged", "engine_no_autocast", "plain_generate"}
-    assert all(v > 0 for v in variants.values())
+    variants = results["generation"]["variant_details"]
+    names = {"engine", "engine_merged", "engine_no_autocast", "engine_static", "plain_generate", "plain_static"}
+    assert set(variants) == names and set(results["generation"]["variants"]) == names, variants  # none failed
+    assert all(v["s_per_call"] > 0 and v["tokens_per_s"] > 0 and v["first_call_s"] > 0 for v in variants.values())
     assert results["fsdp"]["status"] == "skipped" and "requires a GPU" in results["fsdp"]["reason"]
     memory = results["memory"]  # the estimate is computed, the comparison needs a GPU
     assert memory["status"] == "skipped" and memory["estimate_mib"] > 0 and memory["prompt_tokens"] > 0
     assert json.loads((tmp_path / "gpu_check.json").read_text())["results"].keys() == set(check.PARTS)
     table = (tmp_path / "gpu_check.md").read_text()
     assert "| fsdp | skipped |" in table and "propel / TRL = " in table and "| turn_kl | ran |" in table
-    assert "plain_generate" in table
+    assert "plain_static" in table and "tok/s" in table
 
 
 @pytest.mark.timeout(600)

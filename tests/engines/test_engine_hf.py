@@ -153,6 +153,41 @@ def test_shared_prefill_gives_the_same_samples(tiny_model, temperature):
         assert len({tuple(c.token_ids) for c in shared[0]}) > 1  # the n rows of one prompt are sampled apart
 
 
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_static_cache_gives_the_same_samples_as_the_dynamic_one(tiny_model, temperature):
+    """``cache_implementation="static"`` (what ``generate`` compiles around on a GPU) samples the same tokens with the
+    same logprobs as the dynamic cache and the shared prefill, and really decodes with a static cache."""
+    from transformers import StaticCache
+
+    model, tok = tiny_model
+    prompts = [RAW, CHAT, Prompt(text="Problem: a much longer prompt with many more tokens in it, seven"), RAW]
+    spec = SamplingSpec(n=3, max_new_tokens=9, temperature=temperature, logprobs=True)
+    caches = []
+    original = model.generate
+
+    def recording(*args, **kwargs):
+        out = original(*args, return_dict_in_generate=True, **kwargs)
+        caches.append(type(out.past_key_values))
+        return out.sequences
+
+    outs = []
+    for kind in (None, "static"):
+        torch.manual_seed(5)
+        engine = HFEngine(model, tok, max_batch_size=6, cache_implementation=kind)
+        assert engine.share_prefill is (kind is None)
+        model.generate = recording
+        try:
+            outs.append(engine.generate(prompts, spec))
+        finally:
+            del model.generate
+    dynamic, static = outs
+    assert caches[-1] is StaticCache and caches[0] is not StaticCache, caches
+    assert [[c.token_ids for c in g] for g in static] == [[c.token_ids for c in g] for g in dynamic]
+    for a, b in zip(static, dynamic, strict=True):
+        for x, y in zip(a, b, strict=True):
+            torch.testing.assert_close(torch.tensor(x.logprobs), torch.tensor(y.logprobs), rtol=1e-4, atol=1e-4)
+
+
 def _peaked_with_processors(model, tok):
     """The tiny model with peaked logits (its final norm scaled) and a generation config that sets every kind of
     processor transformers would otherwise apply: penalties, n-gram bans, min-p, suppressed tokens."""

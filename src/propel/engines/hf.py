@@ -60,6 +60,10 @@ class HFEngine(Engine):
         share_prefill: run each prompt's prefill once and copy its KV cache to its ``n`` samples (instead of ``n``
             identical prefills): the same tokens and logprobs, and several times less prompt compute for long
             few-shot prompts; False prefills every sample row.
+        cache_implementation: transformers' KV cache for decoding: None, the dynamic cache; ``"static"``, a
+            preallocated one, around which ``generate`` compiles the decoding step on a GPU (on a CPU it decodes
+            uncompiled). The same tokens and logprobs; whether it is faster on a card is what ``make gpu-check``'s
+            ``generation`` part measures. A shared prefill is a dynamic cache, so it is off with this set.
     """
 
     def __init__(
@@ -69,11 +73,13 @@ class HFEngine(Engine):
         max_batch_size: int = 64,
         merge_lora: bool | None = None,
         share_prefill: bool = True,
+        cache_implementation: str | None = None,
     ) -> None:
         if tokenizer.pad_token_id is None:
             raise ValueError("tokenizer has no pad token: set tokenizer.pad_token = tokenizer.eos_token")
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
-        self.share_prefill = share_prefill
+        self.cache_implementation = cache_implementation
+        self.share_prefill = share_prefill and cache_implementation is None
         if merge_lora is None:
             merge_lora = next(model.parameters()).dtype == torch.float32
         self.merge_lora = bool(merge_lora) and hasattr(model, "disable_adapter") and hasattr(model, "peft_config")
@@ -166,6 +172,7 @@ class HFEngine(Engine):
             eos_token_id=eos or None,
             bos_token_id=self.tokenizer.bos_token_id,
             stop_strings=list(sampling.stop) or None,
+            cache_implementation=self.cache_implementation,
         )
         if sampling.stop:
             extra["tokenizer"] = self.tokenizer
