@@ -216,6 +216,30 @@ def test_the_model_generation_config_never_changes_what_is_sampled(tiny_model, w
     assert worst <= 1e-5, worst
 
 
+def test_sampling_sets_no_length_field_that_transformers_warns_about(tiny_model, caplog):
+    """Setting ``min_length`` beside ``min_new_tokens`` made transformers warn on every ``generate`` call."""
+    model, tok = tiny_model
+    HFEngine(model, tok).generate([RAW], SamplingSpec(n=2, max_new_tokens=4))
+    assert "seem to have been set" not in caplog.text
+
+
+def test_a_minimum_length_in_the_model_generation_config_is_not_applied(tiny_model):
+    """A checkpoint's ``min_length``/``min_new_tokens`` would mask EOS, which the trainer does not: with EOS made all
+    but certain (an lm_head bias), every completion ends at its first token."""
+    model, tok = tiny_model
+    head = model.lm_head
+    biased = torch.nn.Linear(head.in_features, head.out_features, bias=True)
+    with torch.no_grad():
+        biased.weight.copy_(head.weight)
+        biased.bias.zero_()
+        biased.bias[tok.eos_token_id] = 50.0
+    model.lm_head = biased
+    model.generation_config.min_length, model.generation_config.min_new_tokens = 60, 5
+    out = HFEngine(model, tok).generate([RAW, CHAT], SamplingSpec(n=3, max_new_tokens=8, logprobs=True))
+    assert all(c.token_ids == [tok.eos_token_id] and c.finish_reason == "stop" for g in out for c in g), out
+    assert all(abs(c.logprobs[0]) < 1e-3 for g in out for c in g)
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [("bad_words_ids", [[5]]), ("forced_eos_token_id", 2), ("sequence_bias", {(5,): 3.0}), ("top_h", 0.5)],

@@ -18,8 +18,7 @@ ALWAYS_NEUTRAL: dict[str, Any] = {
     "encoder_repetition_penalty": 1.0,
     "no_repeat_ngram_size": 0,
     "encoder_no_repeat_ngram_size": 0,
-    "min_length": 0,
-    "min_new_tokens": 0,
+    "min_new_tokens": 0,  # sets min_length (prompt + 0) whatever min_length is: also setting it only adds a warning
     "suppress_tokens": [],
     "begin_suppress_tokens": [],
     "guidance_scale": 1.0,
