@@ -47,6 +47,9 @@ def test_grpo_continues_the_gate_only_warm_start_and_evaluation_compares_the_two
     assert label_config["model"]["init_args"]["adapter"] == summaries["warm_start"]["adapter"]
     assert summaries["label"]["adapter"] == summaries["warm_start"]["adapter"]
     assert cfg.configs["label"]["model"]["init_args"].get("adapter") is None  # composed before the warm start ran
+    # the probe's RVP sample (selection's tiebreak) is the warm start's too: the policy the GRPO stage continues
+    probe_config = yaml.safe_load((root / "probe" / "config.yaml").read_text())
+    assert probe_config["rvp"]["adapter"] == summaries["warm_start"]["adapter"]
     # the GRPO stage continued the warm start: its steps are 3 (of which the warm start's 2), it logged only its own
     warm_ckpt = torch.load(root / "warm_start" / "checkpoints" / "last.ckpt", weights_only=False, map_location="cpu")
     grpo_ckpt = torch.load(root / "grpo" / "checkpoints" / "last.ckpt", weights_only=False, map_location="cpu")

@@ -1,8 +1,8 @@
 """The probe job as ``propel probe -c configs/probe/sweep.yaml``: a labeled pool -> frozen-reference activations
 (cached, resumable) -> the layer x pooling x arch x balance sweep -> the selected probe refit and exported.
 
-Selection breaks ties with RVP measured on a fixed base-policy sample scored by the exact reward GRPO trains with
-(``RVPSpec``: its gate and group size are the GRPO run's; the pipeline copies them).
+Selection breaks ties with RVP measured on a fixed sample of the policy GRPO starts from scored by the exact reward
+GRPO trains with (``RVPSpec``: its gate and group size are the GRPO run's; the pipeline copies them).
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from propel.cli.errors import explain
 from propel.domains.interface import Domain, Task
 from propel.durable import write_json
 from propel.engines.engine import SamplingSpec
-from propel.engines.factory import make_engine
+from propel.engines.factory import make_engine, make_policy_engine
 from propel.errors import ConfigError
 from propel.metrics.held_out import auroc_interval, compare_on_held_out
 from propel.models import freeze, load_model
+from propel.models.trained_policy import load_policy, lora_rank_of
 from propel.pools.io import read_pool
 from propel.pools.summary import print_summary_table
 from propel.probes import ActivationExtractor, extract_to_cache
@@ -53,7 +54,7 @@ HELD_OUT_ROWS = "held_out_rows.json"
 
 @dataclass
 class RVPSpec:
-    """The fixed base-policy sample RVP is measured on, and the reward it is scored with."""
+    """The fixed sample of the policy GRPO starts from that RVP is measured on, and the reward it is scored with."""
 
     contexts: int = 8
     """Contexts of the sample (0 skips RVP); drawn with seed ``seed + 10_000``, apart from the labeled pool's."""
@@ -64,6 +65,10 @@ class RVPSpec:
     temperature: float = 1.0
     gate: GateSpec = field(default_factory=GateSpec)
     """The GRPO run's ``ProbeReward`` gate (the pipeline copies it; by hand, set it as the run has it)."""
+    adapter: str | None = None
+    """The LoRA adapter GRPO starts from, on the reference model (a peft folder or a GRPO ``.ckpt``): RVP reads the
+    reward variance of the policy GRPO trains, and a warm start's tasks are not the base generator's (the pipeline
+    fills in the warm start's adapter when the warm start runs before the probe stage). None: the reference model."""
 
 
 class ProbeJob:
@@ -124,13 +129,26 @@ class ProbeJob:
                 f"probe sweep.split: choose random, stratified_kfold or group_kfold, got {self.sweep.split!r}"
             )
         self.rvp = replace(rvp)
+        if self.rvp.adapter is not None and not Path(self.rvp.adapter).exists():
+            raise ConfigError(f"probe rvp.adapter: {self.rvp.adapter!r} does not exist (a peft folder or a GRPO .ckpt)")
         self.engine, self.engine_kwargs, self.seed = engine, dict(engine_kwargs or {}), seed
 
     def rvp_texts(self, model, tokenizer) -> tuple[list[str], list[bool]]:
-        """The fixed base-policy sample as the texts the probe reads, and their validity."""
+        """The fixed sample (of the reference model, or of ``rvp.adapter`` on it) as the texts the probe reads, and
+        their validity."""
         torch.manual_seed(self.seed + 1)
         contexts = self.domain.contexts(self.rvp.contexts, seed=self.seed + 10_000)
-        if self.engine == "hf":
+        if self.rvp.adapter is not None:  # a copy of its own: the frozen reference stays without the adapter
+            policy, policy_tokenizer = load_policy(self.reference_model, self.rvp.adapter, merge=self.engine == "hf")
+            engine = make_policy_engine(
+                self.engine,
+                self.reference_model,
+                policy,
+                policy_tokenizer,
+                lora_rank=lora_rank_of(policy),
+                **self.engine_kwargs,
+            )
+        elif self.engine == "hf":
             engine = make_engine("hf", self.reference_model, model=model, tokenizer=tokenizer)
         else:
             engine = make_engine(self.engine, self.reference_model, **self.engine_kwargs)
@@ -200,7 +218,7 @@ class ProbeJob:
         )
 
     def _rvp_sample(self, model, tokenizer, extractor):
-        """The fixed base-policy sample's features and validity, which selection's RVP tiebreak reads."""
+        """The fixed on-policy sample's features and validity, which selection's RVP tiebreak reads."""
         rvp_texts, rvp_valid = self.rvp_texts(model, tokenizer)
         return RVPSample(
             features=extractor.encode(rvp_texts),

@@ -27,29 +27,51 @@ def read_summary(cfg: PipelineConfig, stage: str) -> dict | None:
 
 
 def stage_config(cfg: PipelineConfig, stage: str) -> tuple[Path, dict]:
-    """Where a stage writes its config, and the config it runs now (evaluate: its base-policy run; label: with the
-    warm start's adapter when it labels after it)."""
+    """Where a stage writes its config, and the config it runs now (evaluate: its base-policy run; label and probe:
+    with the warm start's adapter when they run after it)."""
     path = stage_config_path(cfg, stage)
     if stage == "evaluate":
         return path, cfg.evaluate_config("base", None)
-    return path, label_config(cfg) if stage == "label" else cfg.configs[stage]
+    return path, {"label": label_config, "probe": probe_config}.get(stage, lambda c: c.configs[stage])(cfg)
 
 
 def label_config(cfg: PipelineConfig) -> dict:
     """The label stage's config. Listed after ``warm_start``, it labels the warm start's tasks (its adapter on the
     generator): a gate-trained generator's tasks are mostly valid, so the same labeling gives the probe several
     times the valid rows, from the distribution the GRPO stage samples."""
-    if not cfg.runs_before(WARM_START, "label"):
+    adapter = _warm_adapter(cfg, "label", "labels the warm start's tasks")
+    if adapter is None:
         return cfg.configs["label"]
+    config = copy.deepcopy(cfg.configs["label"])
+    config["model"]["init_args"]["adapter"] = adapter
+    return config
+
+
+def probe_config(cfg: PipelineConfig) -> dict:
+    """The probe stage's config. Listed after ``warm_start``, its RVP sample (selection's tiebreak) is the warm
+    start's: the policy the GRPO stage continues, whose within-group reward variance GRPO will see."""
+    if not (cfg.configs["probe"].get("rvp") or {}).get("contexts", 1):  # no RVP sample drawn
+        return cfg.configs["probe"]
+    adapter = _warm_adapter(cfg, "probe", "draws its RVP sample from the warm start")
+    if adapter is None:
+        return cfg.configs["probe"]
+    config = copy.deepcopy(cfg.configs["probe"])
+    config.setdefault("rvp", {})["adapter"] = adapter
+    return config
+
+
+def _warm_adapter(cfg: PipelineConfig, stage: str, what: str) -> str | None:
+    """The warm start's adapter when ``stage`` runs after it (None when it does not); an error when the warm start
+    has not finished."""
+    if not cfg.runs_before(WARM_START, stage):
+        return None
     warm = read_summary(cfg, WARM_START)
     if warm is None or not warm.get("adapter"):
         raise ConfigError(
-            f"the label stage labels the warm start's tasks, and the warm start has not finished "
+            f"the {stage} stage {what}, and the warm start has not finished "
             f"({cfg.root / WARM_START / 'summary.json'} is missing or names no adapter)"
         )
-    config = copy.deepcopy(cfg.configs["label"])
-    config["model"]["init_args"]["adapter"] = warm["adapter"]
-    return config
+    return warm["adapter"]
 
 
 def changed_settings(cfg: PipelineConfig, stage: str) -> list[str]:
@@ -110,7 +132,7 @@ def run_probe(cfg: PipelineConfig) -> dict:
     """``propel probe`` on the labeled pool: features, sweep, selection, artifact (writes its own summary)."""
     from propel.jobs.probe_job import main as probe_main
 
-    path = write_config(cfg.configs["probe"], cfg.root / "probe" / "config.yaml")
+    path = write_config(probe_config(cfg), cfg.root / "probe" / "config.yaml")
     return probe_main(["-c", str(path)])
 
 

@@ -1,11 +1,12 @@
 """Probe selection: best validation balanced accuracy under a calibration limit, reward variance (RVP) as tiebreak.
 
-RVP is the variance of the exact RL reward (``propel.probes.gate.gated_reward``, validity gate included) over a fixed
-sample of base-policy generations: an accurate probe that gives every on-policy task nearly the same reward carries no
-GRPO signal. The calibration limit reads the ECE after post-hoc calibration (``val_ece_calibrated``): the reward's
-probabilities are calibrated ones, so a probe is not rejected for a miscalibration the artifact corrects, and only
-its excess over the ECE a calibrated probe shows on as many rows (``val_ece_excess``): a small fold's sampling noise
-alone puts an informative probe's ECE near 0.2, and a limit on that would select the uninformative one.
+RVP is the variance of the exact RL reward (``propel.probes.gate.gated_reward``, validity gate included) over a
+fixed sample of the starting policy's generations: an accurate probe that gives every on-policy task nearly the same
+reward carries no GRPO signal. The calibration limit reads the ECE after post-hoc calibration
+(``val_ece_calibrated``): the reward's probabilities are calibrated ones, so a probe is not rejected for a
+miscalibration the artifact corrects, and only its excess over the ECE a calibrated probe shows on as many rows
+(``val_ece_excess``): a small fold's sampling noise alone puts an informative probe's ECE near 0.2, and a limit on
+that would select the uninformative one.
 """
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ class SweepSpec:
 
 @dataclass
 class RVPSample:
-    """Features of a fixed sample of base-policy generations, for RVP under the exact RL reward (``gated_reward``).
+    """Features of a fixed sample of the starting policy's generations, for RVP under the exact RL reward.
 
     ``gate`` is the GRPO run's ``ProbeReward`` gate (the pipeline copies the object), so the probe is selected on the
     reward the policy will be trained with.
@@ -393,7 +393,7 @@ def run_sweep(
         features: feature blocks over all cached rows; ``rows.rows`` indexes into them.
         rows: labeled rows (``align_labels``).
         config: grid and recipe.
-        rvp_sample: base-policy generations' features; adds ``rvp_overall``/``rvp_within`` (selection tiebreak).
+        rvp_sample: the starting policy's sample; adds ``rvp_overall``/``rvp_within`` (selection tiebreak).
         out_dir: where ``runs.csv`` (incremental, resumable), ``sweep.csv`` and ``sweep_heatmap.png`` go.
         logger: a Lightning logger; the table is logged with ``log_table`` when it has one.
         progress: show a rich progress bar.
