@@ -32,7 +32,9 @@ def stage_config(cfg: PipelineConfig, stage: str) -> tuple[Path, dict]:
     path = stage_config_path(cfg, stage)
     if stage == "evaluate":
         return path, cfg.evaluate_config("base", None)
-    return path, {"label": label_config, "probe": probe_config}.get(stage, lambda c: c.configs[stage])(cfg)
+    if stage == "label":
+        return path, label_config(cfg)
+    return path, probe_config(cfg) if stage == "probe" else cfg.configs[stage]
 
 
 def label_config(cfg: PipelineConfig) -> dict:
