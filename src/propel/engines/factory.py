@@ -71,3 +71,15 @@ def make_policy_engine(kind: EngineKind, model_name: str, policy, tokenizer, lor
     engine = make_engine(kind, model_name, tokenizer=tokenizer, **kwargs)
     engine.update_weights(policy)
     return engine
+
+
+def make_adapter_engine(
+    kind: EngineKind, model_name: str, adapter: str | None, *, dtype: str = "float32", device: str = "cpu", **kwargs
+) -> Engine:
+    """A rollout engine sampling ``model_name`` plus a LoRA ``adapter`` (a peft folder or a GRPO ``.ckpt``; None:
+    the base model): merged into the weights for ``hf``, hot-loaded for the vLLM engines. The model is a copy of
+    its own, so a frozen reference loaded elsewhere stays adapter-free."""
+    from propel.models.trained_policy import load_policy, lora_rank_of
+
+    model, tokenizer = load_policy(model_name, adapter, dtype=dtype, device=device, merge=kind == "hf")
+    return make_policy_engine(kind, model_name, model, tokenizer, lora_rank=lora_rank_of(model), **kwargs)

@@ -22,11 +22,10 @@ from propel.cli.errors import explain
 from propel.domains.interface import Domain, Task
 from propel.durable import write_json
 from propel.engines.engine import SamplingSpec
-from propel.engines.factory import make_engine, make_policy_engine
+from propel.engines.factory import make_adapter_engine, make_engine
 from propel.errors import ConfigError
 from propel.metrics.held_out import auroc_interval, compare_on_held_out
 from propel.models import freeze, load_model
-from propel.models.trained_policy import load_policy, lora_rank_of
 from propel.pools.io import read_pool
 from propel.pools.summary import print_summary_table
 from propel.probes import ActivationExtractor, extract_to_cache
@@ -139,15 +138,7 @@ class ProbeJob:
         torch.manual_seed(self.seed + 1)
         contexts = self.domain.contexts(self.rvp.contexts, seed=self.seed + 10_000)
         if self.rvp.adapter is not None:  # a copy of its own: the frozen reference stays without the adapter
-            policy, policy_tokenizer = load_policy(self.reference_model, self.rvp.adapter, merge=self.engine == "hf")
-            engine = make_policy_engine(
-                self.engine,
-                self.reference_model,
-                policy,
-                policy_tokenizer,
-                lora_rank=lora_rank_of(policy),
-                **self.engine_kwargs,
-            )
+            engine = make_adapter_engine(self.engine, self.reference_model, self.rvp.adapter, **self.engine_kwargs)
         elif self.engine == "hf":
             engine = make_engine("hf", self.reference_model, model=model, tokenizer=tokenizer)
         else:

@@ -20,11 +20,10 @@ from propel.domains.exact_trials import solve_probabilities
 from propel.domains.interface import Context, Domain
 from propel.domains.trials import SolverSpec, Trials, solver_trials
 from propel.engines.engine import Engine, SamplingSpec
-from propel.engines.factory import check_kind, make_engine, make_policy_engine
+from propel.engines.factory import check_kind, make_adapter_engine, make_engine
 from propel.errors import ConfigError
 from propel.host_memory import release_freed_memory
 from propel.lit_modules.phases import Phases
-from propel.models.trained_policy import load_policy, lora_rank_of
 from propel.pools.rows import pool_row
 from propel.rollouts.agent_trials import AgentEpisodes, AgentSolver
 from propel.rollouts.record import Sample
@@ -133,9 +132,7 @@ class LabelingModule(LightningModule):
         kwargs = dict(hp.engine_kwargs or {})
         if adapter is None and hp.engine != "hf":
             return make_engine(hp.engine, name, **kwargs)
-        merge = hp.engine == "hf"
-        model, tokenizer = load_policy(name, adapter, dtype=hp.dtype, device=str(self.device), merge=merge)
-        return make_policy_engine(hp.engine, name, model, tokenizer, lora_rank=lora_rank_of(model), **kwargs)
+        return make_adapter_engine(hp.engine, name, adapter, dtype=hp.dtype, device=str(self.device), **kwargs)
 
     def start(self, generator_engine: Engine | None = None) -> None:
         """Build the engines (the generator's may be given; else the generator, with ``adapter`` merged when set) and
