@@ -1,8 +1,9 @@
 """Honest HumanEval solutions that value grading must never penalise: correct code that does in its own process
-what flags used to punish (imports a test framework, logs a handled exception, formats a traceback, uses a scratch
-file), answers of the types HumanEval's harness accepts (a ``Fraction`` equal to the float, a lazy result the test
-consumes), and near misses whose code spells the task's own vocabulary (the old literal-based hard-coding check
-zeroed them). Each is ``(task id, solution.py)``; ``correct`` ones must score 1.0, near misses their pass rate."""
+what flags or limits used to punish (imports a test framework, logs a handled exception, formats a traceback, uses a
+scratch file, answers from a thread pool), answers of the types HumanEval's harness accepts (a ``Fraction`` equal to
+the float, a lazy result the test consumes), and near misses whose code spells the task's own vocabulary (the old
+literal-based hard-coding check zeroed them). Each is ``(task id, solution.py)``; ``correct`` ones must score 1.0,
+near misses their pass rate."""
 
 from __future__ import annotations
 
@@ -35,6 +36,11 @@ BEHAVIOURS = {
 }
 """Correct code (the task's reference inside) doing something in its own process: templates over ``{reference}``
 and ``{entry}``."""
+BEHAVIOURS["answers_from_a_thread_pool"] = "from concurrent.futures import ThreadPoolExecutor\n\n\n" + _WRAPPED.replace(
+    "    return _plain(*args)\n",
+    "    with ThreadPoolExecutor(2) as pool:\n        return pool.submit(_plain, *args).result()\n",
+).replace("{before}", "")
+"""(A process limit that counted threads once failed this one.)"""
 
 VALUES = [
     ("HumanEval/2", "from fractions import Fraction\nreturn Fraction(str(number)) % 1"),

@@ -124,8 +124,10 @@ def apply_limits(limits, max_processes=0):
     """rlimits of a graded child: address space, CPU seconds, largest file, and no new processes (``RLIMIT_NPROC``
     0: nothing it starts can outlive it and touch the next submission). Linux counts threads against the same
     limit, so a suite whose own tests start threads (a repository's) passes ``max_processes`` > 0; the pytest
-    runner then kills whatever a child left running before the next suite starts."""
-    resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
+    runner then kills whatever a child left running before the next suite starts. ``max_processes`` None leaves the
+    job's own limit: the child forbids new processes itself and keeps its threads (``no_spawn``)."""
+    if max_processes is not None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
     if limits.get("max_file_bytes"):
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits["max_file_bytes"],) * 2)
     resource.setrlimit(resource.RLIMIT_AS, (limits["memory_mb"] << 20,) * 2)

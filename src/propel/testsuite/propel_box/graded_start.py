@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from propel_box import audit, confine
+from propel_box import audit, confine, no_spawn
 
 
 def start_graded(config, paths):
@@ -28,6 +28,8 @@ def start_graded(config, paths):
 
     runtime = confine.runtime_paths()
     abi = confine.restrict(read=runtime + [ws], write=[tmp], read_write_files=[os.devnull])
+    if config.get("threads"):  # no new process, threads allowed (else RLIMIT_NPROC as the runner set it)
+        no_spawn.apply()
     send({"start": abi})
 
     def emit(flag, event, where, detail):

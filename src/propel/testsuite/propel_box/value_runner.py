@@ -67,8 +67,8 @@ class Grader:
             if self.restarts > MAX_RESTARTS:
                 raise CandidateError("the graded process died too often")
             self.restarts += 1
-            config = {"module": self.sub["module"], "entry": self.sub["entry"]}
-            child = Child("value_child.py", self.ws, self.tmp, self.out_path, config, self.limits)
+            config = {"module": self.sub["module"], "entry": self.sub["entry"], "threads": True}
+            child = Child("value_child.py", self.ws, self.tmp, self.out_path, config, self.limits, max_processes=None)
             self.child = child
             ready = child.read(self.deadline)
             self.landlock = max(self.landlock, child.landlock)
