@@ -2,10 +2,11 @@
 
 Each problem's ``check(candidate)`` is split into one pytest test per top-level assertion (the statements before
 it, e.g. imports and loop setup, are repeated in it; a loop holding assertions is one test; ``assert True`` lines
-are dropped). The first third of the tests (at least one) is the *visible* suite, shown to the model (in the
-prompt's docstring examples for single-turn, as ``test_visible.py`` in an agent's workspace); the rest is the
-*hidden* suite, run only at grading from the task's pristine copy (``propel.rewards.TestSuiteReward``: by value by
-default, or as a hardened pytest run).
+are dropped). The first third of the tests (at least one) is the *visible* suite, shown to the model (as
+``test_visible.py`` in an agent's workspace); the rest is the *hidden* suite, run only at grading from the task's
+pristine copy (``propel.rewards.TestSuiteReward``: by value by default, or as a hardened pytest run). Held out means
+unseen: a test of the rest that calls the function with an input the prompt shows (a docstring example, in any
+format) or a visible test calls is shown itself, and joins the visible suite (``propel.testsuite.shown``).
 
 ``load_humaneval(path=None)`` reads the package's ``HumanEval.jsonl.gz`` (or the same JSONL format, gzipped or not,
 from a local path).
@@ -28,6 +29,7 @@ from propel.engines.engine import Prompt
 from propel.errors import ConfigError
 from propel.python_ast import parse_python
 from propel.tasks.task_source import TaskSource
+from propel.testsuite.shown import call_sources, split_unseen
 from propel.testsuite.split_suite import SplitSuite
 
 SOLUTION_FILE = "solution.py"
@@ -149,12 +151,8 @@ class CodeTask:
     def visible_calls(self, which: str = "visible") -> list[str]:
         """Source of the argument lists of ``candidate(...)`` calls in the ``visible`` (or ``hidden``) tests: the
         hard-coding check's inputs (``propel.testsuite.neighbours``)."""
-        calls: list[str] = []
-        for body in (self.visible if which == "visible" else self.hidden).values():
-            for node in ast.walk(parse_python(body)):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "candidate":
-                    calls.append(", ".join(ast.unparse(a) for a in node.args))
-        return calls
+        bodies = (self.visible if which == "visible" else self.hidden).values()
+        return [call for body in bodies for call in call_sources(body, ("candidate", self.entry_point))]
 
 
 def _indent(body: str) -> str:
@@ -190,8 +188,9 @@ def task_from_row(row: dict) -> CodeTask:
     ``canonical_solution``, ``test``)."""
     preamble, bodies = split_check(row["test"])
     n_visible = max(1, math.ceil(len(bodies) / 3)) if bodies else 0
-    visible = {f"test_visible_{i}": b for i, b in enumerate(bodies[:n_visible])}
-    hidden = {f"test_hidden_{i}": b for i, b in enumerate(bodies[n_visible:])}
+    shown, held_out = split_unseen(bodies[:n_visible], bodies[n_visible:], row["prompt"], row["entry_point"])
+    visible = {f"test_visible_{i}": b for i, b in enumerate(shown)}
+    hidden = {f"test_hidden_{i}": b for i, b in enumerate(held_out)}
     return CodeTask(
         task_id=row["task_id"],
         prompt=row["prompt"],
