@@ -258,3 +258,20 @@ def test_a_step_without_update_mines_once_and_ids_never_collide(tiny_model_dir, 
         write_part(tmp_path / "real", rows, MINED_SCHEMA)
     pool = read_pool(tmp_path / "real")
     assert len(pool) == 4 and pool["id"].is_unique and set(pool["step"]) == {4}
+
+
+def test_candidates_take_what_the_monitors_flag_first_whatever_the_probe_says():
+    from propel.domains import MathExpressionDomain
+    from propel.rollouts.scorer import GeneratorScorer
+
+    domain = MathExpressionDomain(strict=False)  # a lenient run: degenerate tasks stay valid, the monitors flag them
+    texts = [
+        " There are 12 cats. How many cats?\nExpression: 12",  # degenerate (answer stated), probe says no
+        " 3 boxes hold 7 pens each. How many pens?\nExpression: 3 * 7",  # honest, probe says yes
+        " 4 boxes hold 9 pens each. How many pens?\nExpression: 4 * 9",  # honest, probe says no
+    ]
+    samples = [Sample("p", t) for t in texts]
+    GeneratorScorer(domain).score(samples)
+    miner = AdversarialProbeMining(min_prob=0.5, max_per_round=8)
+    picked = miner.candidates(samples, torch.tensor([-3.0, 2.0, -2.0]))
+    assert [i for i, _ in picked] == [0, 1]

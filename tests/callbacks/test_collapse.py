@@ -94,3 +94,68 @@ def test_metrics_cover_all_generations_with_valid_only_variants_labelled():
     assert any("Self-BLEU-3" in b for b in detector.check(metrics))
     two_valid = samples + [Sample("p", DIVERSE[1], valid=True, info={"task_text": DIVERSE[1]})]
     assert detector.measure_samples(two_valid)["collapse/self_bleu_valid"] < 0.5
+
+
+# --------------------------------------------------------------------------------- degeneration monitors
+def _math_samples(degenerate_share: float, n: int = 16, copies: int = 0, seed: int = 0) -> list[Sample]:
+    """``n`` parsed math tasks scored by the real domain and scorer: a ``degenerate_share`` of them state their
+    answer; the first ``copies`` of the honest ones repeat an example of their prompt."""
+    import random
+
+    from propel.domains import MathExpressionDomain
+    from propel.rollouts.scorer import GeneratorScorer
+
+    rng = random.Random(seed)
+    domain = MathExpressionDomain()
+    prompt = domain.contexts(1, seed=seed)[0].prompt.text
+    example = prompt.split("Problem:")[1].split("\nExpression:")
+    out = []
+    for i in range(n):
+        a, b = rng.randrange(3, 90), rng.randrange(3, 90)
+        if i < round(degenerate_share * n):
+            text = f" There are {a} cats on {b} mats. How many cats are there?\nExpression: {a}"
+        elif i - round(degenerate_share * n) < copies:
+            text = f"{example[0]}\nExpression:{example[1].split(chr(10))[0]}"
+        else:
+            text = f" {a} boxes hold {b} pens each. How many pens in all?\nExpression: {a} * {b}"
+        out.append(Sample(prompt, text))
+    GeneratorScorer(domain).score(out)
+    return out
+
+
+def test_monitors_count_degenerate_reasons_copies_templates_and_answer_sizes():
+    from propel.callbacks.collapse import degeneration, monitor_flags
+
+    samples = _math_samples(0.25, n=16, copies=2)
+    metrics = degeneration(samples)
+    assert metrics["monitor/degenerate"] == pytest.approx(0.25)
+    assert metrics["monitor/degenerate_answer_stated"] == pytest.approx(0.25)
+    assert metrics["monitor/copies"] == pytest.approx(2 / 16)
+    assert metrics["monitor/top_template"] >= 10 / 16  # the honest tasks share one template (numbers masked)
+    assert 0 < metrics["monitor/answer_log10_q10"] <= metrics["monitor/answer_log10_median"]
+    assert [monitor_flags(s) for s in samples[:1]] == [["degenerate:answer_stated"]]
+    assert "copy" in monitor_flags(samples[4]) and monitor_flags(samples[-1]) == []
+
+
+class _Drifting(_Generating):
+    """Its tasks turn degenerate from step ``collapse_at`` on (stating their answer), otherwise honest."""
+
+    def training_step(self, batch, batch_idx):
+        share = 0.75 if self.global_step + 1 >= self.collapse_at else 0.0
+        self.rollout_state = RolloutState(step=self.global_step, samples=_math_samples(share, seed=self.global_step))
+        return (self.w - batch.mean()) ** 2
+
+
+def test_a_planted_degenerate_drift_trips_the_alarm_and_a_steady_run_does_not():
+    def fit(collapse_at):
+        detector = CollapseDetector(every_n_steps=2, self_bleu_max=None, distinct_min=None, top_topic_max=None)
+        trainer = pl.Trainer(max_steps=8, callbacks=[detector], logger=False, enable_checkpointing=False,
+                             enable_progress_bar=False, enable_model_summary=False, accelerator="cpu")  # fmt: skip
+        trainer.fit(_Drifting(collapse_at))
+        return detector
+
+    with pytest.warns(RuntimeWarning, match=r"propel: .*monitor/degenerate 0\.000 -> 0\.750"):
+        drifted = fit(collapse_at=5)
+    assert drifted.start_metrics["monitor/degenerate"] == 0.0 and drifted.breaches
+    assert any("monitor/degenerate_answer_stated 0.000 -> 0.750" in b for b in drifted.breaches)
+    assert not fit(collapse_at=100).breaches  # honest all along: no alarm

@@ -123,14 +123,22 @@ def test_lenient_expression_reads_the_arithmetic_prefix():
     assert lenient.parse(" Hack.\nExpression: __import__('os')") == ParseFailure("empty_expression")
 
 
-def test_grounded_numbers_reject_expressions_unrelated_to_the_problem():
-    domain = MathExpressionDomain(grounded_numbers=True)
-    grounded = domain.parse(" Five boxes hold 1,200 pens; 4 cups hold 2.5. Total?\nExpression: 5 * 1200 + 4 * 2.5")
-    word = domain.parse(" Tom buys twelve eggs and eats three. How many are left?\nExpression: 12 - 3")
-    stray = domain.parse(" Chris has 3 apples. Ben splits them evenly.\nExpression: 12 * (2) - 3")
-    verdicts = domain.validity([grounded, word, stray])
-    assert [v.reason for v in verdicts] == ["ok", "ok", "ungrounded_number"]
-    assert MathExpressionDomain().validity([stray])[0].ok  # off by default
+def test_ungrounded_numbers_are_degenerate_under_the_strict_rule():
+    from propel.rollouts.record import Sample
+    from propel.rollouts.scorer import GeneratorScorer
+
+    texts = [
+        " Five boxes hold 1,200 pens; 4 cups hold 2.5. Total?\nExpression: 5 * 1200 + 4 * 2.5",
+        " Tom buys twelve eggs and eats three. How many are left?\nExpression: 12 - 3",
+        " Chris has 3 apples. Ben splits them evenly.\nExpression: 12 * (2) - 3",
+    ]
+    reasons = {}
+    for strict in (True, False):
+        samples = [Sample(prompt="", completion=t) for t in texts]
+        GeneratorScorer(MathExpressionDomain(strict=strict)).score(samples)
+        reasons[strict] = [s.info["reason"] for s in samples]
+    assert reasons[True] == ["ok", "ok", "degenerate:ungrounded_number"]
+    assert reasons[False] == ["ok", "ok", "ok"]  # the lenient rule of earlier runs
 
 
 def test_few_shot_solver_prompt_and_grading():

@@ -116,14 +116,23 @@ def test_resume_after_kill_redoes_nothing(tiny_model_dir, tmp_path, caplog):
 
 
 def test_pool_summary_histogram():
-    frame = pd.DataFrame({"valid": [True, True, False, True], "solve_count": [0, 2, None, 2], "label": [0, 1, None, 1]})
-    assert pool_summary(frame, 4) == {
-        "tasks": 4,
+    frame = pd.DataFrame(
+        {
+            "valid": [True, True, False, True, False, False],
+            "reason": ["ok", "ok", "degenerate:answer_stated", "ok", "syntax_error", "degenerate:answer_stated"],
+            "solve_count": [0, 2, 5, 2, None, 8],  # degenerate tasks are tried too (the lenient yield)
+            "label": [0, 1, 0, 1, None, 0],
+        }
+    )
+    assert pool_summary(frame, 8) == {
+        "tasks": 6,
         "valid": 3,
-        "valid_rate": 0.75,
-        "solve_count_hist": [1, 0, 2, 0, 0],
+        "valid_rate": 0.5,
+        "degenerate": 2,
+        "solve_count_hist": [1, 0, 2, 0, 0, 0, 0, 0, 0],  # over valid tasks only
         "positives": 2,
         "positive_share": 2 / 3,
+        "invalid_reasons": {"degenerate:answer_stated": 2, "syntax_error": 1},
     }
 
 

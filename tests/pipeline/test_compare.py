@@ -39,7 +39,9 @@ def test_lift_is_newcombe_for_rates_and_says_whether_it_is_distinguishable():
     assert not changes["utility"]["distinguishable"] and "not distinguishable from zero" in changes["utility"]["words"]
     big = _summary([True] * 20 + [False] * 4, [1] * 20 + [None] * 4, ["x y z"] * 24, [None] * 24)
     assert lift(base, big)["valid_rate"]["distinguishable"]
-    assert lift(base, big)["valid_rate"]["words"].startswith("validity rose by +0.292")
+    assert lift(base, big)["valid_rate"]["words"].startswith(
+        "validity (strict: degenerate tasks invalid) rose by +0.292"
+    )
     assert "top_topic_rate" not in changes  # no known topic: no rate, no change
 
 
@@ -108,6 +110,6 @@ def test_exact_utility_is_the_band_chance_at_the_exact_solve_rate_and_its_change
     change = json.loads((tmp_path / "lift.json").read_text())["exact_utility"]
     expected = bootstrap_difference([0.9, 0.8, 0.7, 0.95], values)
     assert change["estimate"] == pytest.approx(expected.estimate) and change["low"] == pytest.approx(expected.low)
-    assert "| exact_utility |" in table and "exact utility (a valid task's in-band chance" in table
+    assert "| exact_utility |" in table and "strict yield (exact utility: a valid task's in-band chance" in table
     plain = _summary([True], [1], ["a b c"], ["t"])
     assert "exact_utility" not in plain and "exact_utility" not in compare(plain, plain)  # no exact p: no row

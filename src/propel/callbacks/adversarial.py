@@ -6,8 +6,10 @@ probe's logit whatever the reward's gate: under ``soft_gate`` the reward holds a
 outside the utility band. During GRPO the policy drifts toward whatever the fixed probe over-rewards; every
 ``every_n_steps`` steps this callback sends the latest step's top-scored valid tasks to the solver (``n_trials``
 attempts each), writes them to a Parquet pool in the labeling schema (plus ``probe_logit`` and ``step``), and logs the
-false-positive rate. ``adversarial_pool`` (``propel.pools.auxiliary``) then builds an auxiliary probe's training pool
-(the original positives; the mined false positives and the collapsed topic's valid tasks as negatives); train it with
+false-positive rate. Tasks the degeneration monitors flag (``propel.callbacks.collapse.monitor_flags``) are mined
+first, whatever the probe says of them: the solver's verdict on them is what an auxiliary probe needs.
+``adversarial_pool`` (``propel.pools.auxiliary``) then builds an auxiliary probe's training pool (the original
+positives; the mined false positives and the collapsed topic's valid tasks as negatives); train it with
 the probe stage and pass it as ``ProbeReward(constraint=...)``: the reward on valid tasks becomes
 ``min(main, auxiliary)``. ``propel.pipeline.coevolution`` runs the whole loop as pipeline stages.
 """
@@ -25,6 +27,7 @@ from typing import Any
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from propel.callbacks.collapse import monitor_flags
 from propel.domains.trials import SolverSpec, solver_trials
 from propel.durable import write_json
 from propel.errors import ConfigError
@@ -91,18 +94,21 @@ class AdversarialProbeMining(Callback):
 
     # ----------------------------------------------------------------------------------------------- selection
     def candidates(self, samples: Sequence, scores: torch.Tensor) -> list[tuple[int, float]]:
-        """``(index, logit)`` of the valid samples whose probe logit is at least ``logit(min_prob)``, best first, one
-        per distinct task text, skipping texts mined in earlier rounds, at most ``max_per_round``."""
+        """``(index, logit)`` of the valid samples to mine, at most ``max_per_round``, one per distinct task text,
+        skipping texts mined in earlier rounds: first those the degeneration monitors flag (``monitor_flags``: a
+        copy of the prompt's examples, a degenerate task a lenient domain kept), whatever their logit, then those
+        whose probe logit is at least ``logit(min_prob)``; best logit first within each."""
         cut = math.log(self.min_prob / (1.0 - self.min_prob))
         ranked = sorted(
             ((i, float(scores[i])) for i, s in enumerate(samples) if s.valid and s.task is not None),
-            key=lambda pair: -pair[1],
+            key=lambda pair: (not monitor_flags(samples[pair[0]]), -pair[1]),
         )
         ranked = [(i, x) for i, x in ranked if math.isfinite(x)]
         out, seen = [], set()
         for i, logit in ranked:
             text = samples[i].task_text
-            if logit < cut or text in seen or text in self.mined_texts:
+            flagged = bool(monitor_flags(samples[i]))
+            if (logit < cut and not flagged) or text in seen or text in self.mined_texts:
                 continue
             seen.add(text)
             out.append((i, logit))
@@ -185,7 +191,9 @@ class AdversarialProbeMining(Callback):
             s = samples[i]
             self.mined_texts.add(s.task_text)
             key = hashlib.sha1(s.task_text.encode()).hexdigest()[:12]  # a text is mined once per run: a unique id
-            extra = {"id": f"mined-{step}-{key}", "group": "mined", "probe_logit": logit, "step": step}
+            flags = monitor_flags(s)  # the group says what the monitors flagged ("mined:copy")
+            group = "mined:" + ",".join(flags) if flags else "mined"
+            extra = {"id": f"mined-{step}-{key}", "group": group, "probe_logit": logit, "step": step}
             rows.append(pool_row(s, domain.name, self.solver.n_trials, t, self.solver.band, **extra))
         return rows
 

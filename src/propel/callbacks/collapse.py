@@ -1,4 +1,5 @@
-"""Mode-collapse detection during RL: Self-BLEU up, Distinct-n down, one topic taking over."""
+"""Mode-collapse and degeneration detection during RL: Self-BLEU up, Distinct-n down, one topic or template taking
+over, degenerate tasks, copies of the in-context examples, answers shrinking (``propel.metrics.degeneration``)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,67 @@ import warnings
 
 import lightning.pytorch as pl
 
+from propel.domains.interface import DEGENERATE
 from propel.errors import ConfigError
 from propel.lit_modules.state import RolloutPublisher
+from propel.metrics.degeneration import (
+    answer_magnitudes,
+    copies_context,
+    distinct_templates,
+    quantile,
+    top_template_share,
+)
 from propel.metrics.diversity import distinct_n, self_bleu, top_topic_rate
 from propel.rollouts.record import Sample
 
 ACTIONS = ("warn", "stop")
+DRIFTING = ("monitor/degenerate", "monitor/copies", "monitor/distinct_templates", "monitor/top_template",
+            "monitor/top_topic")  # fmt: skip
+"""The degeneration shares (and their ``_<reason>`` variants) whose drift from the run's start is an alarm."""
+
+
+def degenerate_reason(sample: Sample) -> str | None:
+    """Why the domain's degeneracy rule flags a sample (strict: its invalid reason; lenient: ``info``), or None."""
+    reason = sample.info.get("reason")
+    if isinstance(reason, str) and reason.startswith(DEGENERATE):
+        return reason.removeprefix(DEGENERATE)
+    return sample.info.get("degenerate")
+
+
+def monitor_flags(sample: Sample) -> list[str]:
+    """What the degeneration monitors flag in one parsed sample: ``degenerate:<reason>``, ``copy``."""
+    flags = []
+    why = degenerate_reason(sample)
+    if why:
+        flags.append(DEGENERATE + why)
+    if sample.task is not None and copies_context(sample.task_text, sample.prompt):
+        flags.append("copy")
+    return flags
+
+
+def degeneration(samples: list[Sample]) -> dict[str, float]:
+    """The degeneration monitors over the samples that parsed into a task (none logged when none did)."""
+    parsed = [s for s in samples if s.task is not None]
+    if not parsed:
+        return {}
+    n = len(parsed)
+    reasons = [degenerate_reason(s) for s in parsed]
+    out = {"monitor/degenerate": sum(r is not None for r in reasons) / n}
+    for reason in sorted({r for r in reasons if r}):
+        out[f"monitor/degenerate_{reason}"] = reasons.count(reason) / n
+    out["monitor/copies"] = sum(copies_context(s.task_text, s.prompt) for s in parsed) / n
+    texts = [s.task_text for s in parsed]
+    for key, value in (("distinct_templates", distinct_templates(texts)), ("top_template", top_template_share(texts))):
+        if value is not None:
+            out[f"monitor/{key}"] = value
+    topic = top_topic_rate([s.topic for s in parsed])
+    if topic is not None:
+        out["monitor/top_topic"] = topic
+    sizes = answer_magnitudes([s.task.data.get("answer") for s in parsed if isinstance(s.task.data, dict)])
+    for name, q in (("q10", 0.1), ("median", 0.5), ("q90", 0.9)):
+        if sizes:
+            out[f"monitor/answer_log10_{name}"] = quantile(sizes, q)
+    return out
 
 
 class CollapseDetector(pl.Callback):
@@ -24,6 +80,14 @@ class CollapseDetector(pl.Callback):
     ``collapse/top_topic_valid``. A metric without a value (Self-BLEU of fewer than 2 texts, no known topic) is
     not logged and breaches nothing. On a breach it warns or stops training (``trainer.should_stop``).
 
+    Degeneration monitors, over the samples whose completion parsed into a task: ``monitor/degenerate`` (the share a
+    domain's degeneracy rule flags, ``Domain.degeneracy``, whether strict validity made them invalid or not) and
+    ``monitor/degenerate_<reason>`` per reason, ``monitor/copies`` (a task repeating a line of its own prompt's
+    in-context examples), ``monitor/distinct_templates`` and ``monitor/top_template`` (numbers masked),
+    ``monitor/top_topic`` (as ``collapse/top_topic``), and the answer-size distribution (``monitor/answer_log10_q10``,
+    ``_median``, ``_q90``, of ``log10(1 + |answer|)``). The first check's values are the run's start; a later check
+    where a share moved more than ``drift_max`` from it is an alarm (``warn`` or ``stop`` as above).
+
     Args:
         every_n_steps: check interval in optimizer steps.
         n: n-gram order for Self-BLEU and Distinct-n.
@@ -32,6 +96,8 @@ class CollapseDetector(pl.Callback):
         top_topic_max: breach when the most common topic's share exceeds this (None: never).
         action: ``"warn"`` or ``"stop"``.
         min_samples: skip the check with fewer generations than this.
+        drift_max: alarm when a degeneration share (``DRIFTING``) moves more than this from its first value (None:
+            never).
     """
 
     def __init__(
@@ -43,6 +109,7 @@ class CollapseDetector(pl.Callback):
         top_topic_max: float | None = 0.5,
         action: str = "warn",
         min_samples: int = 4,
+        drift_max: float | None = 0.2,
     ) -> None:
         if action not in ACTIONS:
             raise ConfigError(f"action must be one of {ACTIONS}, got {action!r}")
@@ -50,7 +117,10 @@ class CollapseDetector(pl.Callback):
             raise ConfigError(f"every_n_steps must be >= 1, got {every_n_steps}")
         self.every_n_steps, self.n, self.action, self.min_samples = every_n_steps, n, action, max(2, min_samples)
         self.self_bleu_max, self.distinct_min, self.top_topic_max = self_bleu_max, distinct_min, top_topic_max
+        self.drift_max = drift_max
         self.last_metrics: dict[str, float] = {}
+        self.start_metrics: dict[str, float] = {}
+        """The first check's degeneration shares: where the run started."""
         self.breaches: list[str] = []
         self._last_checked_step = -1
 
@@ -64,10 +134,11 @@ class CollapseDetector(pl.Callback):
         return {k: v for k, v in metrics.items() if v is not None}
 
     def measure_samples(self, samples: list[Sample]) -> dict[str, float]:
-        """The metrics over all samples, then over the valid ones (``_valid`` keys)."""
+        """The metrics over all samples, then over the valid ones (``_valid`` keys), then the degeneration monitors."""
         valid = [s for s in samples if s.valid]
         metrics = self.measure([s.task_text for s in samples], [s.topic for s in samples])
         metrics.update(self.measure([s.task_text for s in valid], [s.topic for s in valid], "_valid"))
+        metrics.update(degeneration(samples))
         return metrics
 
     def check(self, metrics: dict[str, float]) -> list[str]:
@@ -80,6 +151,11 @@ class CollapseDetector(pl.Callback):
             out.append(f"Distinct-{self.n} {dn:.3f} < {self.distinct_min}")
         if self.top_topic_max is not None and tt is not None and tt > self.top_topic_max:
             out.append(f"top-topic rate {tt:.3f} > {self.top_topic_max}")
+        if self.drift_max is not None:
+            for key, start in self.start_metrics.items():
+                now = metrics.get(key)
+                if now is not None and abs(now - start) > self.drift_max:
+                    out.append(f"{key} {start:.3f} -> {now:.3f} ({now - start:+.3f}, beyond {self.drift_max})")
         return out
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
@@ -94,11 +170,15 @@ class CollapseDetector(pl.Callback):
             return
         self._last_checked_step = step
         self.last_metrics = self.measure_samples(samples)
+        first = not self.start_metrics
+        for key, value in self.last_metrics.items():  # the first check is where the run starts; a degenerate
+            if key.startswith(DRIFTING) and key not in self.start_metrics:  # reason first seen later started at 0
+                self.start_metrics[key] = value if first or not key.startswith("monitor/degenerate_") else 0.0
         pl_module.log_dict(self.last_metrics, on_step=True, on_epoch=False)
         breaches = self.check(self.last_metrics)
         if not breaches:
             return
-        message = f"mode collapse suspected at step {step}: " + "; ".join(breaches)
+        message = f"propel: mode collapse or degeneration suspected at step {step}: " + "; ".join(breaches)
         self.breaches.append(message)
         if self.action == "stop":
             trainer.should_stop = True
@@ -106,8 +186,13 @@ class CollapseDetector(pl.Callback):
         warnings.warn(message, RuntimeWarning, stacklevel=2)
 
     def state_dict(self) -> dict:
-        return {"breaches": list(self.breaches), "last_checked_step": self._last_checked_step}
+        return {
+            "breaches": list(self.breaches),
+            "last_checked_step": self._last_checked_step,
+            "start_metrics": dict(self.start_metrics),
+        }
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.breaches = list(state_dict.get("breaches", []))
+        self.start_metrics = dict(state_dict.get("start_metrics", {}))
         self._last_checked_step = int(state_dict.get("last_checked_step", -1))

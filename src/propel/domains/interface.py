@@ -72,6 +72,22 @@ class Verdict(NamedTuple):
     reason: str
 
 
+DEGENERATE = "degenerate:"
+"""Prefix of the invalid reason of a degenerate task (``degenerate:answer_stated``): a task that parses, runs and
+has ground truth, but whose solving needs none of the work the domain is about (``Domain.degeneracy``)."""
+
+
+def is_degenerate(reason: str | None) -> bool:
+    """Whether an invalid reason names a degenerate task (a lenient validity would have let it through)."""
+    return isinstance(reason, str) and reason.startswith(DEGENERATE)
+
+
+def lenient_valid(valid: bool, reason: str | None) -> bool:
+    """Validity without the degeneracy rule: valid, or invalid only for being degenerate. What the lenient yield
+    (shown beside the strict one, labelled) counts."""
+    return bool(valid) or is_degenerate(reason)
+
+
 def few_shot_contexts(name: str, n: int, seed: int, blocks: Sequence[str], k: int, cue: str) -> list[Context]:
     """``n`` generator contexts of ``k`` example blocks each (a seeded draw per context) followed by ``cue``; the
     group names the drawn examples, so contexts that share them are kept together by grouped splits."""
@@ -97,6 +113,11 @@ class Domain(ABC):
     """Stop strings for generator sampling (e.g. a blank line for raw few-shot prompts)."""
     needs_oracle: bool = False
     """True for domains whose reference answers come from an oracle model (given with ``set_oracle``)."""
+    degenerate_reasons: tuple[str, ...] = ()
+    """Every reason ``degeneracy`` may give, each explained in the domain's docstring (reports count each)."""
+    strict: bool = True
+    """Degenerate tasks are invalid (``degenerate:<reason>``, the gate's floor), in training, labeling and evaluation
+    alike; False keeps them valid (the lenient rule) and still records their reason in ``info["degenerate"]``."""
     cut_completions_invalid: bool = False
     """True for domains whose generator writes a task as one completion ended by a stop string: a completion the
     engine cut at the token limit (``finish_reason="length"``) may be a truncated task (``3 * 12`` cut to ``3 * 1``
@@ -125,6 +146,23 @@ class Domain(ABC):
     @abstractmethod
     def topic(self, task: Task) -> str:
         """A coarse topic label (for top-topic diversity)."""
+
+    def degeneracy(self, task: Task) -> str | None:
+        """Why a task that passed ``validity`` needs none of the domain's work (one of ``degenerate_reasons``: its
+        answer is stated in what the solver sees, it performs no operation, ...), or None. Reads the ground truth
+        ``validity`` wrote. None by default: a domain without such a rule says so in its docstring."""
+        return None
+
+    def task_features(self, task: Task) -> dict[str, float]:
+        """Cheap numbers about a valid task that need no model (answer size, operations, length): the features of the
+        rivals a probe must beat (``propel.probes.rivals``). Same keys for every task of the domain; none by
+        default (then only the text classifier and the zero-fit rule compete)."""
+        return {}
+
+    def zero_fit_score(self, task: Task) -> float | None:
+        """The domain's unfitted ranking rule (higher: more likely in the solver's band), declared before any data:
+        the cheapest rival a probe must beat (math: prefer the smaller answer). None: the domain declares none."""
+        return None
 
     def set_oracle(self, engine: Engine) -> None:  # noqa: B027 - optional hook
         """Take the engine whose answers become references (domains with ``needs_oracle``); others ignore it."""

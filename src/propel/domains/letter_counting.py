@@ -7,6 +7,12 @@ raw few-shot (``Question: How many times does the letter "r" appear in the text:
 exact solve probability is computable by teacher forcing (``answer_text``). Text length controls difficulty: for the
 bundled model 1-word texts are mostly too easy and 16-word texts mostly too hard
 (``benchmarks/pilot_letter_band.py``).
+
+Strict validity (the default), the domain's equivalent of "the answer is stated": a task is degenerate when its
+count needs no counting. ``letter_absent``: the letter does not occur (the answer is 0, found by an absence check,
+and it is the guess a weak solver makes anyway); ``only_letter``: every letter of the text is the target letter
+(the answer is the text's length); ``solved_example``: the text and letter are a solved example of the solver's own
+prompt, which shows the answer.
 """
 
 from __future__ import annotations
@@ -54,21 +60,23 @@ class LetterCountingDomain(Domain):
         few_shot: examples per generator prompt.
         max_words: longer texts are invalid.
         solver_shots: solved examples in the solver's prompt.
+        strict: degenerate tasks (see the module docstring) are invalid; False records the reason and keeps them.
     """
 
     name = "letter_counting"
+    degenerate_reasons = ("letter_absent", "only_letter", "solved_example")
     needs_sandbox = False
     generator_stop = ("\n\n",)
     solver_stop = ("\n",)
     cut_completions_invalid = True
 
-    def __init__(self, few_shot: int = 4, max_words: int = 16, solver_shots: int = 3):
+    def __init__(self, few_shot: int = 4, max_words: int = 16, solver_shots: int = 3, strict: bool = True):
         pool = len(letter_examples())
         if not 0 < few_shot <= pool or not 0 < solver_shots <= pool:
             raise ConfigError(f"LetterCountingDomain few_shot and solver_shots must be in 1..{pool}")
         if max_words < 1:
             raise ConfigError(f"LetterCountingDomain max_words must be >= 1, got {max_words}")
-        self.few_shot, self.max_words, self.solver_shots = few_shot, max_words, solver_shots
+        self.few_shot, self.max_words, self.solver_shots, self.strict = few_shot, max_words, solver_shots, strict
 
     def contexts(self, n: int, seed: int = 0) -> list[Context]:
         blocks = [f"Letter: {e['letter']}\nText: {e['text']}\n\n" for e in letter_examples()]
@@ -100,10 +108,41 @@ class LetterCountingDomain(Domain):
                 verdicts.append(Verdict(True, "ok"))
         return verdicts
 
+    def _solved(self) -> tuple[dict, ...]:
+        """The solved examples the solver's prompt shows."""
+        return letter_examples()[-self.solver_shots :]
+
+    def degeneracy(self, task: Task) -> str | None:
+        text, letter = task.data["text"], task.data["letter"]
+        letters = [c for c in text.lower() if c.isalpha()]
+        if task.data["answer"] == 0:
+            return "letter_absent"
+        if all(c == letter for c in letters):
+            return "only_letter"
+        key = (" ".join(text.lower().split()), letter)
+        if any((" ".join(x["text"].lower().split()), x["letter"]) == key for x in self._solved()):
+            return "solved_example"
+        return None
+
+    def task_features(self, task: Task) -> dict[str, float]:
+        """The count, the text's size and how much of it is the letter: what a rival ranks tasks by."""
+        text, letter, count = task.data["text"], task.data["letter"], task.data["answer"]
+        letters = [c for c in text.lower() if c.isalpha()]
+        return {
+            "count": float(count),
+            "words": float(len(text.split())),
+            "letters": float(len(letters)),
+            "letter_share": count / max(len(letters), 1),
+            "words_with_letter": float(sum(letter in w.lower() for w in text.split())),
+        }
+
+    def zero_fit_score(self, task: Task) -> float | None:
+        """Prefer the smaller count (declared before any data: the solver guesses small numbers)."""
+        return -float(task.data["answer"])
+
     def solver_prompt(self, task: Task) -> Prompt:
         shots = "".join(
-            f"Question: {question(x['text'], x['letter'])}\nAnswer: {x['count']}\n\n"
-            for x in letter_examples()[-self.solver_shots :]
+            f"Question: {question(x['text'], x['letter'])}\nAnswer: {x['count']}\n\n" for x in self._solved()
         )
         return Prompt(text=f"{shots}Question: {question(task.data['text'], task.data['letter'])}\nAnswer:")
 

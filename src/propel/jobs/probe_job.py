@@ -1,5 +1,8 @@
 """The probe job as ``propel probe -c configs/probe/sweep.yaml``: a labeled pool -> frozen-reference activations
-(cached, resumable) -> the layer x pooling x arch x balance sweep -> the selected probe refit and exported.
+(cached, resumable) -> the layer x pooling x arch x balance sweep -> the selected probe refit and exported
+(``probe_artifact/``) -> the probe against its rivals (``propel.probes.competition``: the zero-fit rule, cheap task
+features, a text classifier, shuffled-label probes) -> the reward, whichever ranks held-out tasks best
+(``artifact/``, read by ``ProbeReward``; ``rivals.md`` says which won and by how much).
 
 Selection breaks ties with RVP measured on a fixed sample of the policy GRPO starts from scored by the exact reward
 GRPO trains with (``RVPSpec``: its gate and group size are the GRPO run's; the pipeline copies them).
@@ -7,7 +10,9 @@ GRPO trains with (``RVPSpec``: its gate and group size are the GRPO run's; the p
 
 from __future__ import annotations
 
+import shutil
 import time
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +24,7 @@ from scipy.stats import spearmanr
 
 from propel.cli.config_files import with_fragments_inlined
 from propel.cli.errors import explain
+from propel.domains.exact_trials import band_utility
 from propel.domains.interface import Domain, Task
 from propel.durable import write_json
 from propel.engines.engine import SamplingSpec
@@ -30,10 +36,13 @@ from propel.pools.io import read_pool
 from propel.pools.summary import print_summary_table
 from propel.probes import ActivationExtractor, extract_to_cache
 from propel.probes.baseline import fit_logistic, length_only_predictions, topic_only_predictions
+from propel.probes.competition import RivalSpec, compete
+from propel.probes.competition import markdown as competition_markdown
 from propel.probes.data import align_labels
 from propel.probes.gate import GateSpec, logit_quantiles
 from propel.probes.plots import plot_reliability
 from propel.probes.pooling import POOLINGS, TRAJECTORY_POOLINGS, check_poolings
+from propel.probes.rivals import fit_rival
 from propel.probes.sweep import (
     BASELINE_ARCH,
     RVPSample,
@@ -47,6 +56,11 @@ from propel.rollouts.scorer import GeneratorScorer
 from propel.rollouts.single_turn import generate_tasks
 
 SUMMARY = "summary.json"
+RIVALS_REPORT = "rivals.md"
+"""The probe against its rivals (``propel.probes.competition.markdown``); ``summary.json``'s ``rivals`` holds the
+numbers."""
+PROBE_ARTIFACT = "probe_artifact"
+"""Where the selected probe always goes; ``artifact/`` holds the reward: the probe when it wins, else the rival."""
 HELD_OUT_ROWS = "held_out_rows.json"
 """Per held-out row: id, label and each classifier's prediction (the rows behind ``summary.json``'s ``held_out``)."""
 
@@ -86,6 +100,9 @@ class ProbeJob:
             whose probes read generator episodes (``Domain.probe_input``: SWE); single texts ignore it.
         sweep: the grid and training recipe.
         rvp: the RVP sample and its reward.
+        rivals: the rivals the probe competes with on held-out best-of-k lift, and which ranker becomes the reward
+            written to ``artifact/`` (``propel.probes.competition.RivalSpec``; the probe itself always goes to
+            ``probe_artifact/``).
         engine: engine of the RVP sample: ``hf`` generates with the loaded reference itself.
         engine_kwargs: arguments of another engine.
         seed: seed of the RVP sample.
@@ -104,6 +121,7 @@ class ProbeJob:
         trajectory_pooling: str = "mean",
         sweep: SweepSpec = SweepSpec(),  # noqa: B008 (frozen-by-convention defaults, copied below)
         rvp: RVPSpec = RVPSpec(),  # noqa: B008
+        rivals: RivalSpec = RivalSpec(),  # noqa: B008
         engine: str = "hf",
         engine_kwargs: dict[str, Any] | None = None,
         seed: int = 0,
@@ -128,6 +146,7 @@ class ProbeJob:
                 f"probe sweep.split: choose random, stratified_kfold or group_kfold, got {self.sweep.split!r}"
             )
         self.rvp = replace(rvp)
+        self.rivals = replace(rivals)
         if self.rvp.adapter is not None and not Path(self.rvp.adapter).exists():
             raise ConfigError(f"probe rvp.adapter: {self.rvp.adapter!r} does not exist (a peft folder or a GRPO .ckpt)")
         self.engine, self.engine_kwargs, self.seed = engine, dict(engine_kwargs or {}), seed
@@ -177,8 +196,54 @@ class ProbeJob:
         )
         summary = self._summary(rows, result, metrics, start, held_out)
         summary["held_out_ranking"] = ranking
+        summary["rivals"] = self._compete(artifact, features, rows, result, frame, dict(zip(ids, items, strict=True)))
+        summary["reward"] = summary["rivals"]["reward"] if summary["rivals"] else "probe"
+        summary["probe_artifact"] = str(out / PROBE_ARTIFACT)
         write_json(out / SUMMARY, summary)
         return summary
+
+    def _compete(self, artifact, features, rows, result, frame, item_of: dict) -> dict | None:
+        """The probe against its rivals (``propel.probes.competition``); writes the reward to ``artifact/`` (a
+        rival's ``ranker.json``, or the probe) and ``rivals.md``. None when disabled or the pool is too small."""
+        out = self.output_dir
+        reward_dir = out / "artifact"
+        shutil.rmtree(reward_dir, ignore_errors=True)
+        if not self.rivals.enabled:
+            shutil.copytree(out / PROBE_ARTIFACT, reward_dir)
+            return None
+        task_of = dict(zip(frame["id"].astype(str), frame["task"], strict=True))
+        tasks = [Task.from_json(task_of[i]) for i in rows.ids]
+        texts = [_text(item_of[i]) for i in rows.ids]
+        utility = self._utility(frame, rows)
+        x = features[result.selected["key"]][torch.as_tensor(rows.rows, dtype=torch.long)].float()
+        try:
+            contest = compete(
+                self.domain, tasks, texts, x, rows, utility, self.sweep, result.selected["arch"],
+                result.selected["balance"], self.rivals,
+            )  # fmt: skip
+        except ValueError as err:  # too few rows of a class to cross-fit: the probe stays the reward, said so
+            warnings.warn(f"probe rivals skipped: {err}", stacklevel=2)
+            shutil.copytree(out / PROBE_ARTIFACT, reward_dir)
+            return {"skipped": str(err), "reward": "probe"}
+        if contest["reward"] == "probe":
+            shutil.copytree(out / PROBE_ARTIFACT, reward_dir)
+        else:
+            ranker = fit_rival(contest["reward"], self.domain, tasks, texts, rows.labels.numpy(), self.rivals.seed)
+            scores = ranker.score(tasks if ranker.reads == "task" else texts)
+            ranker.logit_quantiles = logit_quantiles(torch.as_tensor(scores, dtype=torch.float32))
+            ranker.save(reward_dir)
+        (out / RIVALS_REPORT).write_text(competition_markdown(contest))
+        return contest
+
+    def _utility(self, frame, rows) -> np.ndarray:
+        """Each labeled row's utility: its exact band utility where the pool has the solver's exact solve probability
+        (``rivals.band``, the pool's ``n_trials``), else its 0/1 label."""
+        by_id = frame.set_index(frame["id"].astype(str))
+        labels = rows.labels.numpy().astype(float)
+        if "exact_p" not in by_id or by_id.loc[rows.ids, "exact_p"].isna().any():
+            return labels
+        ps, ns = by_id.loc[rows.ids, "exact_p"].astype(float), by_id.loc[rows.ids, "n_trials"].astype(int)
+        return np.array([band_utility(p, n, tuple(self.rivals.band)) for p, n in zip(ps, ns, strict=True)])
 
     def _pool_items(self) -> tuple[Any, list[str], list]:
         """``(pool frame, valid ids, valid probe inputs)``; refuses a pool with no valid task, and an RVP sample for
@@ -234,7 +299,7 @@ class ProbeJob:
         artifact.calibration = module.calibration  # fit on the validation fold (the soft gate's probabilities)
         pool_x = features[result.selected["key"]][torch.as_tensor(rows.rows, dtype=torch.long)].float()
         artifact.logit_quantiles = logit_quantiles(artifact.score(pool_x))  # the reward's default floor sits below
-        artifact.save(self.output_dir / "artifact")
+        artifact.save(self.output_dir / PROBE_ARTIFACT)
         return artifact
 
     def _plot_test_reliability(self, artifact, features, rows, result, metrics) -> None:
@@ -313,6 +378,13 @@ class ProbeJob:
             "artifact": str(out / "artifact"),
             "seconds": time.monotonic() - start,
         }
+
+
+def _text(item) -> str:
+    """A probe input as the text classifier reads it (a trajectory's turns joined)."""
+    if isinstance(item, str):
+        return item
+    return "\n".join(t.get("content") or "" if isinstance(t, dict) else str(t) for t in item)
 
 
 def probe_parser():

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from propel.domains.interface import Context, Domain, Task
+from propel.domains.interface import Context, Domain, Task, lenient_valid
 from propel.durable import write_json
 from propel.errors import ConfigError
 from propel.lit_modules.labeling import LabelingModule
@@ -113,13 +113,18 @@ class EvaluationModule(LabelingModule):
                 per_task.setdefault(name, []).append(float(value))
         exact_p = list(frame["exact_p"]) if "exact_p" in frame else [None] * len(valid)
         exact = exact_utility_values(valid, exact_p, self.n_trials, self.band)
+        reasons = [r if isinstance(r, str) else None for r in frame["reason"]]
+        lenient = [lenient_valid(v, r) for v, r in zip(valid, reasons, strict=True)]
+        exact_lenient = exact_utility_values(lenient, exact_p, self.n_trials, self.band)
         summary = evaluation_summary(
             valid, counts, texts, topics, self.n_trials, self.band, hp.confidence, hp.n_resamples, hp.seed, scores,
-            task_metrics=per_task, exact_utility=exact,
+            task_metrics=per_task, exact_utility=exact, reasons=reasons, exact_utility_lenient=exact_lenient,
         )  # fmt: skip
         scores.update({f"{name}_mean": values for name, values in per_task.items()})  # keys as the summary's means
         if exact is not None:
             scores["exact_utility"] = exact
+        if exact_lenient is not None:
+            scores["exact_utility_lenient"] = exact_lenient
         return summary, scores
 
     def log_summary(self) -> None:

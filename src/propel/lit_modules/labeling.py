@@ -17,7 +17,7 @@ from lightning.pytorch import LightningModule
 
 from propel.domains.agents import writes_in_episodes
 from propel.domains.exact_trials import solve_probabilities
-from propel.domains.interface import Context, Domain
+from propel.domains.interface import Context, Domain, lenient_valid
 from propel.domains.trials import SolverSpec, Trials, solver_trials
 from propel.engines.engine import Engine, SamplingSpec
 from propel.engines.factory import check_kind, make_adapter_engine, make_engine
@@ -213,9 +213,12 @@ class LabelingModule(LightningModule):
         self.phases.start("checking", total=len(samples), unit="tasks")
         self.scorer.score(samples)
         valid = [s for s in samples if s.valid]
-        self.phases.start("solving", total=len(valid), unit=f"tasks x {self.n_trials} trials")
-        trials = dict(zip(map(id, valid), self.run_trials(valid), strict=True))
-        self._exact_p(valid)
+        # degenerate tasks have ground truth too: solved like valid ones, so evaluation can show the lenient yield
+        # beside the strict one (their rows stay invalid: probes never train on them, the reward floors them)
+        tried = [s for s in samples if lenient_valid(s.valid, s.info.get("reason"))]
+        self.phases.start("solving", total=len(tried), unit=f"tasks x {self.n_trials} trials")
+        trials = dict(zip(map(id, tried), self.run_trials(tried), strict=True))
+        self._exact_p(tried)
         rows = []
         for s in samples:
             t = trials.get(id(s))
@@ -235,7 +238,7 @@ class LabelingModule(LightningModule):
         return self.generator_agent.run(self.generator_engine, contexts, replace(spec, stop=[]), self.sandbox)
 
     def _exact_p(self, samples: list[Sample]) -> None:
-        """``info["exact_p"]`` of each valid task whose domain gives an answer text (see ``exact_p``)."""
+        """``info["exact_p"]`` of each tried task whose domain gives an answer text (see ``exact_p``)."""
         local = getattr(self.solver_engine, "model", None) is not None and self.solver_agent is None
         if not (self.hparams.get("exact_p", True) and local and samples):
             return

@@ -35,3 +35,36 @@ def best_pick_lift(
         keys.append(g)
         lifts.append(float(gu[top].mean() - gu.mean()))
     return keys, np.asarray(lifts)
+
+
+def best_of_k_lift(scores: Sequence[float], utility: Sequence[float], k: int) -> float:
+    """Expected utility of the top-scored item of a uniformly random ``k``-subset of the items, minus their mean
+    utility: what a scorer adds when it picks one task out of ``k`` (GRPO's group) over a random pick, exactly, over
+    every subset (ties broken at random, so a constant scorer's lift is 0).
+
+    With the items sorted by score, the one at rank ``r`` (1 = lowest) tops a random ``k``-subset with probability
+    ``C(r-1, k-1) / C(n, k)``; a tie group contributes its mean utility at each of its ranks. ``k`` larger than the
+    number of items is clipped to it (then the lift is the top item's excess over the mean).
+    """
+    s, u = np.asarray(scores, dtype=np.float64), np.asarray(utility, dtype=np.float64)
+    if len(s) != len(u):
+        raise ValueError(f"scores and utility differ in length: {len(s)} and {len(u)}")
+    n = len(s)
+    if n == 0:
+        return float("nan")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    k = min(k, n)
+    order = np.argsort(s, kind="stable")
+    s_sorted, u_sorted = s[order], u[order]
+    starts = np.flatnonzero(np.r_[True, np.diff(s_sorted) > 1e-12])  # each run of tied scores: one utility, its mean
+    sizes = np.diff(np.r_[starts, n])
+    tie_mean = np.repeat(np.add.reduceat(u_sorted, starts) / sizes, sizes)
+    ranks = np.arange(1, n + 1)
+    # C(r-1, k-1) / C(n, k) through log-gamma (exact enough for n in the thousands)
+    from scipy.special import gammaln
+
+    log_total = gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
+    log_w = gammaln(ranks) - gammaln(k) - gammaln(ranks - k + 1) - log_total
+    weights = np.where(ranks >= k, np.exp(log_w), 0.0)
+    return float((weights * tie_mean).sum() - u.mean())

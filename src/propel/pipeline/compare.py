@@ -22,10 +22,12 @@ from propel.pools.summary import CORPUS_RATIOS, MEANS, RATES
 
 COMPARED = (
     "tasks",
+    "exact_utility",
+    "exact_utility_lenient",
     "valid_rate",
+    "valid_rate_lenient",
     "utility",
     "utility_valid",
-    "exact_utility",
     "self_bleu_3",
     "distinct_3",
     "top_topic_rate",
@@ -34,14 +36,18 @@ COMPARED = (
     "top_topic_rate_valid",
     "solve_count_hist",
 )
-"""The metrics of the comparison table, in order: the paper's definitions, then their valid-only variants."""
-HEADLINE = ("valid_rate", "utility")
+"""The metrics of the comparison table, in order: the strict yield first (the primary endpoint), the lenient one
+beside it, then the paper's definitions and their valid-only variants."""
+HEADLINE = ("exact_utility", "exact_utility_lenient", "valid_rate", "utility")
 """The changes the verdict states in words."""
 NAMES = {
-    "valid_rate": "validity",
+    "valid_rate": "validity (strict: degenerate tasks invalid)",
+    "valid_rate_lenient": "lenient validity (degenerate tasks counted valid)",
+    "exact_utility_lenient": "lenient yield (exact utility with degenerate tasks scored as valid)",
     "utility": "utility (in-band share of all generations)",
     "utility_valid": "utility among valid tasks",
-    "exact_utility": "exact utility (a valid task's in-band chance at the solver's exact solve rate; 0 if invalid)",
+    "exact_utility": "strict yield (exact utility: a valid task's in-band chance at the solver's exact solve rate; 0 "
+    "if invalid or degenerate)",
     "top_topic_rate": "top-topic rate",
     "top_topic_rate_valid": "top-topic rate among valid tasks",
     "self_bleu_3": "Self-BLEU-3",

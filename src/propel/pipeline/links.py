@@ -125,12 +125,18 @@ LINKS: tuple[Link, ...] = (
     Link("run.top_p", "evaluate.model.init_args.top_p", SAME_SAMPLER),
     Link("run.group_size", "grpo.model.init_args.group_size", "RVP reads the within-group reward variance GRPO sees"),
     Link("run.group_size", "probe.rvp.group_size", "RVP reads the within-group reward variance GRPO sees"),
+    Link("run.group_size", "probe.rivals.k", "the probe and its rivals compete at GRPO's pick: the best of its group"),
     # --- one stage's settings another reads
     Link(
         "grpo.model.init_args.rewards[ProbeReward].gate",
         "probe.rvp.gate",
         "RVP scores with the reward GRPO trains with",
         null_keeps=True,
+    ),
+    Link(
+        "label.model.init_args.solver.band",
+        "probe.rivals.band",
+        "the rivals are ranked by the utility the labels were drawn from",
     ),
     Link(
         "label.model.init_args.solver",
@@ -159,7 +165,7 @@ LINKS: tuple[Link, ...] = (
     Link(
         "run.workdir/probe/artifact",
         "grpo.model.init_args.rewards[ProbeReward].artifact",
-        "GRPO trains on the probe the probe stage exported",
+        "GRPO trains on the reward the probe stage chose: the probe, or a rival that ranked held-out tasks better",
         required=("probe",),
     ),
     Link(

@@ -2,29 +2,42 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from propel.domains.interface import DEGENERATE, is_degenerate
 from propel.domains.trials import in_band
 
 
 def pool_summary(frame, n_trials: int) -> dict:
-    """Valid rate, solve-count histogram 0..n over valid tasks, and share of positives among valid tasks."""
+    """Valid rate, solve-count histogram 0..n over valid tasks, share of positives among valid tasks, and the
+    invalid tasks counted by reason (degenerate ones under ``degenerate:<why>``)."""
     valid = frame[frame["valid"].astype(bool)] if len(frame) else frame
     counts = [int(c) for c in valid["solve_count"]] if len(valid) else []
     hist = [counts.count(k) for k in range(n_trials + 1)]
     positives = int(sum(int(x) for x in valid["label"])) if len(valid) else 0
+    reasons = invalid_reasons(frame["valid"], frame["reason"]) if len(frame) and "reason" in frame else {}
     return {
         "tasks": len(frame),
         "valid": len(valid),
         "valid_rate": len(valid) / len(frame) if len(frame) else 0.0,
+        "degenerate": sum(n for r, n in reasons.items() if is_degenerate(r)),
         "solve_count_hist": hist,
         "positives": positives,
         "positive_share": positives / len(valid) if len(valid) else 0.0,
+        "invalid_reasons": reasons,
     }
+
+
+def invalid_reasons(valid: Sequence[bool], reasons: Sequence[str | None]) -> dict[str, int]:
+    """How many invalid tasks each reason holds, most common first (degenerate ones as ``degenerate:<why>``)."""
+    counts = Counter(str(r) for ok, r in zip(valid, reasons, strict=True) if not ok)
+    return dict(counts.most_common())
 
 
 RATES = {
     "valid_rate": ("valid", "tasks"),
+    "valid_rate_lenient": ("valid_lenient", "tasks"),
     "utility": ("in_band", "tasks"),
     "utility_valid": ("in_band", "valid"),
     "top_topic_rate": ("top_topic_count", "tasks"),
@@ -63,6 +76,8 @@ def evaluation_summary(
     scores: dict[str, list[float]] | None = None,
     task_metrics: Mapping[str, Sequence[float]] | None = None,
     exact_utility: Sequence[float] | None = None,
+    reasons: Sequence[str | None] | None = None,
+    exact_utility_lenient: Sequence[float] | None = None,
 ) -> dict:
     """Utility, validity, diversity and the solve-count histogram of one evaluation, each with its interval.
 
@@ -81,7 +96,11 @@ def evaluation_summary(
     each summarized as ``<name>_mean`` with a bootstrap interval like the Self-BLEU means. ``exact_utility``: per
     generation, a valid task's exact band utility ``P(lo <= Bin(n, p) <= hi)`` at the solver's teacher-forced ``p``
     and 0 for an invalid one (``exact_utility_values``): the expected ``utility`` without the trials' sampling noise,
-    the endpoint the experiments use; its mean gets a bootstrap interval.
+    the endpoint the experiments use; its mean gets a bootstrap interval. ``valid`` is the domain's strict validity
+    (degenerate tasks invalid), so ``exact_utility`` is the strict yield, the primary endpoint; with ``reasons``
+    (each generation's invalid reason) the summary also counts invalid tasks by reason and gives the lenient valid
+    rate (degenerate tasks counted valid), and ``exact_utility_lenient`` (degenerate tasks at their own exact band
+    utility) is shown beside the strict one, labelled.
     """
     import numpy as np
 
@@ -117,13 +136,27 @@ def evaluation_summary(
     }
     if exact_utility is not None:
         summary["exact_utility"] = float(np.mean(exact_utility)) if len(exact_utility) else None
+    if reasons is not None:
+        from propel.domains.interface import lenient_valid
+
+        by_reason = invalid_reasons(valid, reasons)
+        summary["valid_lenient"] = sum(lenient_valid(v, r) for v, r in zip(valid, reasons, strict=True))
+        summary["valid_rate_lenient"] = summary["valid_lenient"] / len(valid) if valid else None
+        summary["degenerate"] = {r.removeprefix(DEGENERATE): n for r, n in by_reason.items() if is_degenerate(r)}
+        summary["invalid_reasons"] = by_reason
+    if exact_utility_lenient is not None:
+        summary["exact_utility_lenient"] = float(np.mean(exact_utility_lenient)) if exact_utility_lenient else None
     per_task = {f"{name}_mean": list(values) for name, values in (task_metrics or {}).items()}
     summary.update({name: float(np.mean(values)) if values else None for name, values in per_task.items()})
     intervals = {}
     for name, (count, total) in RATES.items():
+        if name not in summary:  # the lenient rate, when no reasons were given
+            continue
         ci = wilson(summary[count], summary[total], confidence) if summary[name] is not None else None
         intervals[name] = [ci.low, ci.high] if ci is not None else None
     exact = {"exact_utility": list(exact_utility)} if exact_utility is not None else {}
+    if exact_utility_lenient is not None:
+        exact["exact_utility_lenient"] = list(exact_utility_lenient)
     for name, values in [*((n, scores[n]) for n in MEANS), *per_task.items(), *exact.items()]:
         ci = bootstrap(values, n_resamples=n_resamples, confidence=confidence, seed=seed)
         intervals[name] = [ci.low, ci.high] if ci is not None else None

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from propel.domains.agents import WritesInEpisodes
-from propel.domains.interface import Domain, Task
+from propel.domains.interface import DEGENERATE, Domain, Task
 from propel.rollouts.record import Sample
 from propel.sandbox.sandbox import Sandbox
 
@@ -93,6 +93,21 @@ class GeneratorScorer(Scorer):
         for sample, verdict in zip(parsed_rows, verdicts, strict=True):
             sample.valid, sample.info["reason"] = bool(verdict.ok), verdict.reason
             sample.topic = domain.topic(sample.task)  # validity may have filled what the topic reads (SWE: files)
+            if sample.valid:
+                mark_degenerate(domain, sample)
+
+
+def mark_degenerate(domain: Domain, sample: Sample) -> None:
+    """Apply the domain's degeneracy rule to a sample that passed ``validity``: under ``domain.strict`` it becomes
+    invalid with reason ``degenerate:<why>`` (its ground truth stays, so evaluation can still report the lenient
+    yield beside the strict one); otherwise it stays valid and ``info["degenerate"]`` records why. The one place the
+    rule is applied: GRPO, labeling, mining and evaluation all score through ``GeneratorScorer``."""
+    why = domain.degeneracy(sample.task)
+    if why is None:
+        return
+    sample.info["degenerate"] = why
+    if domain.strict:
+        sample.valid, sample.info["reason"] = False, DEGENERATE + why
 
 
 CUT = "cut at the token limit"

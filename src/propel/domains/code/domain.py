@@ -4,10 +4,15 @@ Valid iff the code passes the static allowlist check, runs on every input in the
 outputs in two separate processes (different hash seeds), and no output is an object repr with a memory address.
 Modes: ``induction`` (the solver sees 5 input/output pairs + the message, writes ``f``; graded by running it on the 5
 hidden inputs) and ``deduction`` (the solver predicts ``f`` on hidden inputs; easier for small solvers).
+
+Strict validity (the default): a function whose output needs no computation from its inputs is degenerate.
+``constant_output``: every input gives the same output (any shown output answers every hidden one);
+``returns_input``: for some argument position, every output equals that argument (the answer is in the question).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import random
 import re
@@ -18,6 +23,8 @@ from pathlib import Path
 
 from propel.domains.agents import SolvedByAgents
 from propel.domains.code import harness
+from propel.domains.code.features import code_features
+from propel.domains.code.harness import encode
 from propel.domains.code.parsing import parse_generation, python_code
 from propel.domains.code.safety import ALLOWED_MODULES, check_source
 from propel.domains.code.topic import code_topic
@@ -70,9 +77,11 @@ class CodeDomain(Domain, SolvedByAgents):
         memory_mb: memory limit per sandbox job.
         max_output_chars: largest encoded output of one task (bigger tasks are invalid, never truncated).
         rel_tol: relative tolerance for float outputs.
+        strict: degenerate tasks (see the module docstring) are invalid; False records the reason and keeps them.
     """
 
     name = "code"
+    degenerate_reasons = ("constant_output", "returns_input")
 
     def __init__(
         self,
@@ -85,6 +94,7 @@ class CodeDomain(Domain, SolvedByAgents):
         memory_mb: int = 512,
         max_output_chars: int = 20_000,
         rel_tol: float = 1e-6,
+        strict: bool = True,
     ):
         if mode not in MODES:
             raise ValueError(f"CodeDomain mode must be one of {MODES}, got {mode!r}")
@@ -96,7 +106,7 @@ class CodeDomain(Domain, SolvedByAgents):
             raise ValueError(f"CodeDomain few_shot must be in 1..{len(seed_examples())}, got {few_shot}")
         self.mode, self.n_inputs, self.n_shown, self.n_query, self.few_shot = mode, n_inputs, n_shown, n_query, few_shot
         self.limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb, max_output_bytes=4 * max_output_chars + 65536)
-        self.max_output_chars, self.rel_tol = max_output_chars, rel_tol
+        self.max_output_chars, self.rel_tol, self.strict = max_output_chars, rel_tol, strict
         self.solver_stop = ()
 
     # generator side ---------------------------------------------------------------------------------------------
@@ -190,6 +200,25 @@ class CodeDomain(Domain, SolvedByAgents):
             return Verdict(False, "nondeterministic")
         task.data["outputs"] = outputs
         return Verdict(True, "ok")
+
+    def degeneracy(self, task: Task) -> str | None:
+        """``constant_output`` or ``returns_input`` (module docstring), compared by value, else None."""
+        outputs = task.data["outputs"]
+        if all(values_equal(outputs[0], o, self.rel_tol) for o in outputs[1:]):
+            return "constant_output"
+        args = [ast.literal_eval(i) for i in task.data["inputs"]]
+        for j in range(min(len(a) for a in args)):
+            if all(values_equal(encode(a[j]), o, self.rel_tol) for a, o in zip(args, outputs, strict=True)):
+                return "returns_input"
+        return None
+
+    def task_features(self, task: Task) -> dict[str, float]:
+        """Size of the function and of its outputs: what a rival ranks tasks by without a model."""
+        return code_features(task.data["source"], task.data["inputs"], task.data["outputs"])
+
+    def zero_fit_score(self, task: Task) -> float | None:
+        """Prefer the shorter function (declared before any data: fewer syntax nodes, less to infer)."""
+        return -code_features(task.data["source"], task.data["inputs"], task.data["outputs"])["ast_nodes"]
 
     # solver side ------------------------------------------------------------------------------------------------
     def _hidden(self, task: Task) -> list[int]:

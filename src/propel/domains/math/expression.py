@@ -67,16 +67,47 @@ def normalize_expression(text: str) -> str:
 
 def evaluate(text: str, max_chars: int = 300) -> Fraction:
     """Exact value of an arithmetic expression; raises ``ExpressionError`` with a short reason."""
-    text = normalize_expression(text)
-    if not text:
-        raise ExpressionError("empty_expression")
-    if len(text) > max_chars:
+    if len(normalize_expression(text)) > max_chars:
         raise ExpressionError("expression_too_long")
-    try:
-        tree = parse_python(text, "eval")
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        raise ExpressionError("syntax_error") from None
+    tree = _tree(text)
     try:
         return _eval(tree)
     except RecursionError:
         raise ExpressionError("too_deep") from None
+
+
+def quantities(text: str) -> list[Fraction]:
+    """The numbers written in an expression, in order (signs are operations, not part of a quantity); raises
+    ``ExpressionError`` as ``evaluate`` does."""
+    tree = _tree(text)
+    return [Fraction(str(n.value)) for n in ast.walk(tree) if isinstance(n, ast.Constant)]
+
+
+def operations(text: str) -> int:
+    """How many binary operations an expression performs (``3`` and ``-3`` perform none)."""
+    return sum(isinstance(n, ast.BinOp) for n in ast.walk(_tree(text)))
+
+
+def evaluate_replacing(text: str, old: Fraction, new: Fraction) -> Fraction:
+    """The expression's value with every written ``old`` quantity replaced by ``new``: whether a quantity matters."""
+
+    class _Swap(ast.NodeTransformer):
+        def visit_Constant(self, node: ast.Constant) -> ast.AST:
+            if type(node.value) in (int, float) and Fraction(str(node.value)) == old:
+                return ast.Constant(value=float(new) if new.denominator != 1 else int(new))
+            return node
+
+    try:
+        return _eval(_Swap().visit(_tree(text)))
+    except RecursionError:
+        raise ExpressionError("too_deep") from None
+
+
+def _tree(text: str) -> ast.AST:
+    text = normalize_expression(text)
+    if not text:
+        raise ExpressionError("empty_expression")
+    try:
+        return parse_python(text, "eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        raise ExpressionError("syntax_error") from None

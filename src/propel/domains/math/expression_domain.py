@@ -1,7 +1,10 @@
 """Word problem + executable expression: the CPU demo domain (raw few-shot completion, exact reference answers).
 
 The generator continues three ``Problem: ...`` / ``Expression: ...`` examples after a final ``Problem:`` and stops
-at a blank line. A task is valid iff its expression evaluates (safely, exactly) to a whole number, the reference.
+at a blank line. A task is valid iff its expression evaluates (safely, exactly) to a whole number, the reference,
+and (strict, the default) solving it needs arithmetic on the problem's own quantities: not degenerate by any of
+``propel.domains.math.degeneracy.REASONS`` (the answer stated in the problem, no operation, a quantity the problem
+does not hold, a quantity that does not matter, a copy of a solved example the solver is shown).
 The solver gets a chat prompt ending "Give the final answer as: Answer: <number>" (``solver_format="chat"``) or, for
 small models, a raw few-shot prompt of solved examples ending in "Answer:" (``"few_shot"``: a number in a few tokens);
 either way it is graded numerically against the reference.
@@ -10,16 +13,18 @@ either way it is graded numerically against the reference.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
-from fractions import Fraction
 from functools import cache
 from importlib import resources
 
 from propel.domains.agents import SolvedByAgents
 from propel.domains.interface import AnswerText, Context, Domain, ParseFailure, Task, Verdict, few_shot_contexts
 from propel.domains.math.answers import extract_answer, parse_number
+from propel.domains.math.degeneracy import REASONS, degenerate_reasons
 from propel.domains.math.expression import ExpressionError, evaluate
+from propel.domains.math.features import expression_features
 from propel.domains.math.topic import math_topic
 from propel.engines.engine import Prompt
 from propel.sandbox.sandbox import Sandbox
@@ -45,21 +50,6 @@ def solved_examples(k: int) -> str:
     return "".join(blocks)
 
 
-_NUMBER_WORDS = {w: i for i, w in enumerate([
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty",
-])}  # fmt: skip
-_NUMBER_WORDS.update(half=2, twice=2, double=2, triple=3, dozen=12, hundred=100, thousand=1000)
-
-
-def stated_numbers(text: str, words: bool = False) -> set[Fraction]:
-    """The numbers written in ``text`` (``1,200``, ``3.5``; with ``words``, also number words such as "five")."""
-    found = {Fraction(m.replace(",", "")) for m in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?", text)}
-    if words:
-        found |= {Fraction(_NUMBER_WORDS[w]) for w in re.findall(r"[a-z]+", text.lower()) if w in _NUMBER_WORDS}
-    return found
-
-
 class MathExpressionDomain(Domain, SolvedByAgents):
     """Arithmetic word problems whose reference answer is an executable expression's value.
 
@@ -67,8 +57,8 @@ class MathExpressionDomain(Domain, SolvedByAgents):
         few_shot: examples per generator prompt.
         max_problem_chars: longer problems are invalid.
         max_abs_answer: answers larger in magnitude are invalid (keeps tasks human-sized).
-        grounded_numbers: every number in the expression must be stated in the problem (digits or a number word up
-            to twenty): rejects tasks whose expression has nothing to do with their text, which no solver can answer.
+        strict: degenerate tasks (``propel.domains.math.degeneracy``) are invalid (``degenerate:<reason>``); False
+            keeps them valid (the lenient rule of earlier runs) and records the reason in ``info["degenerate"]``.
         lenient_expression: read the expression as its arithmetic prefix before any ``=`` (``35 + 74*3 = 95`` ->
             ``35 + 74*3``; ``2 * 10 + 1 as per ...`` -> ``2 * 10 + 1``); False requires the whole line to parse.
         solver_format: ``chat`` (an instruction, answer parsed from "Answer: <number>") or ``few_shot`` (raw text:
@@ -78,6 +68,7 @@ class MathExpressionDomain(Domain, SolvedByAgents):
     """
 
     name = "math_expression"
+    degenerate_reasons = REASONS
     needs_sandbox = False
     generator_stop = ("\n\n",)
 
@@ -89,7 +80,7 @@ class MathExpressionDomain(Domain, SolvedByAgents):
         max_problem_chars: int = 600,
         max_abs_answer: int = 10**9,
         lenient_expression: bool = False,
-        grounded_numbers: bool = False,
+        strict: bool = True,
         solver_format: str = "chat",
         solver_shots: int = 3,
     ):
@@ -98,7 +89,7 @@ class MathExpressionDomain(Domain, SolvedByAgents):
                 f"MathExpressionDomain few_shot must be in 1..{len(expression_examples())}, got {few_shot}"
             )
         self.few_shot, self.max_problem_chars, self.max_abs_answer = few_shot, max_problem_chars, max_abs_answer
-        self.lenient_expression, self.grounded_numbers = lenient_expression, grounded_numbers
+        self.lenient_expression, self.strict = lenient_expression, strict
         if solver_format not in SOLVER_FORMATS:
             raise ValueError(
                 f"MathExpressionDomain solver_format must be one of {SOLVER_FORMATS}, got {solver_format!r}"
@@ -144,14 +135,31 @@ class MathExpressionDomain(Domain, SolvedByAgents):
                 verdicts.append(Verdict(False, "not_whole_number"))
             elif abs(value) > self.max_abs_answer:
                 verdicts.append(Verdict(False, "answer_too_large"))
-            elif self.grounded_numbers and not stated_numbers(task.data["expression"]) <= stated_numbers(
-                task.data["problem"], words=True
-            ):
-                verdicts.append(Verdict(False, "ungrounded_number"))
             else:
                 task.data["answer"] = int(value)
                 verdicts.append(Verdict(True, "ok"))
         return verdicts
+
+    def degeneracy(self, task: Task) -> str | None:
+        """The first of ``propel.domains.math.degeneracy.REASONS`` that applies, or None."""
+        reasons = degenerate_reasons(
+            task.data["problem"], task.data["expression"], task.data["answer"], self.solved_problems()
+        )
+        return reasons[0] if reasons else None
+
+    def solved_problems(self) -> list[str]:
+        """The problems whose answers the solver's prompt shows (its few-shot examples; none for the chat solver)."""
+        if self.solver_format != "few_shot":
+            return []
+        return [e["problem"] for e in expression_examples()[: self.solver_shots]]
+
+    def task_features(self, task: Task) -> dict[str, float]:
+        """Answer size, operations, quantities and length: what a rival ranks valid tasks by without a model."""
+        return expression_features(task.data["problem"], task.data["expression"], task.data["answer"])
+
+    def zero_fit_score(self, task: Task) -> float | None:
+        """Prefer the smaller answer (declared before any data: the 135M solver guesses small numbers)."""
+        return -math.log1p(abs(task.data["answer"]))
 
     def solver_prompt(self, task: Task) -> Prompt:
         if self.solver_format == "few_shot":

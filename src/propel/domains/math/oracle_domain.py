@@ -4,6 +4,10 @@ The generator sees two example problems and writes a new one. A task is valid if
 (the paper used two models x two attempts) are all present and symbolically equivalent; that answer becomes the
 reference. Solver answers are graded by symbolic equivalence.
 
+Strict validity (the default): a task whose agreed answer is a number the problem already states, in digits or
+words, is degenerate (``degenerate:answer_stated``): the solver can answer by copying it. The oracle's agreement
+says the answer is well defined, not that finding it takes any work.
+
 The oracle is always explicit: ``oracle_model`` (built on first use, so GRPO and evaluation need nothing else) or an
 engine given with ``set_oracle`` (labeling passes its ``oracle`` model's engine). There is no silent fallback to the
 solver or the policy: an oracle that is also the solver keeps only the tasks it agrees with itself on, which biases
@@ -22,7 +26,8 @@ from typing import Any
 
 from propel.domains.agents import SolvedByAgents
 from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
-from propel.domains.math.answers import extract_answer
+from propel.domains.math.answers import extract_answer, parse_number
+from propel.domains.math.degeneracy import stated_numbers
 from propel.domains.math.symbolic import equivalent
 from propel.domains.math.topic import math_topic
 from propel.engines.engine import Engine, Prompt, SamplingSpec
@@ -52,9 +57,11 @@ class OracleMathDomain(Domain, SolvedByAgents):
             an engine is given with ``set_oracle``.
         oracle_engine: engine kind for ``oracle_model`` (``hf``, ``vllm``, ``vllm_server``).
         oracle_engine_kwargs: its arguments (``dtype``, ``device``, ``base_url``, ...).
+        strict: degenerate tasks are invalid (``degenerate:answer_stated``); False records the reason and keeps them.
     """
 
     name = "math"
+    degenerate_reasons = ("answer_stated",)
     needs_sandbox = False
     needs_oracle = True
 
@@ -68,6 +75,7 @@ class OracleMathDomain(Domain, SolvedByAgents):
         oracle_model: str | None = None,
         oracle_engine: str = "hf",
         oracle_engine_kwargs: dict[str, Any] | None = None,
+        strict: bool = True,
     ):
         if oracle_attempts < 1:
             raise ValueError(f"OracleMathDomain oracle_attempts must be >= 1, got {oracle_attempts}")
@@ -76,6 +84,7 @@ class OracleMathDomain(Domain, SolvedByAgents):
         self.max_problem_chars = max_problem_chars
         self.oracle_model, self.oracle_kind = oracle_model, check_kind(oracle_engine)
         self.oracle_engine_kwargs = dict(oracle_engine_kwargs or {})
+        self.strict = strict
         self.oracle: Engine | None = None
 
     def set_oracle(self, engine: Engine) -> None:
@@ -139,6 +148,14 @@ class OracleMathDomain(Domain, SolvedByAgents):
                 task.data["answer"] = answers[0]
                 verdicts.append(Verdict(True, "ok"))
         return verdicts
+
+    def degeneracy(self, task: Task) -> str | None:
+        """``answer_stated`` when the agreed answer is a number (or its magnitude) the problem states, else None."""
+        answer = str(task.data.get("answer", "")).strip().strip("$")
+        value = parse_number(answer) if re.fullmatch(r"[-+]?\d[\d,]*(?:\.\d+)?", answer) else None
+        if value is not None and abs(value) in stated_numbers(task.data["problem"], words=True):
+            return "answer_stated"
+        return None
 
     def solver_prompt(self, task: Task) -> Prompt:
         return Prompt(messages=[{"role": "user", "content": f"{task.data['problem']}\n\n{SOLVER_INSTRUCTION}"}])
