@@ -23,6 +23,7 @@ from typing import Protocol
 
 import torch
 
+from propel.domains.interface import Task
 from propel.probes.gate import PROBE_MODES, GateSpec, gated_reward, needs_logit
 from propel.rewards.reward import Reward, RewardContext
 from propel.rollouts.record import Sample
@@ -30,6 +31,18 @@ from propel.rollouts.record import Sample
 __all__ = ["PROBE_MODES", "MinProbe", "ProbeReward", "constrained", "worst_case"]
 
 TEXTS = ("task", "completion", "prompt+completion", "turns")
+
+
+class TaskText(str):
+    """A task's rendering (what a probe reads) that also carries the parsed task, for rankers that read the task
+    itself (``propel.probes.rivals.RivalRanker`` on the domain's features or its zero-fit rule)."""
+
+    task: Task | None
+
+    def __new__(cls, text: str, task: Task | None = None) -> TaskText:
+        out = super().__new__(cls, text)
+        out.task = task
+        return out
 
 
 class ProbeLike(Protocol):
@@ -84,7 +97,9 @@ class ProbeReward(Reward):
     Args:
         probe: object with ``.logits(texts)`` or a callable ``texts -> logits``; or None with ``artifact``.
         artifact: folder of a saved probe (``ProbeArtifact.save``), used when ``probe`` is None; a list of folders
-            is an ensemble scored by its minimum logit (worst-case optimisation, WCO).
+            is an ensemble scored by its minimum logit (worst-case optimisation, WCO). The probe stage's
+            ``artifact/`` may hold a rival instead (``propel.probes.rivals``, when it ranked held-out tasks better
+            than the probe): it is loaded and gated the same way.
         constraint: folder of an auxiliary probe (e.g. trained on adversarially mined false positives, see
             ``propel.callbacks.adversarial``): the score becomes ``min(main, auxiliary)``.
         reference_model: the reference model for ``artifact``; None uses the one recorded in the artifact.
@@ -175,7 +190,7 @@ class ProbeReward(Reward):
 
     def _quantiles(self) -> tuple[list[str], list[dict | None]]:
         """Every scored probe's recorded pool quantiles (None where it has none), with a name for warnings."""
-        from propel.probes.artifact import ProbeArtifact
+        from propel.probes.rivals import load_ranker
 
         names: list[str] = []
         found: list[dict | None] = []
@@ -185,7 +200,7 @@ class ProbeReward(Reward):
         folders = [] if self.artifact is None else [self.artifact] if isinstance(self.artifact, str) else self.artifact
         for folder in [*folders, *([self.constraint] if self.constraint is not None else [])]:
             names.append(f"probe artifact {folder}")
-            found.append(ProbeArtifact.load(folder).logit_quantiles)
+            found.append(load_ranker(folder).logit_quantiles)
         return names, found
 
     def _shares(self, ctx: RewardContext | None, reference: str) -> bool:
@@ -199,7 +214,10 @@ class ProbeReward(Reward):
     def _scorer(self, folder: str) -> ProbeLike:
         from propel.models import load_model
         from propel.probes.artifact import ProbeArtifact, ProbeScorer
+        from propel.probes.rivals import RivalRanker, is_rival
 
+        if is_rival(folder):  # a rival the probe stage chose as the reward: it reads no activations
+            return RivalRanker.load(folder)
         art = ProbeArtifact.load(folder)
         reference = self.reference_model or art.reference_model
         ctx = self._context
@@ -214,7 +232,7 @@ class ProbeReward(Reward):
         if self.text == "turns":
             return s.assistant_texts or [s.completion]
         if self.text == "task":
-            return s.task_text
+            return TaskText(s.task_text, s.task)
         return s.completion if self.text == "completion" else s.prompt + s.completion
 
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
