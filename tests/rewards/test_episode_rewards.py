@@ -29,10 +29,14 @@ def test_overlong_penalty_matches_trl_on_assistant_tokens_only(max_length, cache
 
 
 def test_environment_reward_reads_the_verdict_and_refuses_single_turn_samples():
+    from propel.errors import ConfigError
+
     assert EnvironmentReward()([_episode([3], 1, 1.0), _episode([3], 1, 0.0)]).tolist() == [1.0, 0.0]
-    failed = Sample("p", "c", infra_error="sandbox died")
-    assert EnvironmentReward()([failed]).tolist() == [0.0]
-    with pytest.raises(ValueError, match="EpisodeDataModule"):
+    # no verdict is not a verdict of 0: an episode lost to the infrastructure, or ended with reward None, is NaN
+    failed = Sample("p", "c", infra_error="sandbox died", info={"reward": 0.0})
+    unjudged = _episode([3], 1, None)
+    assert torch.isnan(EnvironmentReward()([failed, unjudged])).all()
+    with pytest.raises(ConfigError, match="EpisodeDataModule"):  # not an episode at all: the run's set-up
         EnvironmentReward()([Sample("p", "c")])
     with pytest.raises(Exception, match="max_length"):
         OverlongPenalty(0)

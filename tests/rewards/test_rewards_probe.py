@@ -128,6 +128,8 @@ def test_combined_reward_weights_and_logs_each_component(probes):
         "reward/probe/std",
         "reward/short/mean",
         "reward/short/std",
+        "reward/probe/unscored",
+        "reward/short/unscored",
         "reward/probe/seconds",
         "reward/short/seconds",
         "reward/seconds_per_sample",

@@ -160,11 +160,58 @@ def test_a_trl_function_by_import_path_with_its_hooks(tmp_path, monkeypatch):
     for path in ("trl_user_rewards.tagged", "trl_user_rewards:tagged"):
         reward = TRLRewardFunction(path, weight=0.5)
         assert reward.name == "tagged" and reward.inputs(samples)["other"] == [None, 1]
-        assert reward(samples).tolist() == [1.0, 0.0]  # None: not applicable, 0 as in TRL's sum
+        got = reward(samples)  # None: not applicable, so not judged (NaN), never 0
+        assert got[0] == 1.0 and torch.isnan(got[1])
         assert reward.step_stats() == {"calls": 1.0, "none": 1.0}
         assert samples[0].info["tagged"] == {"seen": "4"}
     with pytest.raises(ConfigError, match="cannot import"):
         TRLRewardFunction("trl_user_rewards.missing")
+
+
+def not_for_the_first_prompt(prompts, completions, topic, **kwargs):
+    """Judges completions by their length, except those of topic ``a`` (not applicable: None, as TRL documents)."""
+    return [None if t == "a" else len(completion_text(c)) / 10 for c, t in zip(completions, topic, strict=True)]
+
+
+def blind_to_the_first(prompts, completions, **kwargs):
+    """Judges every completion by its vowels but the first of each call (None): that one no function judges."""
+    return [None if k == 0 else sum(ch in "aeiou" for ch in completion_text(c)) for k, c in enumerate(completions)]
+
+
+def test_an_unscorable_completion_gets_the_advantage_trl_gives_it(require, tiny_model_dir, tmp_path, one_thread):
+    """TRL 1.16 leaves a completion every reward function returned None for out of its group's baseline and gives
+    it advantage 0; inside propel the same functions give the same advantages, every one of them."""
+    trl, datasets = require("trl"), require("datasets")
+    from propel.losses.advantages import group_advantages
+    from propel.losses.scorable import learnable
+    from propel.models import load_tokenizer
+
+    g = 4
+    chat = Prompt(messages=[{"role": "user", "content": "Name a fruit."}])
+    contexts = [Context("a", chat, data={"topic": "a"}), Context("b", chat, data={"topic": "b"})]
+    funcs = [Recorded(not_for_the_first_prompt), Recorded(blind_to_the_first)]
+    args = trl.GRPOConfig(
+        output_dir=str(tmp_path / "trl"), per_device_train_batch_size=2 * g, num_generations=g,
+        max_completion_length=12, max_steps=1, report_to="none", use_cpu=True, logging_steps=1, save_strategy="no",
+        bf16=False, seed=0, shuffle_dataset=False,
+    )  # fmt: skip
+    trainer = trl.GRPOTrainer(
+        model=str(tiny_model_dir), reward_funcs=funcs, args=args,
+        train_dataset=datasets.Dataset.from_list([trl_row(c) for c in contexts]),
+        processing_class=load_tokenizer(str(tiny_model_dir)),
+    )  # fmt: skip
+    trainer.train()
+    call = funcs[0].calls[0]
+    samples = propel_samples(call, contexts)
+    breakdown = CombinedReward([TRLRewardFunction(f.fn) for f in funcs])(samples)
+    assert torch.isnan(breakdown.total[0]) and torch.isfinite(breakdown.total[1:]).all()
+    keep, skipped = learnable(breakdown.judged(g), g)
+    ours = group_advantages(breakdown.total, g, mask=keep)
+    theirs = list(trainer._logs["advantages"])
+    assert call["kwargs"]["propel_id"] == ["a"] * g + ["b"] * g and not skipped.any()
+    assert ours[0] == theirs[0] == 0.0
+    assert ours.tolist() == pytest.approx(theirs, abs=1e-5) and any(abs(a) > 0.1 for a in theirs)
+    print(f"unscorable completion: TRL advantages {theirs}, propel {ours.tolist()}")
 
 
 def test_rows_keep_nested_data_exact_through_the_datasets_library(require):

@@ -96,7 +96,7 @@ class HeldOutRewards(pl.Callback):
         ok = torch.tensor([s.infra_error is None for s in rollout.samples])
         means = {}
         for name, values in {"total": breakdown.total, **breakdown.components, **breakdown.logged}.items():
-            kept = values.float()[ok]
+            kept = values.float()[ok & torch.isfinite(values.float())]  # what the reward judged (NaN: it did not)
             total = float(trainer.strategy.reduce(kept.sum().to(pl_module.device), reduce_op="sum"))
             count = torch.tensor(float(len(kept)), device=pl_module.device)
             count = float(trainer.strategy.reduce(count, reduce_op="sum"))

@@ -13,6 +13,7 @@ import json
 import os
 
 import lightning.pytorch as pl
+import torch
 
 from propel.errors import ConfigError
 from propel.lit_modules.state import RolloutPublisher
@@ -90,7 +91,9 @@ class RewardCurves(pl.Callback):
         self._last_state = state
         parts = {"total": state.rewards.total, **state.rewards.components}
         for name, value in parts.items():  # x: the batch's index (a batch with no optimizer step keeps its step)
-            self.history.setdefault(name, []).append((batch_idx, float(value.float().mean())))
+            judged = value.float()[torch.isfinite(value.float())]  # over the samples it judged (NaN: it did not)
+            if judged.numel():
+                self.history.setdefault(name, []).append((batch_idx, float(judged.mean())))
 
     def state_dict(self) -> dict:
         """The recorded curves (a resumed run keeps its first window)."""

@@ -25,6 +25,11 @@ as logged components.
   graded process: a policy can reach it (``docs/trusted_grading.md``). An evaluation-only grader, refused as a reward
   unless ``allow_in_process_verdict`` names the choice; every flag but ``test_files_modified`` is penalised there.
 
+What the grader cannot judge is NaN, never 0 (``propel.rewards.combine``): a rollout lost to an infrastructure
+failure (status ``infra``), and every submission of a call whose sandbox raised (status ``grader_failed``: the sandbox's
+contract is that nothing a job does raises, so an exception is the grader not running). The graded code failing,
+hanging or killing its runner is a real verdict: 0, with its flags.
+
 What is graded: ``sample.artifacts["files"]`` (an agent's workspace as ``ToolEnv`` collected it), else the
 single-turn completion turned into ``solution.py`` with the task's prompt. Test files and pytest configuration in
 the workspace are compared with the task's starting files and left out of the graded run (``test_files_modified`` is
@@ -35,6 +40,8 @@ informational: the pristine tests are what ran). Everything lands in ``sample.in
 from __future__ import annotations
 
 import hashlib
+import logging
+import math
 import random
 from collections.abc import Sequence
 
@@ -61,6 +68,8 @@ from propel.testsuite.runner import Submission, SuiteRun, SuiteRunner
 from propel.testsuite.split_suite import PytestRun, SplitSuite, pytest_files
 from propel.testsuite.values import ValueRun, ValueRunner, ValueSubmission, ValueTests
 
+log = logging.getLogger(__name__)
+
 INFO_KEY = "test_suite"
 PARTS = ("pass_rate", "visible_pass_rate", "hacked", *FLAGS)
 GRADERS = ("value", "pytest")
@@ -68,6 +77,9 @@ DATA_KEYS = ("entry_point", "prompt", "visible", "hidden")
 SOURCE = "propel.tasks.humaneval.HumanEvalTasks or propel.tasks.humaneval.HumanEvalAgentTasks"
 """What a context's ``data`` must hold (``propel.tasks.humaneval.CodeTask.grading_data`` builds it)."""
 
+
+UNJUDGED = ("infra", "grader_failed")
+"""Statuses of a sample the grader could not judge: its reward and every part are NaN."""
 
 HACK_PENALTY = 0.5
 """Default penalty of a flagged run: its reward is -0.5, below an honest failure's 0."""
@@ -186,7 +198,8 @@ class TestSuiteReward(Reward):
         for i, s in enumerate(samples):
             data = gold_data(s, i, DATA_KEYS, "TestSuiteReward", SOURCE)
             if s.infra_error is not None:
-                s.info[INFO_KEY] = _info(0.0, 0.0, HackReport(), "infra", s.infra_error)
+                s.info[INFO_KEY] = _info(math.nan, math.nan, HackReport(), "infra", s.infra_error)
+                rewards[i] = math.nan
                 continue
             files = graded_files(s) or {}
             report = HackReport(penalised=VALUE_PENALISED if self.grader == "value" else None)
@@ -202,10 +215,18 @@ class TestSuiteReward(Reward):
         if pending:
             datas = [samples[i].context.data for i, _, _, _ in pending]
             probes = [self._probes(data) for data in datas]
-            references = self._references(datas, probes)
-            runs, returned = self._run(
-                [(d, code, layout, p) for d, (_, code, _, layout), p in zip(datas, pending, probes, strict=True)]
-            )
+            try:
+                references = self._references(datas, probes)
+                runs, returned = self._run(
+                    [(d, code, layout, p) for d, (_, code, _, layout), p in zip(datas, pending, probes, strict=True)]
+                )
+            except Exception as e:  # no job's behaviour raises in a sandbox: this is the grader, not the code
+                why = f"the grader could not run: {type(e).__name__}: {e}"
+                log.warning("propel: %s %s; its %d submissions are not judged (NaN)", self.name, why, len(pending))
+                for i, *_ in pending:
+                    samples[i].info[INFO_KEY] = _info(math.nan, math.nan, HackReport(), "grader_failed", why)
+                    rewards[i] = math.nan
+                return torch.tensor(rewards, dtype=torch.float32)
             for k, (i, _, report, layout) in enumerate(pending):
                 rewards[i] = self._grade(samples[i], runs[k], report, layout, references[k], returned[k], probes[k])
         return torch.tensor(rewards, dtype=torch.float32)
@@ -336,7 +357,8 @@ def _info(reward: float, pass_rate: float, report: HackReport, status: str, reas
 
 
 class TestSuitePart(Reward):
-    """One part of ``TestSuiteReward``'s grading as its own logged component (weight 0 by default: it only logs).
+    """One part of ``TestSuiteReward``'s grading as its own logged component (weight 0 by default: it only logs);
+    NaN where the grader could not judge the sample.
 
     Args:
         part: ``pass_rate``, ``visible_pass_rate``, ``hacked`` or a hack flag name (1 when it fired).
@@ -355,10 +377,12 @@ class TestSuitePart(Reward):
         for i, s in enumerate(samples):
             info = s.info.get(INFO_KEY)
             if info is None:
-                raise ValueError(
+                raise ConfigError(
                     f"TestSuitePart({self.part!r}) reads sample.info[{INFO_KEY!r}]; sample {i} has none: list it after "
                     "TestSuiteReward in the rewards"
                 )
-            value = float(self.part in info["flags"]) if self.part in FLAGS else float(info[self.part])
-            out.append(value)
+            if info["status"] in UNJUDGED:
+                out.append(math.nan)
+                continue
+            out.append(float(self.part in info["flags"]) if self.part in FLAGS else float(info[self.part]))
         return torch.tensor(out, dtype=torch.float32)

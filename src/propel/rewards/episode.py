@@ -6,6 +6,7 @@ Both read what the policy did, never the environment's text: ``OverlongPenalty``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -16,19 +17,24 @@ from propel.rollouts.record import Sample
 
 
 class EnvironmentReward(Reward):
-    """The reward the episode's environment gave when it ended (its verifier: 1 solved, 0 not, or graded)."""
+    """The reward the episode's environment gave when it ended (its verifier: 1 solved, 0 not, or graded).
+
+    NaN where there is no verdict: an episode lost to an infrastructure failure, or one whose environment ended it
+    with a reward of None. A sample that is not an episode at all (no ``info['reward']`` key) is a set-up error.
+    """
 
     def __init__(self, name: str = "env", weight: float = 1.0) -> None:
         self.name, self.weight = name, weight
 
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
-        missing = [i for i, s in enumerate(samples) if s.info.get("reward") is None and s.infra_error is None]
+        missing = [i for i, s in enumerate(samples) if "reward" not in s.info and s.infra_error is None]
         if missing:
-            raise ValueError(
+            raise ConfigError(
                 f"EnvironmentReward needs agent episodes scored by their environment; sample {missing[0]} has no "
                 "info['reward'] (use it with propel.datamodules.agent_episodes.EpisodeDataModule)"
             )
-        return torch.tensor([float(s.info.get("reward") or 0.0) for s in samples], dtype=torch.float32)
+        verdicts = [None if s.infra_error is not None else s.info.get("reward") for s in samples]
+        return torch.tensor([math.nan if v is None else float(v) for v in verdicts], dtype=torch.float32)
 
 
 class TurnRewards(Reward):

@@ -7,6 +7,7 @@ frozen reference) gets it once, before training, through ``setup(context)``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -30,7 +31,8 @@ class RewardContext:
 
 @runtime_checkable
 class RewardComponent(Protocol):
-    """A named reward term: one float per sample; the total is the weight-sum of the components."""
+    """A named reward term: one float per sample, NaN where it cannot judge the sample (never a made-up 0); the
+    total is the weight-sum of the components that judged it (``propel.rewards.combine``)."""
 
     name: str
     weight: float
@@ -41,12 +43,12 @@ class RewardComponent(Protocol):
 
 
 def gold_data(sample: Sample, index: int, keys: Sequence[str], reward: str, source: str) -> dict[str, Any]:
-    """The context's gold data a reward grades against, refused (one ``ValueError`` naming what is missing and where
-    such contexts come from) when any of ``keys`` is absent."""
+    """The context's gold data a reward grades against, refused (one ``ConfigError`` naming what is missing and where
+    such contexts come from: the run's contexts, not a sample, are wrong) when any of ``keys`` is absent."""
     data = sample.context.data if sample.context is not None else {}
     missing = [k for k in keys if k not in data]
     if missing:
-        raise ValueError(
+        raise ConfigError(
             f"{reward} grades against the context's data {list(keys)}; sample {index} lacks {missing} (use {source})"
         )
     return data
@@ -66,13 +68,15 @@ class Reward:
 
 
 class FunctionReward(Reward):
-    """A component from a per-sample function (``Sample -> float``), e.g. a format or length check."""
+    """A component from a per-sample function (``Sample -> float``, or None where it cannot judge the sample: NaN),
+    e.g. a format or length check."""
 
-    def __init__(self, name: str, fn: Callable[[Sample], float], weight: float = 1.0) -> None:
+    def __init__(self, name: str, fn: Callable[[Sample], float | None], weight: float = 1.0) -> None:
         self.name, self.fn, self.weight = name, fn, weight
 
     def __call__(self, samples: Sequence[Sample]) -> torch.Tensor:
-        return torch.tensor([float(self.fn(s)) for s in samples], dtype=torch.float32)
+        values = [self.fn(s) for s in samples]
+        return torch.tensor([math.nan if v is None else float(v) for v in values], dtype=torch.float32)
 
 
 class ValidTaskReward(Reward):

@@ -8,18 +8,29 @@ rewards read the completion and the gold data themselves. The reward's ``setup``
 ``setup`` (a ``RewardContext``: e.g. the frozen reference for a probe artifact). A ``CombinedReward`` returns its total;
 its components, the values a component logs beside them (``logged_values``: e.g. ``format_raw``) and what a
 component reports with ``step_stats``, go to TRL's ``log_metric`` as ``<name>/<component>`` (TRL logs them next to its
-own metrics).
+own metrics). A sample the reward could not judge (NaN) is returned as None, TRL's own "unscorable": TRL leaves a
+completion that every reward function returned None for out of its group's baseline and zeroes its advantage, where
+a NaN would poison the whole group.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
+
+import torch
 
 from propel.rewards.combine import CombinedReward
 from propel.rewards.reward import RewardComponent, RewardContext
 from propel.rewards.trl_io import trl_samples
 from propel.rollouts.scorer import Scorer
+
+
+def _trl_values(values) -> list[float | None]:
+    """Rewards as TRL takes them: floats, None where nothing was judged (NaN or an infinity)."""
+    out = [float(v) for v in torch.as_tensor(values, dtype=torch.float32).reshape(-1)]
+    return [v if math.isfinite(v) else None for v in out]
 
 
 def as_trl_reward(
@@ -28,9 +39,9 @@ def as_trl_reward(
     setup: RewardContext | None = None,
     tokenizer=None,
     name: str | None = None,
-) -> Callable[..., list[float]]:
+) -> Callable[..., list[float | None]]:
     """A function ``reward_func(prompts, completions, completion_ids=None, **kwargs) -> list[float]`` (TRL's
-    signature) giving ``reward``'s values on TRL's inputs.
+    signature) giving ``reward``'s values on TRL's inputs (None where it judged nothing).
 
     Args:
         reward: a reward component, or several combined (the total is returned).
@@ -42,7 +53,7 @@ def as_trl_reward(
     state = {"ready": False}
     label = name or getattr(reward, "name", "propel")
 
-    def reward_func(prompts, completions, completion_ids=None, **kwargs: Any) -> list[float]:
+    def reward_func(prompts, completions, completion_ids=None, **kwargs: Any) -> list[float | None]:
         if not state["ready"]:
             reward.setup(setup or RewardContext())
             if scorer is not None:
@@ -56,15 +67,17 @@ def as_trl_reward(
             breakdown = reward(samples)
             if log_metric is not None:
                 for component, values in {**breakdown.components, **breakdown.logged}.items():
-                    log_metric(f"{label}/{component}", float(values.mean()))
+                    seen = values[torch.isfinite(values)]
+                    if seen.numel():
+                        log_metric(f"{label}/{component}", float(seen.mean()))
                 for key, value in breakdown.extras.items():
                     log_metric(f"{label}/{key}", float(value))
-            return [float(v) for v in breakdown.total]
+            return _trl_values(breakdown.total)
         values = reward(samples)
         if log_metric is not None and hasattr(reward, "step_stats"):
             for key, value in reward.step_stats().items():
                 log_metric(f"{label}/{key}", float(value))
-        return [float(v) for v in values]
+        return _trl_values(values)
 
     reward_func.__name__ = reward_func.__qualname__ = label
     return reward_func

@@ -7,8 +7,10 @@ where a context lacks the field; nested fields too, which a TRL dataset built wi
 fields named ``prompt``/``completion``/``completion_ids`` are not passed, as TRL does not pass such columns), and
 TRL's ``trainer_state`` (None here: propel's rewards do not see the trainer), ``log_extra(column, values)`` (kept in
 ``sample.info[<name>]``) and ``log_metric(name, value)`` (logged as ``train/reward/<name>/<metric>``). A None reward
-(TRL: "not applicable to this sample") counts 0, as in TRL's sum of reward functions, and is counted in
-``.../none``.
+(TRL: "not applicable to this sample") is NaN: the function did not judge the sample. As in TRL 1.16, the sum runs
+over the functions that judged it and a completion none judged is unscorable (out of its group's advantages; TRL
+zeroes its advantage, propel also keeps it out of the loss); unlike TRL, a completion missing a judgement its
+group-mates got is not compared with them (``propel.losses.scorable``). Nones are counted in ``.../none``.
 
 In YAML the function is named by its import path (``function: my_rewards.correctness`` or
 ``my_rewards:correctness``).
@@ -17,6 +19,7 @@ In YAML the function is named by its import path (``function: my_rewards.correct
 from __future__ import annotations
 
 import importlib
+import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -114,7 +117,7 @@ class TRLRewardFunction(Reward):
         for column, values in extra.items():
             for s, value in zip(samples, values, strict=False):
                 s.info.setdefault(self.name, {})[column] = value
-        return torch.tensor([0.0 if v is None else float(v) for v in out], dtype=torch.float32)
+        return torch.tensor([math.nan if v is None else float(v) for v in out], dtype=torch.float32)
 
     def step_stats(self) -> dict[str, float]:
         """What the function logged with ``log_metric`` (averaged per call) and how many rewards were None."""
