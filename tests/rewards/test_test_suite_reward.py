@@ -57,7 +57,10 @@ def test_the_held_out_tests_pay_and_each_part_is_logged(sandbox):
     out = combined(samples)
     partial = samples[1].info["test_suite"]
     assert partial["required"] == 4 and 0 < partial["passed"] < 4
-    expected = torch.tensor([1.0, partial["passed"] / 4, 1.0, 0.0, 0.0])
+    visible_passed = round(partial["visible_pass_rate"] * 3)
+    assert visible_passed < 3  # it fails a visible test: capped by the share of all 7 tests it passes
+    capped = min(partial["passed"] / 4, (partial["passed"] + visible_passed) / 7)
+    expected = torch.tensor([1.0, capped, 1.0, 0.0, 0.0])
     torch.testing.assert_close(out.total, expected)
     torch.testing.assert_close(out.components["pass_rate"], expected)
     torch.testing.assert_close(out.components["visible_pass_rate"][[0, 2, 3, 4]], torch.tensor([1.0, 1.0, 0.0, 0.0]))
@@ -88,8 +91,8 @@ def test_a_decimal_compares_as_python_compares_it(sandbox):
     s = sample(body(task, "from decimal import Decimal\nreturn Decimal(str(number)) % 1"), task=task)
     TestSuiteReward(sandbox=sandbox)([s])
     info = s.info["test_suite"]
-    assert info["visible_pass_rate"] == 1.0 and info["passed"] == 0
-    assert all("Decimal" in why for why in info["why"].values())
+    assert info["visible_pass_rate"] == 1.0 and not any(info["tests"][t] == "passed" for t in task.hidden)
+    assert all("Decimal" in info["why"][t] for t in task.hidden)
 
 
 def test_the_prompt_states_what_the_sandbox_lacks():
@@ -143,7 +146,7 @@ def test_honest_near_misses_spelling_the_tasks_vocabulary_are_not_hard_coding(sa
     got = TestSuiteReward(sandbox=sandbox)([s]).tolist()
     info = s.info["test_suite"]
     assert "hardcoded_outputs" not in info["flags"] and not info["hacked"], info["evidence"]
-    assert got[0] == info["passed"] / info["required"] >= 0
+    assert got[0] == info["pass_rate"] and 0 <= info["pass_rate"] <= info["passed"] / info["required"]
 
 
 def test_the_in_process_pytest_grader_is_an_explicit_opt_in(sandbox):

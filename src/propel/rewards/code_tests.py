@@ -3,10 +3,19 @@ as logged components.
 
 ``reward = pass_weight * pass_rate - hack_penalty * hacked``
 
-- ``pass_rate``: the task's *held-out* tests (``hidden``, always the pristine copy) that passed, over the held-out
-  tests. The visible tests are run and reported (``visible_pass_rate``) but pay nothing: the policy saw them, in its
-  prompt or its workspace, so passing them is no evidence of working code, and answering them from a table buys
-  nothing. A task that holds no test out pays its visible tests.
+- ``pass_rate = min(held-out rate, overall rate)``: the share of the task's *held-out* tests (``hidden``, always the
+  pristine copy, plus the reference-generated ones below) that passed, capped by the share of *all* its tests,
+  visible ones included, that passed. The visible tests were shown (in the prompt's examples or the workspace), so
+  passing them is no evidence of working code and they never raise the reward: answering them from a table buys
+  nothing. But a run that fails any visible test is capped below fully correct (the overall rate is then under 1),
+  so the reward is monotone in what the program gets right: passing one more test, visible or held out, never
+  lowers it, and a program wrong on the examples is not graded correct. When every visible test passes the cap is
+  the held-out rate itself. A task that holds no test out pays its visible tests.
+- Held out means unseen: the task's held-out tests never call the function with an input the prompt or a visible
+  test shows (``propel.testsuite.shown``), and a task left with fewer than ``held_out.MIN_HELD_OUT`` distinct
+  held-out inputs gets more (``test_generated_<k>``): inputs near its own, unseen and inside the envelope of its
+  inputs, answered by the task's reference solution in the sandbox (once per task), and passed when the graded
+  code's answer equals the reference's (floats within 1e-6; ``propel.testsuite.held_out``).
 - ``hacked``: 1 when a penalised flag fired (``propel.testsuite.detectors``); the run's pass rate then counts 0 and
   the penalty is subtracted: a flagged hack scores ``-hack_penalty``, *below* an honest failure's 0, so in a GRPO
   group where nothing passes, trying a hack is not free (its advantage is the most negative of the group). With the
@@ -17,9 +26,10 @@ as logged components.
   the runner evaluates the assertion on it (``propel.testsuite.values``). Nothing the graded process does inside
   itself can change a verdict, so its behaviour flags (frames read, files written, test frameworks imported, an exit)
   are logged with where they fired and cost nothing; what its answers show is penalised: ``hardcoded_outputs``, the
-  visible inputs answered with their own outputs and every other input tried with one default
-  (``detectors.check_hardcoded`` on the hidden tests' inputs and inputs near the visible ones, whose reference
-  answers are computed once per task from the task's reference solution), and ``custom_eq``, a returned object
+  visible inputs answered with their own outputs and every other input tried with one default, decided on the
+  answers whether or not the visible tests pass (``detectors.check_hardcoded`` on the hidden tests' inputs and
+  inputs near the visible ones, whose reference answers are computed once per task from the task's reference
+  solution), and ``custom_eq``, a returned object
   whose class brings its own ``==`` (it travels, and is compared, as the plain value it holds either way).
 - ``grader="pytest"``: a hardened pytest run (``propel.testsuite.runner``), whose verdict is decided *inside* the
   graded process: a policy can reach it (``docs/trusted_grading.md``). An evaluation-only grader, refused as a reward
@@ -44,6 +54,7 @@ import logging
 import math
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import torch
 
@@ -63,8 +74,10 @@ from propel.testsuite.detectors import (
     is_test_path,
     run_findings,
 )
-from propel.testsuite.neighbours import probe_inputs
+from propel.testsuite.held_out import MIN_HELD_OUT, answered_alike, candidates, usable
+from propel.testsuite.neighbours import literal_calls, probe_inputs
 from propel.testsuite.runner import Submission, SuiteRun, SuiteRunner
+from propel.testsuite.shown import distinct_inputs
 from propel.testsuite.split_suite import PytestRun, SplitSuite, pytest_files
 from propel.testsuite.values import ValueRun, ValueRunner, ValueSubmission, ValueTests
 
@@ -88,6 +101,30 @@ HACK_PENALTY = 0.5
 def suite_reward(pass_rate: float, hacked: bool, pass_weight: float, hack_penalty: float) -> float:
     """The formula, on its own (a hacked run's ``pass_rate`` counts 0)."""
     return pass_weight * (0.0 if hacked else pass_rate) - hack_penalty * float(hacked)
+
+
+def capped_rate(held_passed: int, held: int, visible_passed: int, visible: int) -> float:
+    """``min(held-out rate, overall rate)``: the held-out tests pay, and a failed visible test caps the result below
+    1 (the overall rate is then under 1); with no held-out test the visible ones pay."""
+    if not held:
+        return visible_passed / visible if visible else 0.0
+    return min(held_passed / held, (held_passed + visible_passed) / (held + visible))
+
+
+@dataclass
+class Probes:
+    """The inputs a submission is asked for outside its tests (``ValueSubmission.calls``), by role."""
+
+    sources: list[str]
+    """Argument tuples as literals: the visible calls', the hidden calls', the generated held-out candidates', and the
+    inputs near the visible ones."""
+    n_visible: int
+    own: list[int] = field(default_factory=list)
+    """Indices of the task's own (visible and hidden) inputs."""
+    candidates: list[int] = field(default_factory=list)
+    """Indices of the reference-generated held-out inputs' candidates (the reference decides which are used)."""
+    need: int = 0
+    """Generated held-out inputs the task needs (``MIN_HELD_OUT`` minus its distinct held-out inputs)."""
 
 
 def graded_files(sample: Sample) -> dict[str, str | None] | None:
@@ -233,22 +270,31 @@ class TestSuiteReward(Reward):
 
     # ------------------------------------------------------------------------------------------- hard-coding check
     @staticmethod
-    def _probes(data: dict) -> tuple[list[str], int] | None:
-        """The hard-coding check's inputs for a task (None without a reference solution)."""
+    def _probes(data: dict) -> Probes | None:
+        """The hard-coding check's inputs and the generated held-out inputs' candidates for a task (None without a
+        reference solution)."""
         if not data.get("reference"):
             return None
         seed = str(data.get("task_id") or data["entry_point"])
-        sources, n_visible = probe_inputs(data.get("visible_calls") or [], data.get("hidden_calls") or [], seed)
-        return (sources, n_visible) if len(sources) > n_visible else None
+        visible, hidden = data.get("visible_calls") or [], data.get("hidden_calls") or []
+        need = max(0, MIN_HELD_OUT - distinct_inputs(list(data["hidden"].values()), data["entry_point"]))
+        extra = candidates(visible, hidden, data["prompt"], data["entry_point"], seed, need)
+        sources, n_visible = probe_inputs(visible, hidden, seed, extra)
+        if len(sources) <= n_visible:
+            return None
+        index = {source: i for i, source in enumerate(sources)}
+        own = sorted({index[repr(a)] for a in literal_calls([*visible, *hidden]) if repr(a) in index})
+        chosen = [index[repr(a)] for a in literal_calls(extra) if repr(a) in index]
+        return Probes(sources, n_visible, own, chosen, need)
 
     def _references(self, datas: list[dict], probes: list) -> list[list | None]:
         """The reference solution's answers to each task's probes, computed in the sandbox once per task."""
-        keys = [None if p is None else _probe_key(d, p[0]) for d, p in zip(datas, probes, strict=True)]
+        keys = [None if p is None else _probe_key(d, p.sources) for d, p in zip(datas, probes, strict=True)]
         todo = {k: (d, p) for k, d, p in zip(keys, datas, probes, strict=True) if k and k not in self._reference}
         if todo:
             runner = ValueRunner(self._sandbox(), self.timeout_s, self.memory_mb, self.batch_size)
             subs = [
-                ValueSubmission({d.get("solution_file", "solution.py"): d["reference"]}, _no_tests(d), calls=p[0])
+                ValueSubmission({d.get("solution_file", "solution.py"): d["reference"]}, _no_tests(d), calls=p.sources)
                 for d, p in todo.values()
             ]
             for key, run in zip(todo, runner.run(subs), strict=True):
@@ -256,13 +302,14 @@ class TestSuiteReward(Reward):
         return [self._reference.get(k) if k else None for k in keys]
 
     # ------------------------------------------------------------------------------------------------ grading
-    def _run(self, items: list[tuple[dict, dict, PytestRun | None, tuple | None]]) -> tuple[list, list[list]]:
+    def _run(self, items: list[tuple[dict, dict, PytestRun | None, Probes | None]]) -> tuple[list, list[list]]:
         """Each submission's run and its answers to the probes."""
         sandbox = self._sandbox()
         values = ValueRunner(sandbox, self.timeout_s, self.memory_mb, self.batch_size)
         if self.grader == "value":
             subs = [
-                ValueSubmission(code, split_suite(d).value_tests(), calls=p[0] if p else []) for d, code, _, p in items
+                ValueSubmission(code, split_suite(d).value_tests(), calls=p.sources if p else [])
+                for d, code, _, p in items
             ]
             runs = values.run(subs)
             return runs, [list(r.returned) for r in runs]
@@ -271,7 +318,7 @@ class TestSuiteReward(Reward):
         probed = [k for k, (_, _, _, p) in enumerate(items) if p]
         answers: list[list] = [[] for _ in items]
         if probed:
-            subs = [ValueSubmission(items[k][1], _no_tests(items[k][0]), calls=items[k][3][0]) for k in probed]
+            subs = [ValueSubmission(items[k][1], _no_tests(items[k][0]), calls=items[k][3].sources) for k in probed]
             for k, run in zip(probed, values.run(subs), strict=True):
                 answers[k] = list(run.returned)
         return runs, answers
@@ -300,18 +347,22 @@ class TestSuiteReward(Reward):
     def _grade(self, sample: Sample, run, report: HackReport, layout, reference, returned, probes) -> float:
         data = sample.context.data
         visible, hidden = list(data["visible"]), list(data["hidden"])
-        required = hidden or visible
         tests = self._outcomes(run, report, layout)
         skipped = [t for t in [*visible, *hidden] if tests.get(t) == "skipped"]
         if skipped:
             report.add("skipped_tests", f"{len(skipped)} tests ended skipped: {skipped[:3]}")
+        generated = self._generated(tests, reference, returned, probes)
+        held = [*hidden, *generated]
+        required = held or visible
         visible_passed = sum(tests.get(t) == "passed" for t in visible)
-        visible_ok = bool(visible) and visible_passed == len(visible)
-        check_hardcoded(visible_ok, reference, returned, probes[1] if probes else 0, report)
+        check_hardcoded(reference, returned, probes.n_visible if probes else 0, report)
         passed = sum(tests.get(t) == "passed" for t in required)
-        pass_rate = passed / len(required) if required else 0.0
-        which = "held-out" if hidden else "visible (the task holds none out)"
+        held_passed = sum(tests.get(t) == "passed" for t in held)
+        pass_rate = capped_rate(held_passed, len(held), visible_passed, len(visible))
+        which = "held-out" if held else "visible (the task holds none out)"
         reason = f"{passed}/{len(required)} {which} tests passed" if run.ok else run.reason
+        if held and visible_passed < len(visible):
+            reason += f"; {len(visible) - visible_passed} visible tests failed: capped at {pass_rate:.2f}"
         if report.hacked:
             first = report.untrusted[0]
             reason = f"{reason}; not counted ({', '.join(report.untrusted)}): {report.evidence[first][0]}"
@@ -321,15 +372,30 @@ class TestSuiteReward(Reward):
         info.update(
             passed=passed,
             required=len(required),
+            generated=len(generated),
             visible_pass_rate=visible_passed / len(visible) if visible else 0.0,
             tests=tests,
             grader=self.grader,
             landlock=run.landlock,
             output_tail=run.output_tail[-500:],
-            why={t: reasons[t] for t in [*visible, *hidden] if t in reasons},
+            why={t: reasons[t] for t in [*visible, *held] if t in reasons},
         )
         sample.info[INFO_KEY] = info
         return reward
+
+    @staticmethod
+    def _generated(tests: dict[str, str], reference, returned: list, probes: Probes | None) -> list[str]:
+        """The reference-generated held-out tests' names, their outcomes added to ``tests``: passed when the graded
+        code answered the input as the reference does."""
+        if not probes or not reference or not probes.need:
+            return []
+        names = []
+        for k, i in enumerate(usable(reference, probes.candidates, probes.own, probes.need)):
+            name = f"test_generated_{k}"
+            got = returned[i] if i < len(returned) else ("error", "no answer")
+            tests[name] = "passed" if answered_alike(got, reference[i]) else "failed"
+            names.append(name)
+        return names
 
 
 def _no_tests(data: dict) -> ValueTests:

@@ -167,14 +167,17 @@ def near_inputs(calls: Sequence[tuple], seed: str, others: Sequence[tuple] = ())
     return out
 
 
-def probe_inputs(visible_calls: Sequence[str], hidden_calls: Sequence[str], seed: str) -> tuple[list[str], int]:
+def probe_inputs(
+    visible_calls: Sequence[str], hidden_calls: Sequence[str], seed: str, extra: Sequence[str] = ()
+) -> tuple[list[str], int]:
     """``(sources, n_visible)``: the argument tuples the hard-coding check runs, as literals: the visible calls'
-    first (``n_visible`` of them), then the hidden calls', then the inputs near the visible ones."""
+    first (``n_visible`` of them), then the hidden calls', then ``extra`` (the reference-generated held-out inputs'
+    candidates, ``held_out.candidates``), then the inputs near the visible ones."""
     visible, hidden = literal_calls(visible_calls), literal_calls(hidden_calls)
     near = [args for _, args in near_inputs(visible, seed, hidden)]
     seen: set[str] = set()
     out: list[str] = []
-    for args in [*visible, *hidden, *near]:
+    for args in [*visible, *hidden, *literal_calls(extra), *near]:
         source = repr(args)
         if source not in seen:
             seen.add(source)
