@@ -101,6 +101,25 @@ class ListedRewards(Reward):
         return torch.tensor(out)
 
 
+class Patchy(Reward):
+    """Reward: a measure of the completion (``vowels``: its vowel share, ``length``: its characters / 20), NaN for
+    every completion of a context whose id hashes to 0 mod 3 (a group no reward judges: skipped), and with
+    ``partial`` for the first completion of one whose id hashes to 1 mod 3 (missing a verdict its group-mates got)."""
+
+    def __init__(self, name: str, measure: str = "vowels", weight: float = 1.0, partial: bool = False) -> None:
+        self.name, self.measure, self.weight, self.partial = name, measure, weight, partial
+
+    def __call__(self, samples):
+        seen: dict[str, int] = {}
+        out = []
+        for s in samples:
+            k = seen[s.context.id] = seen.get(s.context.id, -1) + 1
+            h = zlib.crc32(s.context.id.encode()) % 3
+            value = _vowels(s.completion) if self.measure == "vowels" else len(s.completion) / 20
+            out.append(float("nan") if h == 0 or (self.partial and h == 1 and k == 0) else value)
+        return torch.tensor(out)
+
+
 # ------------------------------------------------------------------------------------- planned agent episodes
 class PlannedTasks(TaskSource):
     """Contexts whose ``data["flags"]`` come from ``plan[seed][i]`` (batch ``seed`` of a stream seeded 0)."""

@@ -34,9 +34,11 @@ from lightning.pytorch.utilities import rank_zero_warn
 
 from propel.errors import ConfigError
 from propel.lit_modules.lora_policy import LoRAPolicyModule, MicroLoss
-from propel.lit_modules.state import RolloutState
+from propel.lit_modules.state import RolloutState, StepScoring
+from propel.losses.advantage_shares import advantage_shares
 from propel.losses.advantages import SCALES, group_advantages, within_valid_share, zero_variance_mask
 from propel.losses.policy_gradient import LossSpec, policy_loss, truncated_importance_weights
+from propel.losses.scorable import learnable
 from propel.rewards.combine import CombinedReward, RewardBreakdown
 from propel.rewards.reward import RewardComponent, RewardContext
 from propel.rollouts.episode_stats import episode_stats
@@ -153,29 +155,40 @@ class GRPOModule(LoRAPolicyModule):
         self._fail_if_all_failed(samples, failed)
         with self.eval_mode():  # a probe reading the policy as its reference must see no dropout
             breakdown = self.reward(samples)
-        self.rollout_state = RolloutState(
-            step=self.global_step, samples=samples, rewards=breakdown, policy_version=self.rollout_version
-        )
         everywhere = RewardBreakdown(  # the global batch's rewards (this rank's alone in one process)
             total=self.ranks.gather(breakdown.total),
             components={k: self.ranks.gather(v) for k, v in breakdown.components.items()},
             extras=breakdown.extras,
             logged={k: self.ranks.gather(v) for k, v in breakdown.logged.items()},
+            weights=breakdown.weights,
+            errors=breakdown.errors,
         )
         rewards = breakdown.total
-        # Infrastructure failures are not the policy's doing: out of the group statistics and the loss, not 0.
-        advantages = self._advantages(rewards, everywhere.total, failed)
-        keep = ~failed
+        # What no reward could judge, and infrastructure failures (not the policy's doing), are out of the group
+        # statistics and the loss, never scored 0; so is a group left with fewer than two samples to compare.
+        scorable = ~failed & breakdown.judged(g)
+        keep, skipped = learnable(scorable, g)
+        scoring = self._scoring(everywhere, scorable, keep, skipped)
+        self.rollout_state = RolloutState(
+            step=self.global_step,
+            samples=samples,
+            rewards=breakdown,
+            policy_version=self.rollout_version,
+            scoring=scoring,
+        )
+        advantages = self._advantages(rewards, everywhere.total, keep)
+        judged = keep.clone()
         if hp.filter_zero_variance:
-            keep &= ~zero_variance_mask(rewards, g, tol=hp.zero_variance_tol, mask=~failed)
+            keep &= ~zero_variance_mask(rewards, g, tol=hp.zero_variance_tol, mask=keep)
         lengths = torch.tensor([s.assistant_length for s in samples], dtype=torch.float32)
         stats = {
             **everywhere.stats("reward"),
+            **scoring.stats(),
             "valid_rate": sum(s.valid for s in samples) / len(samples),
             "completion_length": float(lengths.mean()),
             "tokens_per_s": float(lengths.sum()) / max(rollout.timings.get("generation_s", 0.0), 1e-9),
             "kept_fraction": float(keep.float().mean()),
-            **self._within_valid_share(everywhere.total, samples, g),
+            **self._within_valid_share(everywhere.total, samples, g, judged),
             **episode_stats(samples),
             **{f"time/{k}": v for k, v in rollout.timings.items()},
         }
@@ -184,10 +197,19 @@ class GRPOModule(LoRAPolicyModule):
             stats["time/rollout_wait_s"] = self.rollout_wait_s
         log = {"on_step": True, "batch_size": len(samples), "sync_dist": self.ranks.size > 1}
         if not self.ranks.sum(keep.sum()):  # nothing to learn from this batch: no GRPO update (counted)
-            self.no_update(
-                "every group's rewards were equal (filter_zero_variance)",
-                "the task is too easy or too hard for the policy, or the reward is constant",
-            )
+            if scoring.skipped_groups == scoring.groups:
+                raised = "; ".join(f"reward {k!r} raised {v}" for k, v in breakdown.errors.items())
+                self.no_update(
+                    f"no group had two scorable samples ({scoring.unscorable} of {scoring.samples} unscorable"
+                    + (f"; {raised}" if raised else "")
+                    + ")",
+                    "see train/rewards/unscorable_rate and each train/reward/<name>/unscored",
+                )
+            else:
+                self.no_update(
+                    "every group's rewards were equal (filter_zero_variance)",
+                    "the task is too easy or too hard for the policy, or the reward is constant",
+                )
             self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
             if any(term.active() for term in self.loss_terms):  # the other loss terms still take their update
                 named.update(
@@ -222,19 +244,46 @@ class GRPOModule(LoRAPolicyModule):
         where = f" on all {self.ranks.size} ranks" if self.ranks.size > 1 else ""
         raise RuntimeError(f"every rollout of step {self.global_step} failed outside the policy{where}; first: {first}")
 
-    def _within_valid_share(self, everywhere: torch.Tensor, samples: list, group_size: int) -> dict[str, float]:
-        """``adv_share_within_valid`` of the global batch (``propel.losses.advantages.within_valid_share``), so every
-        rank logs the same key and value (a key logged on one rank only breaks the all-reduce); absent, on every
-        rank, when no group has reward variance."""
+    def _within_valid_share(
+        self, everywhere: torch.Tensor, samples: list, group_size: int, keep: torch.Tensor
+    ) -> dict[str, float]:
+        """``adv_share_within_valid`` of the global batch (``propel.losses.advantages.within_valid_share``) over the
+        samples in the advantages (``keep``), so every rank logs the same key and value (a key logged on one rank
+        only breaks the all-reduce); absent, on every rank, when no group has reward variance."""
         valid = self.ranks.gather(torch.tensor([float(bool(s.valid)) for s in samples]))
-        share = within_valid_share(everywhere, valid.bool(), group_size)
+        kept = self.ranks.gather(keep.float()).bool()
+        share = within_valid_share(everywhere, valid.bool(), group_size, kept)
         return {} if share is None else {"adv_share_within_valid": share}
 
-    def _advantages(self, rewards: torch.Tensor, everywhere: torch.Tensor, failed: torch.Tensor) -> torch.Tensor:
-        """This rank's group advantages. ``group`` and ``none`` need only each group's rewards; ``batch`` divides by
-        the standard deviation of the global batch (``everywhere``: every rank's rewards, gathered in rank order), so
-        it is computed there and this rank's slice taken."""
-        g, keep = self.hparams.group_size, ~failed
+    def _scoring(
+        self, everywhere: RewardBreakdown, scorable: torch.Tensor, keep: torch.Tensor, skipped: torch.Tensor
+    ) -> StepScoring:
+        """The global batch's unscorable samples (not ``scorable``) and skipped groups, and each paying component's
+        share of the advantage variance over the samples in the advantages (``keep``); this rank's masks in, the
+        same figures out on every rank."""
+        judged = self.ranks.gather(scorable.float()).bool()
+        kept = self.ranks.gather(keep.float()).bool()
+        skipped = self.ranks.gather(skipped.float()).bool()
+        weights = everywhere.weights
+        paying = [k for k in everywhere.components if weights.get(k, 1.0) != 0] or list(everywhere.components)
+        shares = None
+        if paying:
+            parts = torch.stack([weights.get(k, 1.0) * everywhere.components[k].float() for k in paying], dim=1)
+            shares = advantage_shares(parts, self.hparams.group_size, kept, self.scale_rewards)
+        return StepScoring(
+            samples=int(kept.numel()),
+            unscorable=int((~judged).sum()),
+            groups=int(skipped.numel()),
+            skipped_groups=int(skipped.sum()),
+            shares={} if shares is None else {k: float(v) for k, v in zip(paying, shares, strict=True)},
+            errors=dict(everywhere.errors),
+        )
+
+    def _advantages(self, rewards: torch.Tensor, everywhere: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        """This rank's group advantages over the ``keep`` samples. ``group`` and ``none`` need only each group's
+        rewards; ``batch`` divides by the standard deviation of the global batch (``everywhere``: every rank's
+        rewards, gathered in rank order), so it is computed there and this rank's slice taken."""
+        g = self.hparams.group_size
         if self.scale_rewards != "batch" or self.ranks.size == 1:
             return group_advantages(rewards, g, scale=self.scale_rewards, mask=keep)
         kept = self.ranks.gather(keep.float()).bool()
