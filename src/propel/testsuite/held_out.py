@@ -4,13 +4,15 @@ reference solution in the sandbox.
 A task whose held-out tests call the function with fewer than ``MIN_HELD_OUT`` distinct inputs (once the shown ones
 are gone, ``propel.testsuite.shown``) pays on one or two answers: a guess, a constant or a branch per example earns
 the whole reward by luck. Such a task gets inputs near its own (the hard-coding check's perturbations,
-``neighbours.near_inputs``, of the visible and held-out inputs), kept only when they are unseen (not shown, not an
-input the task already tests) and inside the envelope of the task's inputs at each argument (numbers within the
-range the tests use, strings made of the characters they use, containers as long as theirs), so that an honest
-solution of the task as stated answers them as the reference does. The reference's answers are computed in the
-sandbox; an input where the reference raises, or answers with another kind of value than it gives on the task's own
-inputs, or with a float that is not finite, is dropped. Answers are compared as the tests compare them: Python's
-``==``, floats within 1e-6.
+``neighbours.near_inputs``, of the visible and held-out inputs, in strict mode: made of the task's own material, a
+number replaced by another its tests use, whole words or items dropped, repeated, swapped or replaced, never a
+character or a number made up, so a stated shape such as balanced brackets survives), kept only when they are
+unseen (not shown, not an input the task already tests) and inside the envelope of the task's inputs at each
+argument (numbers within the range the tests use, strings made of the characters they use, containers as long as
+theirs), so that an honest solution of the task as stated answers them as the reference does. The reference's
+answers are computed in the sandbox; an input where the reference raises, or answers with another kind of value than
+it gives on the task's own inputs, or with a float that is not finite, is dropped. Answers are compared as the tests
+compare them: Python's ``==``, floats within 1e-6.
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ def candidates(
     shown, envelope = Shown.of(prompt, entry_point, visible), Envelope(inputs)
     out: list[str] = []
     kept: list[tuple] = []
-    for _, args in near_inputs(inputs, f"held-out {seed}"):
+    for _, args in near_inputs(inputs, f"held-out {seed}", strict=True):
         if shown.shows(args) or among(args, hidden) or among(args, kept) or not envelope.holds(args):
             continue
         kept.append(args)

@@ -67,25 +67,29 @@ class Vocabulary:
                 self._add(item, depth + 1)
 
 
-def _near(value, rng: random.Random, vocab: Vocabulary, depth: int = 0):
-    """One value a small step away from ``value``, of the same type (None when there is none)."""
+def _near(value, rng: random.Random, vocab: Vocabulary, depth: int = 0, strict: bool = False):
+    """One value a small step away from ``value``, of the same type (None when there is none). ``strict``: made of
+    the task's own material only (a number the tests use, whole words, items already there), never a number moved or
+    a character made up."""
     if isinstance(value, bool):
         return not value
     if isinstance(value, int | float):
         same = [n for n in vocab.numbers if type(n) is type(value) and n != value]
+        if strict:
+            return rng.choice(same) if same else None
         if same and rng.random() < 0.4:
             return rng.choice(same)
         if isinstance(value, int):
             return value + rng.choice((-2, -1, 1, 2))
         return round(value + rng.choice((-1.0, -0.5, 0.5, 1.0)) * max(1.0, abs(value) / 10), 6)
     if isinstance(value, str):
-        return _near_text(value, rng, vocab)
+        return _near_words(value, rng, vocab) if strict else _near_text(value, rng, vocab)
     if isinstance(value, list | tuple) and depth < 3:
-        return _near_items(value, rng, vocab, depth)
+        return _near_items(value, rng, vocab, depth, strict)
     if isinstance(value, dict) and value and depth < 3:
         items = dict(value)
         key = rng.choice(list(items))
-        changed = _near(items[key], rng, vocab, depth + 1)
+        changed = _near(items[key], rng, vocab, depth + 1, strict)
         if changed is None:
             return None
         items[key] = changed
@@ -93,14 +97,33 @@ def _near(value, rng: random.Random, vocab: Vocabulary, depth: int = 0):
     return None
 
 
-def _near_items(value, rng: random.Random, vocab: Vocabulary, depth: int):
+def _near_words(text: str, rng: random.Random, vocab: Vocabulary) -> str | None:
+    """``text`` with whole words dropped, repeated, swapped or replaced by another word the tests use."""
+    words = text.split()
+    if len(words) < 2:
+        others = [w for w in vocab.words if w != text]
+        return rng.choice(others) if others else None
+    i, j = rng.sample(range(len(words)), 2)
+    choice = rng.randrange(4)
+    if choice == 0:
+        del words[i]
+    elif choice == 1:
+        words.insert(i, words[j])
+    elif choice == 2:
+        words[i], words[j] = words[j], words[i]
+    else:
+        words[i] = rng.choice(vocab.words)
+    return " ".join(words)
+
+
+def _near_items(value, rng: random.Random, vocab: Vocabulary, depth: int, strict: bool = False):
     items = list(value)
     choice = rng.randrange(4) if items else 3
     if choice == 0:
         del items[rng.randrange(len(items))]
     elif choice == 1:
         i = rng.randrange(len(items))
-        changed = _near(items[i], rng, vocab, depth + 1)
+        changed = _near(items[i], rng, vocab, depth + 1, strict)
         if changed is None:
             return None
         items[i] = changed
@@ -140,10 +163,13 @@ def _near_text(text: str, rng: random.Random, vocab: Vocabulary) -> str:
     return text[:i] + rng.choice(letters + string.ascii_lowercase[:6]) + text[i + 1 :]
 
 
-def near_inputs(calls: Sequence[tuple], seed: str, others: Sequence[tuple] = ()) -> list[tuple[int, tuple]]:
+def near_inputs(
+    calls: Sequence[tuple], seed: str, others: Sequence[tuple] = (), strict: bool = False
+) -> list[tuple[int, tuple]]:
     """``(visible call index, arguments)`` of inputs near each visible call's (one argument changed), drawn in the
     vocabulary of ``calls`` and ``others`` (the task's other test inputs), without repeats and without the visible
-    inputs themselves; at most ``MAX_PER_CALL`` per call and ``MAX_PROBES`` in all."""
+    inputs themselves; at most ``MAX_PER_CALL`` per call and ``MAX_PROBES`` in all. ``strict``: changes made of the
+    task's own material only (``_near``)."""
     rng = random.Random(seed)
     vocab = Vocabulary([*calls, *others])
     seen = {repr(args) for args in calls}
@@ -154,7 +180,7 @@ def near_inputs(calls: Sequence[tuple], seed: str, others: Sequence[tuple] = ())
             if mine >= MAX_PER_CALL or len(out) >= MAX_PROBES:
                 break
             position = rng.randrange(len(args))
-            changed = _near(args[position], rng, vocab)
+            changed = _near(args[position], rng, vocab, strict=strict)
             if changed is None:
                 continue
             new = args[:position] + (changed,) + args[position + 1 :]
