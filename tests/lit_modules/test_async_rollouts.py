@@ -121,15 +121,15 @@ def test_a_failed_fit_stops_the_worker(peaked_model_dir):
 
     def failing(sample) -> float:
         calls.append(1)
-        if len(calls) > 2 * 16:  # 16 samples per step: steps 0 and 1 score, step 2 raises
-            raise RuntimeError("reward server down")
+        if len(calls) > 2 * 16:  # 16 samples per step: steps 0 and 1 score, step 2 raises (a ConfigError: any other
+            raise ConfigError("reward server misconfigured")  # exception only makes the reward judge nothing)
         return float(len(calls) % 2)  # rewards that vary within a group
 
     pl.seed_everything(0)
     module = _module(
         peaked_model_dir, SnapshotGRPO, max_new_tokens=2, async_rollouts=True, rewards=[FunctionReward("f", failing)]
     )
-    with pytest.raises(RuntimeError, match="reward server down"):
+    with pytest.raises(ConfigError, match="reward server misconfigured"):
         _trainer(6).fit(module, datamodule=ContextDataModule(LetterDomain(), contexts_per_step=2))
     assert module.async_rollouts._prefetcher is None
     for thread in [t for t in threading.enumerate() if t.name.startswith("propel-rollouts")]:
