@@ -80,24 +80,27 @@ def test_values_that_are_not_plain_data_fail_with_the_reason(runner):
 
 def test_the_graded_process_holds_no_test(runner):
     """The expected value exists only in the runner: searching the graded process's heap and every file it can
-    list finds nothing (and the heap walk is reported)."""
+    list finds nothing (the needle is assembled at run time, so the graded code's own file does not hold it), and
+    the heap walk is reported."""
     body = (
         "    import gc, os\n"
+        "    needle = 'needle-' + str(7000 + x)\n"
         "    for o in gc.get_objects():\n"
-        "        if isinstance(o, str) and 'needle-7319' in o:\n            return 'needle-7319'\n"
+        "        if isinstance(o, str) and needle in o:\n            return needle\n"
         "    for top in ('/', '..', '../..', '/tmp'):\n"
         "        try:\n"
         "            for root, _, files in os.walk(top):\n"
         "                for name in files:\n"
         "                    try:\n"
-        "                        if b'needle-7319' in open(os.path.join(root, name), 'rb').read(1 << 20):\n"
-        "                            return 'needle-7319'\n"
+        "                        if needle.encode() in open(os.path.join(root, name), 'rb').read(1 << 20):\n"
+        "                            return needle\n"
         "                    except OSError:\n"
         "                        pass\n"
         "        except OSError:\n"
         "            pass\n"
         "    return 'not found'\n"
     )
-    got = grade(runner, body, {"hidden": "assert candidate(1) == 'needle-7319'"})
-    assert got["tests"] == {"hidden": "failed"}
+    got = grade(runner, body, {"hidden": "assert candidate(319) == 'needle-7319'"})
+    assert got["tests"]["hidden"] in ("failed", "error"), got  # not found, or still looking when time ran out
+    assert "needle" not in got["reasons"]["hidden"], got["reasons"]
     assert {"frame_access", "reads_tests"} <= {finding[0] for finding in got["audit"]}

@@ -80,7 +80,8 @@ def job(
     if hash_seed is not None:
         source = (
             "import os\nimport sys\n\n"
-            f"if sys.flags.hash_randomization:  # re-run with a fixed string-hash seed\n"
+            f"if sys.flags.ignore_environment or os.environ.get('PYTHONHASHSEED') != '{int(hash_seed)}':\n"
+            "    # re-run with the fixed string-hash seed\n"
             f"    os.environ['PYTHONHASHSEED'] = '{int(hash_seed)}'\n"
             "    os.execv(sys.executable, [sys.executable, '-s', '-S', 'main.py'])\n" + source
         )

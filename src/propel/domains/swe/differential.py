@@ -22,6 +22,8 @@ import ast
 import hashlib
 import json
 import os
+import secrets
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +38,9 @@ from propel.sandbox.sandbox import Sandbox
 from propel.testsuite.runner import encode_files
 from propel.testsuite.shipping import framed_records, graded_limits, job, job_limits
 
-RECORD_VERSION = 1
-"""Bumped when what a recording holds changes (cached recordings of another version are made again)."""
+RECORD_VERSION = 2
+"""Bumped when what a recording holds changes (cached recordings of another version are made again); 2: objects as
+their constructor calls, outcomes as a caller sees them, a string-hash seed of the repository's own."""
 STATE = "<state>"
 """The qualname standing for a module's data globals in a target ``module:<state>``."""
 Variant = Mapping[str, "bytes | str | None"]
@@ -135,6 +138,26 @@ class Recording:
     """Why calls were not recorded (no snapshot of an argument or of the outcome), with counts."""
 
 
+def _hash_seed(folder: Path) -> int:
+    """The repository's own string-hash seed (a random one, drawn once and kept beside its recordings): recording
+    and replays iterate sets alike, and graded code cannot recognise a well-known seed such as 0."""
+    path = folder / "hash_seed"
+    folder.mkdir(parents=True, exist_ok=True)
+    try:  # the first process to create it decides; every other one reads its seed
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "w") as f:
+            f.write(str(secrets.randbelow(4_294_967_294) + 1))
+    for _ in range(100):
+        try:
+            return int(path.read_text())
+        except ValueError:  # the creator has not written it yet
+            time.sleep(0.01)
+    raise RuntimeError(f"{path} holds no string-hash seed: delete it to draw a new one")
+
+
 def _shift(tree, offset: int):
     """A snapshot tree with its callback indices moved by ``offset``."""
     if not isinstance(tree, list) or not tree:
@@ -184,6 +207,7 @@ class Differential:
         self.folder = swe_cache(cache) / "recordings" / profile.key / f"v{RECORD_VERSION}-runner{RUNNER_VERSION}"
         self._files = {f"repo/{name}": data for name, data in repo_files(root).items()}
         self._memory: dict[str, Recording] = {}
+        self.hash_seed = _hash_seed(self.folder)
 
     # ------------------------------------------------------------------------------------------------ recordings
     def _path(self, target: str) -> Path:
@@ -205,6 +229,10 @@ class Differential:
         return {t: self._memory[t] for t in wanted}
 
     def _record(self, targets: list[str]) -> list[Recording]:
+        return self._validate(targets, self._recorded(targets))
+
+    def _recorded(self, targets: list[str]) -> dict:
+        """The recording job's raw record of ``targets`` (calls, tables, module state), not yet validated."""
         payload = {
             "targets": [t.split(":", 1) for t in targets if not t.endswith(STATE)],
             "modules": sorted({t.split(":", 1)[0] for t in targets if t.endswith(STATE)}),
@@ -214,7 +242,7 @@ class Differential:
         }
         # the recording runs the clean suite in the job itself (no graded child): three times a replay's budget
         limits = job_limits(self._child(self.timeout_s * 3), 1, per_item_s=0.0, output_per_item=64 << 20)
-        record_job, token = job("record_runner", payload, limits, self._files, pytest=True, hash_seed=0)
+        record_job, token = job("record_runner", payload, limits, self._files, pytest=True, hash_seed=self.hash_seed)
         result = self.sandbox.run_many([record_job])[0]
         raw = framed_records(result.stdout, token, 1)
         if raw is None:
@@ -222,11 +250,43 @@ class Differential:
                 f"{self.profile.key}: the recording run died ({result.outcome.value}, exit {result.exit_code}): "
                 f"{result.stderr[-800:]}"
             )
-        return self._validate(targets, raw[0])
+        return raw[0]
 
     def _validate(self, targets: list[str], recorded: dict) -> list[Recording]:
         """Keep what the clean library replays identically (one replay of every recorded check on the clean
         checkout); split it per target, each with its own callback tables."""
+        per_target, counts, skipped = self._checks_of(targets, recorded)
+        tables = recorded.get("tables") or []
+        checks = [c for t in targets for c in per_target[t]]
+        kept = set()
+        if checks:
+            replay = self._replay([{"files": {}}], checks, tables)[0]
+            kept = {i for i, r in enumerate(replay.get("results", [])) if r == "same"}
+        out, position = [], 0
+        for target in targets:
+            mine = per_target[target]
+            valid = [c for k, c in enumerate(mine, start=position) if k in kept]
+            position += len(mine)
+            out.append(self._own_tables(target, valid, tables, counts[target], skipped[target]))
+        return out
+
+    def replayed_outcomes(self, targets: Sequence[str], files: Variant | None = None) -> list:
+        """What each call the suite makes into ``targets`` returns when replayed on the checkout (``files`` laid
+        over it), as the graded child observed it: recorded afresh and not validated (a fingerprint probe's
+        observations, ``propel.testing.fingerprint``; grading needs ``compare``)."""
+        wanted = list(dict.fromkeys(targets))
+        recorded = self._recorded(wanted)
+        per_target, _, _ = self._checks_of(wanted, recorded)
+        checks = [c for t in wanted for c in per_target[t] if c["kind"] == "call"]
+        if not checks:
+            return []
+        variant = {"files": dict(files or {})}
+        raw = self._replay([variant], checks, recorded.get("tables") or [], answers=True)[0]
+        return list(raw.get("answers") or [])
+
+    def _checks_of(self, targets: list[str], recorded: dict) -> tuple[dict, dict, dict]:
+        """``(checks per target, calls recorded per target, why calls were skipped per target)`` of a raw
+        recording."""
         per_target: dict[str, list[dict]] = {t: [] for t in targets}
         counts = {t: 0 for t in targets}
         skipped = {t: {} for t in targets}
@@ -246,6 +306,7 @@ class Differential:
                         "args": call["args"],
                         "kwargs": call["kwargs"],
                         "expected": {"outcome": call["outcome"], "after": call["after"]},
+                        **({"construct": True} if call.get("construct") else {}),
                     }
                 )
         for module, state in (recorded.get("state") or {}).items():
@@ -255,19 +316,7 @@ class Differential:
                 per_target[target] += [
                     {"kind": "state", "module": module, "name": name, "expected": tree} for name, tree in state.items()
                 ]
-        tables = recorded.get("tables") or []
-        checks = [c for t in targets for c in per_target[t]]
-        kept = set()
-        if checks:
-            replay = self._replay([{"files": {}}], checks, tables)[0]
-            kept = {i for i, r in enumerate(replay.get("results", [])) if r == "same"}
-        out, position = [], 0
-        for target in targets:
-            mine = per_target[target]
-            valid = [c for k, c in enumerate(mine, start=position) if k in kept]
-            position += len(mine)
-            out.append(self._own_tables(target, valid, tables, counts[target], skipped[target]))
-        return out
+        return per_target, counts, skipped
 
     @staticmethod
     def _own_tables(target: str, checks: list[dict], tables: list, recorded: int, skipped: dict) -> Recording:
@@ -298,9 +347,13 @@ class Differential:
         return Limits(timeout_s=timeout_s, memory_mb=self.memory_mb, max_file_mb=16, max_processes=8)
 
     # ------------------------------------------------------------------------------------------------ replays
-    def _replay(self, variants: list[dict], checks: list[dict], tables: list, first: bool = False) -> list[dict]:
+    def _replay(
+        self, variants: list[dict], checks: list[dict], tables: list, first: bool = False, answers: bool = False
+    ) -> list[dict]:
         payload = {
             "first": first,
+            "answers": answers,
+            "hash_seed": self.hash_seed,
             "checks": checks,
             "tables": tables,
             "variants": [{"files": encode_files(dict(v["files"])), "only": v.get("only")} for v in variants],

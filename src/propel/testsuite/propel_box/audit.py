@@ -36,9 +36,10 @@ FRAMEWORKS = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig", "cover
 FRAMEWORKS |= frozenset({"propel_box", "propel"})
 """Top-level packages of test frameworks and of the grader itself: graded code has no reason to import them."""
 BENIGN_FRAME_USERS = ("logging", "typing", "enum", "collections", "functools", "abc", "dataclasses", "warnings")
-BENIGN_FRAME_USERS += ("_weakrefset", "importlib", "<frozen importlib", "re")
+BENIGN_FRAME_USERS += ("_weakrefset", "importlib", "<frozen importlib", "re", "types")
 """Standard-library modules whose frame lookups only read the caller's module name (``namedtuple``, ``TypeVar``,
-``Enum('X', ...)``, ``logging``'s ``findCaller``)."""
+``Enum('X', ...)``, ``logging``'s ``findCaller``), or that read a frame's type when imported (``types``: a graded
+child's own ``import re`` imports it afresh, as a user's program does)."""
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
@@ -83,8 +84,13 @@ def _path_checker(report, is_test, writable, readable):
     under, abspath, fspath = _under, os.path.abspath, os.fspath  # module attributes could be rebound later
 
     def path_of(arg):
+        # exact types only: an argument's own __fspath__ would tell graded code that a hook is looking
+        if type(arg) is bytes:
+            arg = arg.decode("utf-8", "surrogateescape")
         try:
-            return abspath(fspath(arg)) if not isinstance(arg, int) else None
+            if type(arg) is not str and getattr(type(arg), "__module__", None) == "pathlib":
+                arg = fspath(arg)  # the standard library's own paths
+            return abspath(arg) if type(arg) is str else None
         except (TypeError, ValueError):
             return None
 
@@ -134,10 +140,12 @@ def _dispatcher(graded, where, report, path_of, check_path):
             if direct or stdlib_module(caller.f_code.co_filename, stdlib) not in benign_frame_users:
                 report("frame_access", event, found, f"{event}() from {where(caller)}")
         elif event == "object.__getattr__":
-            if len(args) > 1 and args[1] in frame_attrs:
+            benign = not direct and stdlib_module(caller.f_code.co_filename, stdlib) in benign_frame_users
+            if len(args) > 1 and type(args[1]) is str and args[1] in frame_attrs and not benign:
                 report("frame_access", f"{event} {args[1]}", found, f"reads .{args[1]}")
         elif event in ("object.__setattr__", "object.__delattr__"):
-            if direct and len(args) > 1 and args[1] in ("__code__", "__class__", "__bases__", "__defaults__"):
+            name = args[1] if len(args) > 1 and type(args[1]) is str else ""
+            if direct and name in ("__code__", "__class__", "__bases__", "__defaults__"):
                 report("code_tampering", f"{event} {args[1]}", found, f"sets .{args[1]} of {type(args[0]).__name__}")
         elif event in heap_events:
             report("frame_access", event, found, f"{event}()")
@@ -149,7 +157,8 @@ def _dispatcher(graded, where, report, path_of, check_path):
         elif event == "open":
             path = path_of(args[0]) if args else None
             mode, flags = (args[1] if len(args) > 1 else None), (args[2] if len(args) > 2 else 0)
-            write = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & _WRITE_FLAGS)
+            mode, flags = (mode if type(mode) is str else ""), (flags if type(flags) is int else 0)
+            write = any(c in mode for c in "wax+") or bool(flags & _WRITE_FLAGS)
             check_path("open", found, path, write)
         elif event in write_events:
             for arg in args[:2]:
@@ -159,9 +168,9 @@ def _dispatcher(graded, where, report, path_of, check_path):
         elif event in spawn_events:
             report("spawns_processes", event, found, event)
         elif event in signal_events:
-            report("early_exit", event, found, f"{event}{tuple(args)[:2]}")
+            report("early_exit", event, found, f"{event}{tuple(a if type(a) is int else '?' for a in args[:2])}")
         elif event == "import":
-            name = str(args[0]) if args else ""
+            name = args[0] if args and type(args[0]) is str else ""
             if name.split(".")[0] in frameworks:
                 report("pytest_tampered", "import", found, f"imports {name}")
 
@@ -184,7 +193,7 @@ def install(emit, graded, is_test=lambda path: False, writable=(), readable=None
     def hook(event, args):
         if event not in interesting and not event.startswith("ctypes."):
             return
-        if event == "object.__getattr__" and (len(args) < 2 or args[1] not in frame_attrs):
+        if event == "object.__getattr__" and (len(args) < 2 or type(args[1]) is not str or args[1] not in frame_attrs):
             return  # reading __code__ and the like is what introspection and pytest itself do
         me = ident()
         if me in busy:

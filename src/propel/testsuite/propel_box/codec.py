@@ -13,6 +13,7 @@ guarantee: the guarantee is that ``decode`` can only ever produce plain data who
 import base64
 import decimal
 import fractions
+import sys
 
 MAX_DEPTH = 64
 MAX_ITEMS = 1_000_000
@@ -76,12 +77,13 @@ def _number_or_lazy(value, depth, budget):
     """The other values HumanEval's harness compares as Python does: a ``Fraction`` or ``Decimal`` (equal to the
     float it stands for), a ``range``, and a lazy iterator a test consumes (``tuple(candidate(x))``), read here once
     (it stays lazy on the other side: equal to no list, as a generator is)."""
-    if isinstance(value, fractions.Fraction):
-        numerator = fractions.Fraction.numerator.fget(value)
-        denominator = fractions.Fraction.denominator.fget(value)
-        return ["q", [encode(int(numerator), depth + 1, budget), encode(int(denominator), depth + 1, budget)]]
-    if isinstance(value, decimal.Decimal):
-        return ["D", decimal.Decimal.__str__(value)]
+    for fraction in _kinds(fractions, "Fraction"):
+        if isinstance(value, fraction):
+            numerator, denominator = fraction.numerator.fget(value), fraction.denominator.fget(value)
+            return ["q", [encode(int(numerator), depth + 1, budget), encode(int(denominator), depth + 1, budget)]]
+    for number in _kinds(decimal, "Decimal"):
+        if isinstance(value, number):
+            return ["D", number.__str__(value)]
     if isinstance(value, range):
         return ["R", [range.start.__get__(value), range.stop.__get__(value), range.step.__get__(value)]]
     kind = type(value)
@@ -91,6 +93,14 @@ def _number_or_lazy(value, depth, budget):
             items.append(encode(item, depth + 1, budget))
         return ["it", items]
     raise NotPlain(f"a {kind.__module__}.{kind.__qualname__} is not plain data")
+
+
+def _kinds(module, name):
+    """``module.name`` as this module imported it and as graded code did (a graded child takes its own imports out of
+    ``sys.modules``, so graded code's ``import fractions`` makes another copy of a pure-Python class)."""
+    own = getattr(module, name)
+    current = getattr(sys.modules.get(module.__name__), name, None)
+    return (own,) if current is own or not isinstance(current, type) else (own, current)
 
 
 def own_equality(value, graded_dir):

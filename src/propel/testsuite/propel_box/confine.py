@@ -66,11 +66,12 @@ def _handled(abi):
     return rights
 
 
-def restrict(read=(), write=(), read_write_files=()):
-    """Allow only ``read`` trees (read/list/execute), ``write`` trees (everything) and ``read_write_files`` (single
-    files such as ``/dev/null``) from now on, for this process and whatever it starts; from ABI 6, signals and
-    abstract unix sockets reach only processes of the same domain. Paths that do not exist are skipped. Returns the
-    ABI version applied (0: Landlock unavailable, nothing restricted)."""
+def restrict(read=(), write=(), read_write_files=(), list_only=()):
+    """Allow only ``read`` trees (read/list/execute), ``write`` trees (everything), ``read_write_files`` (single
+    files such as ``/dev/null``) and ``list_only`` trees (folders listed, no file opened) from now on, for this
+    process and whatever it starts; from ABI 6, signals and abstract unix sockets reach only processes of the same
+    domain. Paths that do not exist are skipped. Returns the ABI version applied (0: Landlock unavailable, nothing
+    restricted)."""
     abi = landlock_abi()
     if abi <= 0:
         return 0
@@ -84,6 +85,7 @@ def restrict(read=(), write=(), read_write_files=()):
     try:
         rules = [(p, READ) for p in read] + [(p, handled) for p in write]
         rules += [(p, _READ_FILE | _WRITE_FILE | _TRUNCATE) for p in read_write_files]
+        rules += [(p, _READ_DIR) for p in list_only]
         for path, rights in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)

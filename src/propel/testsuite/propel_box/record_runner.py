@@ -2,13 +2,16 @@
 recorder around each target function (trusted: no model-written code is in this job).
 
 Each call the suite makes into a target, directly or through other library code, is kept as snapshots
-(``snapshot.Snapshots``): the arguments before the call, the outcome (the returned value, a lazy iterator's first
-items, or the exception's class) and the arguments after it (what the call did to ``self`` and to mutable
-arguments). A test's own callables (lambdas, helpers) become callbacks with recorded tables; test modules are never
-referenced. For each module of the targets, its data globals right after import are kept too (a function that only
-runs at import time, such as a table builder, shows there). Recorders are installed when pytest configures, before
-collection, on the target's own name and on every library reference to the same function (re-exports, class
-aliases, closures).
+(``snapshot.Snapshots``): the arguments before the call (``take``: rebuilt where the call is replayed), the outcome
+(the returned value, a lazy iterator's first items, or the exception's class) and the arguments after it (what the
+call did to ``self`` and to mutable arguments), both as a caller sees them (``observe``). Every library class's
+constructor is recorded too, so an object passed to a target is rebuilt by calling its class with the arguments
+that made it, as a user's program would, never from its private state; a call of a target ``__init__`` is kept as
+the construction it is. A test's own callables (lambdas, helpers) become callbacks with recorded tables; test
+modules are never referenced. For each module of the targets, its data globals right after import are kept too (a
+function that only runs at import time, such as a table builder, shows there). Recorders are installed when pytest
+configures, before collection, on the target's own name and on every library reference to the same function
+(re-exports, class aliases, closures).
 
 The runner does not judge anything: ``replay_runner`` replays these calls in a graded child and compares there.
 """
@@ -43,6 +46,7 @@ class Recorder:
         self.records, self.seen, self.skips = {}, {}, {}
 
     def wrap(self, key, function):
+        construct = key.endswith(".__init__:call")
         records = self.records.setdefault(key, [])
         seen = self.seen.setdefault(key, set())
         skips = self.skips.setdefault(key, {})
@@ -60,14 +64,17 @@ class Recorder:
             args = [snaps.stand_in(a) for a in args]
             kwargs = {k: snaps.stand_in(v) for k, v in kwargs.items()}
             try:
-                before = [snaps.take(list(args)), snaps.take(dict(kwargs))]
+                if construct and args:  # self is not made yet: what is replayed is its class called
+                    before = [snaps.take([type(args[0]), *args[1:]]), snaps.take(dict(kwargs))]
+                else:
+                    before = [snaps.take(list(args)), snaps.take(dict(kwargs))]
             except NoSnapshot as e:
                 skip(str(e)[:100])
                 return function(*args, **kwargs)
             try:
                 result = function(*args, **kwargs)
             except Exception as error:
-                self._keep(records, seen, before, ["raise", *exception_name(error)], args, kwargs, skip)
+                self._keep(records, seen, before, ["raise", *exception_name(error)], args, kwargs, skip, construct)
                 raise
             outcome = None
             try:
@@ -77,7 +84,7 @@ class Recorder:
                     result = _chain(items, None if exhausted else result)
                     outcome = ["value", tree]
                 else:
-                    outcome = ["value", snaps.take(result)]
+                    outcome = ["value", snaps.observe(result)]
             except NoSnapshot as e:
                 skip("returns: " + str(e)[:90])
             except Exception as e:  # consuming a lazy result raised: the caller will see it when it reads on
@@ -85,15 +92,15 @@ class Recorder:
             finally:
                 depth[0] -= 1
             if outcome is not None:
-                self._keep(records, seen, before, outcome, args, kwargs, skip)
+                self._keep(records, seen, before, outcome, args, kwargs, skip, construct)
             return result
 
         recorder.__propel_recorder__ = True  # the sweep leaves its closure (which holds the original) alone
         return recorder
 
-    def _keep(self, records, seen, before, outcome, args, kwargs, skip):
+    def _keep(self, records, seen, before, outcome, args, kwargs, skip, construct=False):
         try:
-            after = [self.snaps.take(list(args)), self.snaps.take(dict(kwargs))]
+            after = [self.snaps.observe(list(args)), self.snaps.observe(dict(kwargs))]
         except NoSnapshot as e:
             skip("after: " + str(e)[:90])
             return
@@ -101,7 +108,8 @@ class Recorder:
         if ident in seen:
             return
         seen.add(ident)
-        records.append({"args": before[0], "kwargs": before[1], "outcome": outcome, "after": after})
+        record = {"args": before[0], "kwargs": before[1], "outcome": outcome, "after": after}
+        records.append(record | ({"construct": True} if construct else {}))
 
 
 def _chain(items, rest):
@@ -136,6 +144,41 @@ def _sweep(roots, old, new):
                             cell.cell_contents = new
 
 
+def record_constructors(roots, snaps, is_test):
+    """Every library class with a constructor of its own records the calls that make its instances
+    (``Snapshots.constructed``): the objects later passed to a target are rebuilt by calling their class again.
+    Function arguments become callbacks here too, so the object holds the stand-in the recording answers from."""
+    for module in _library_modules(roots):
+        if is_test(module.__name__):
+            continue
+        for value in list(vars(module).values()):
+            if not isinstance(value, type) or value.__module__ != module.__name__ or "__init__" not in value.__dict__:
+                continue
+            original = value.__dict__["__init__"]
+            if not isinstance(original, types.FunctionType) or hasattr(original, "__propel_constructor__"):
+                continue
+            with contextlib.suppress(AttributeError, TypeError):
+                value.__init__ = _constructor(snaps, original)
+
+
+def _constructor(snaps, original):
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        with snaps.building(self) as inner:
+            if inner:  # super().__init__ of an object whose outer constructor is recording
+                return original(self, *args, **kwargs)
+            args = tuple(snaps.stand_in(a) for a in args)
+            kwargs = {k: snaps.stand_in(v) for k, v in kwargs.items()}
+            tree = snaps.call_tree(args, kwargs)
+            result = original(self, *args, **kwargs)
+            if tree is not None:
+                snaps.constructed(self, tree)
+            return result
+
+    __init__.__propel_constructor__ = True
+    return __init__
+
+
 def install(targets, modules, snaps, recorder):
     """Recorders on every target function, and the data globals of ``modules`` as imported: ``(missing, state)``."""
     missing, state = [], {}
@@ -163,6 +206,7 @@ def install(targets, modules, snaps, recorder):
         for acc, fn in found.items():
             if acc == "call":
                 _sweep(roots, fn, wrapped[acc])
+    record_constructors(roots, snaps, snaps.test_module)
     return missing, state
 
 

@@ -46,22 +46,21 @@ class Replay:
         self.out_path = os.path.join(root, "output.txt")
         self.deadline = time.monotonic() + self.limits["timeout_s"]
         self.child, self.restarts, self.ids, self.audit, self.landlock = None, 0, 0, [], 0
+        self.answers = [] if payload.get("answers") else None
+        """What each replayed call returned, as the child observed it (only where the payload asks: a fingerprint
+        probe's observations; grading needs the verdicts alone)."""
 
     def _child(self):
         if self.child is None:
             if self.restarts > MAX_RESTARTS:
                 raise Gone("the graded process died or hung too often")
             self.restarts += 1
-            config = {"python_path": self.payload["python_path"], "tables": self.payload.get("tables") or []}
+            paths = [os.path.join(self.ws, p) for p in self.payload["python_path"] if p not in (".", "")]
+            env = {"PYTHONPATH": os.pathsep.join(paths)} if paths else {}  # as a user runs a source layout
+            config = {"tables": self.payload.get("tables") or []}
+            seed = self.payload.get("hash_seed")
             self.child = Child(
-                "replay_child.py",
-                self.ws,
-                self.tmp,
-                self.out_path,
-                config,
-                self.limits,
-                int(self.limits.get("max_processes") or 0),
-                hash_seed=0,
+                "replay_child.py", self.ws, self.tmp, self.out_path, config, self.limits, None, env, seed
             )
             self.child.read(self.deadline)
             self.landlock = max(self.landlock, self.child.landlock)
@@ -110,6 +109,7 @@ class Replay:
                 reasons[str(i)] = verdict[:300]
         self._drop()
         return {
+            **({"answers": self.answers} if self.answers is not None else {}),
             "results": results,
             "reasons": reasons,
             "audit": self.audit[:50],
@@ -119,7 +119,10 @@ class Replay:
         }
 
     def _call(self, check):
-        answer = self.ask({"kind": "call", "target": check["target"], "args": check["args"], "kwargs": check["kwargs"]})
+        request = {"kind": "call", "target": check["target"], "args": check["args"], "kwargs": check["kwargs"]}
+        answer = self.ask(request | ({"construct": True} if check.get("construct") else {}))
+        if self.answers is not None:
+            self.answers.append(answer.get("outcome"))
         if "error" in answer:
             return f"the replay failed: {str(answer['error'])[:200]}"
         expected = check["expected"]

@@ -1,25 +1,34 @@
 """Snapshots: any Python value a library function takes or returns, as plain tagged data (differential grading).
 
 A repository's functions take and return library objects, not only builtins, so value grading's ``codec`` cannot
-carry their calls. ``Snapshots.take`` writes a value as a tree of JSON-able lists: builtins as ``codec`` writes them
-(exact types only), functions and classes by reference (``["ref", module, qualname]``, only when that name leads back
-to the same object and is not a test module's), a regular-expression match by its pattern and span, and any other
-object the way ``pickle`` rebuilds it (``copyreg``'s reducer or its ``__reduce_ex__(4)``: a constructor reference,
-its arguments, its state and its items). ``Snapshots.rebuild`` turns a tree back into objects, resolving each
-reference in the interpreter it runs in: replayed in a graded child, a call's arguments become instances of the
-*repaired* library's classes.
+carry their calls. A snapshot is a tree of JSON-able lists, in one of two forms:
+
+- ``take`` (arguments, which the replaying side rebuilds): builtins as ``codec`` writes them (exact types only),
+  functions and classes by reference (``["ref", module, qualname]``, only when that name leads back to the same
+  object and is not a test module's), a regular-expression match by its pattern and span, an object whose class
+  has a constructor of its own as *the call that made it* (``["new", class, args, kwargs]``, recorded when the
+  constructor ran: ``constructed``), and any other object the way ``pickle`` rebuilds it (``copyreg``'s reducer or
+  its ``__reduce_ex__(4)``). ``Snapshots.rebuild`` resolves each reference in the interpreter it runs in, so a
+  replayed call's arguments are built by the *repaired* library's own constructors, as a user's are.
+- ``observe`` (outcomes and what a call did to its arguments, which are only compared): the same, except that an
+  object pickle would rebuild without its constructor is written as what a caller can see of it
+  (``["o", class, public attributes, repr, len, items]``: its attributes and properties not named ``_...``, its
+  own ``repr``, its length and items when it has them), never its private state: a repair that adds a memo, a
+  lazily cached attribute or ``__slots__`` is the same object to its callers.
 
 A callable argument with no importable name (a lambda or helper of a test) is recorded as a *callback*: the recording
 side passes the function a stand-in that forwards each call and keeps its arguments and outcome (a table,
 ``["cb", index]`` in the tree); the replaying side's stand-in answers from that table, so no test code is ever
-imported where a repair runs.
+imported where a repair runs. It looks like a user's function: the recorded name and parameters, module
+``__main__``, code compiled from ``<string>``, no attribute of its own.
 
 Trees are compared as data (``same``), never rebuilt by the trusted side: what a graded child sends back is read only
 as nested lists of strings and numbers, whatever its objects claim about themselves. A value with no snapshot (a
-generator inside a container, an open file, a cycle, a class defined in a test) raises ``NoSnapshot``; the call that
-carried it is not replayed.
+generator inside a container, an open file, a cycle, a class defined in a test, an object whose constructor call was
+not recorded) raises ``NoSnapshot``; the call that carried it is not replayed.
 """
 
+import ast
 import base64
 import copyreg
 import functools
@@ -29,6 +38,7 @@ import math
 import re
 import sys
 import types
+import weakref
 
 MAX_DEPTH = 40
 MAX_NODES = 4_000
@@ -46,9 +56,11 @@ _NAMED += (types.ClassMethodDescriptorType, types.MethodWrapperType)
 """Kinds written by reference only: functions, classes and the builtins' method descriptors."""
 _SINGLETONS = {"none_type": type(None), "ellipsis": Ellipsis, "not_implemented": NotImplemented}
 _SINGLETONS.update(ellipsis_type=type(Ellipsis), not_implemented_type=type(NotImplemented))
-_MATCH = type(re.match("", ""))
-CALLBACK = "__propel_callback__"
-"""Attribute naming a stand-in's callback index."""
+MAX_MADE = 20_000
+"""Constructor calls one recording keeps (objects made after that have no snapshot of their own)."""
+_METHODS = (types.FunctionType, staticmethod, classmethod, types.BuiltinFunctionType, types.MethodDescriptorType)
+_METHODS += (types.WrapperDescriptorType, types.ClassMethodDescriptorType, type)
+"""Class attributes that are behaviour, not state (left out of what a caller sees of an object)."""
 
 
 class NoSnapshot(TypeError):
@@ -71,6 +83,39 @@ def exception_name(error):
     return [str(getattr(kind, "__module__", "")), str(getattr(kind, "__qualname__", kind.__name__))]
 
 
+def default_protocol(kind):
+    """Whether pickle would rebuild instances of ``kind`` with ``object``'s own protocol (``copyreg.__newobj__``:
+    the class's ``__new__`` and its state, never its constructor)."""
+    return (
+        getattr(kind, "__reduce_ex__", None) is object.__reduce_ex__
+        and getattr(kind, "__reduce__", None) is object.__reduce__
+        and _shared(copyreg).dispatch_table.get(kind) is None
+    )
+
+
+def _shared(module):
+    """A standard-library module whose state this code shares with the library under test (``copyreg``'s
+    reducers, ``re``'s types), as the library sees it: the one in ``sys.modules`` (a graded child takes its own
+    imports out of ``sys.modules``, so the library's ``import re`` can make another copy), else this code's own."""
+    current = sys.modules.get(module.__name__)
+    return current if isinstance(current, types.ModuleType) else module
+
+
+def own_constructor(kind):
+    """Whether instances of ``kind`` are initialised by an ``__init__`` other than ``object``'s."""
+    for klass in kind.__mro__:
+        if "__init__" in klass.__dict__:
+            return klass is not object
+    return False
+
+
+def _static(kind, name):
+    for klass in kind.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
+
+
 class Snapshots:
     """Takes and rebuilds snapshots under one set of rules.
 
@@ -83,6 +128,9 @@ class Snapshots:
     def __init__(self, test_module=None, tables=None):
         self.test_module = test_module or (lambda name: False)
         self.tables = list(tables or [])
+        self._callbacks = {}  # id(function) -> (function, table index): the stand-ins and replayed callables
+        self._made = {}  # id(object) -> (the object or a weak reference to it, its constructor call's tree)
+        self._building = set()
 
     # ------------------------------------------------------------------------------------------------ taking
     def reference(self, obj):
@@ -101,8 +149,9 @@ class Snapshots:
             return None
         return ["ref", module, qualname] if found is obj else None
 
-    def take(self, value, _depth=0, _budget=None, _active=None):
-        """The snapshot of ``value`` (see the module docstring); raises ``NoSnapshot``."""
+    def take(self, value, _depth=0, _budget=None, _active=None, _observed=False):
+        """The snapshot of ``value`` that ``rebuild`` turns back into an object (see the module docstring); raises
+        ``NoSnapshot``."""
         budget = _budget if _budget is not None else [MAX_NODES]
         active = _active if _active is not None else set()
         budget[0] -= 1
@@ -118,34 +167,80 @@ class Snapshots:
             raise NoSnapshot("the value contains itself")
         active.add(id(value))
         try:
-            return self._take(value, kind, _depth + 1, budget, active)
+            return self._take(value, kind, _depth + 1, budget, active, _observed)
         finally:
             active.discard(id(value))
 
-    def _take(self, value, kind, depth, budget, active):
+    def observe(self, value, _depth=0, _budget=None, _active=None):
+        """What a caller can see of ``value``, for comparison only (see the module docstring); raises
+        ``NoSnapshot``."""
+        return self.take(value, _depth, _budget, _active, _observed=True)
+
+    def _take(self, value, kind, depth, budget, active, observed):
+        def again(item):
+            return self.take(item, depth, budget, active, observed)
+
         if kind in _CONTAINERS:
-            return [_CONTAINERS[kind], [self.take(v, depth, budget, active) for v in value]]
+            return [_CONTAINERS[kind], [again(v) for v in value]]
         if kind is dict:
-            pairs = value.items()
-            return ["d", [[self.take(k, depth, budget, active), self.take(v, depth, budget, active)] for k, v in pairs]]
-        index = getattr(value, CALLBACK, None) if kind is types.FunctionType else None
-        if isinstance(index, int):
-            return ["cb", index]
+            return ["d", [[again(k), again(v)] for k, v in value.items()]]
+        found = self._callbacks.get(id(value)) if kind is types.FunctionType else None
+        if found is not None and found[0] is value:
+            return ["cb", found[1]]
         if isinstance(value, type) or kind in _NAMED:
-            found = self.reference(value)
-            if found is None:
+            ref = self.reference(value)
+            if ref is None:
                 raise NoSnapshot(f"{getattr(value, '__qualname__', kind.__name__)} has no importable name")
-            return found
-        if kind is _MATCH:
+            return ref
+        if kind.__module__ == "re" and kind.__qualname__ == "Match" and kind is _match_type():
             span = list(value.span())
-            return ["match", self.take(value.re, depth, budget, active), value.string, value.pos, value.endpos, span]
+            return ["match", again(value.re), value.string, value.pos, value.endpos, span]
+        if kind in (types.MethodType, types.ModuleType):
+            raise NoSnapshot(f"a {kind.__name__}")
         if hasattr(kind, "__next__"):
             raise NoSnapshot(f"a {kind.__qualname__} is a lazy iterator")
-        return self._reduced(value, depth, budget, active)
+        if default_protocol(kind):
+            if observed:
+                return self._seen(value, kind, depth, budget, active)
+            if own_constructor(kind):
+                made = self.made(value)
+                if made is not None:
+                    return ["new", again(kind), *made]
+                named = self._module_global(value)
+                if named is None:
+                    raise NoSnapshot(f"a {kind.__qualname__} made without a recorded constructor call")
+                return named
+        return self._reduced(value, depth, budget, active, observed)
 
-    def _reduced(self, value, depth, budget, active):
+    def _seen(self, value, kind, depth, budget, active):
+        """``["o", class, {public attribute: observed}, repr, len, items]`` of an object (``["raise", module,
+        qualname]`` in place of what raised when read)."""
+
+        def read(how):
+            try:
+                return self.observe(how(), depth, budget, active)
+            except NoSnapshot:
+                raise
+            except Exception as error:
+                return ["raise", *exception_name(error)]
+
+        attrs = []
+        for name in sorted(n for n in dir(value) if isinstance(n, str) and not n.startswith("_")):
+            if isinstance(_static(kind, name), _METHODS):
+                continue
+            attrs.append([["s", name], read(lambda name=name: getattr(value, name))])
+        text = read(lambda: repr(value)) if kind.__repr__ is not object.__repr__ else None
+        size = read(lambda: len(value)) if hasattr(kind, "__len__") else None
+        items = None
+        if hasattr(kind, "keys") and hasattr(kind, "__getitem__"):
+            items = read(lambda: [[k, value[k]] for k in _bounded(value.keys())][:MAX_ITEMS])
+        elif hasattr(kind, "__iter__"):
+            items = read(lambda: _bounded(value)[:MAX_ITEMS])
+        return ["o", self.take(kind, depth, budget, active), ["d", attrs], text, size, items]
+
+    def _reduced(self, value, depth, budget, active, observed):
         try:
-            custom = copyreg.dispatch_table.get(type(value))  # as pickle does: re.Pattern's reducer lives there
+            custom = _shared(copyreg).dispatch_table.get(type(value))  # as pickle does: re.Pattern's reducer
             reduced = custom(value) if custom is not None else value.__reduce_ex__(4)
         except Exception as e:
             raise NoSnapshot(f"a {type(value).__qualname__} cannot be reduced ({type(e).__name__})") from None
@@ -156,28 +251,81 @@ class Snapshots:
             return found
         if not isinstance(reduced, tuple) or not 2 <= len(reduced) <= 6:
             raise NoSnapshot(f"a {type(value).__qualname__} reduces to something pickle would not take")
+
+        def again(item):
+            return self.take(item, depth, budget, active, observed)
+
         func, args, state, items, pairs = (tuple(reduced) + (None,) * 5)[:5]
-        out = ["r", self.take(func, depth, budget, active), self.take(tuple(args), depth, budget, active)]
-        out.append(self.take(state, depth, budget, active))
-        out.append(None if items is None else self.take(_bounded(items), depth, budget, active))
-        out.append(None if pairs is None else self.take([list(p) for p in _bounded(pairs)], depth, budget, active))
+        out = ["r", again(func), again(tuple(args)), again(state)]
+        out.append(None if items is None else again(_bounded(items)))
+        out.append(None if pairs is None else again([list(p) for p in _bounded(pairs)]))
         return out
 
+    # ------------------------------------------------------------------------------------------------ construction
+    def call_tree(self, args, kwargs):
+        """``[args, kwargs]`` snapshots of a constructor call about to run, None when they have none."""
+        if len(self._made) >= MAX_MADE:
+            return None
+        try:
+            return [self.take(list(args)), self.take(dict(kwargs))]
+        except (NoSnapshot, RecursionError):
+            return None
+
+    def constructed(self, obj, tree):
+        """Recording: ``obj`` was made by its class's constructor with the call ``tree`` (``call_tree``)."""
+        try:
+            holder = weakref.ref(obj)
+        except TypeError:  # __slots__ without __weakref__: kept alive for the recording
+            holder = obj
+        self._made[id(obj)] = (holder, tree)
+
+    def _module_global(self, obj):
+        """``["ref", module, name]`` of a module global that is ``obj`` (an object made at import, before any
+        constructor was recorded: the replaying side takes the one its own import made)."""
+        for module_name, module in list(sys.modules.items()):
+            if module is None or self.test_module(module_name):
+                continue
+            try:
+                names = [name for name, value in vars(module).items() if value is obj and name.isidentifier()]
+            except TypeError:
+                continue
+            if names:
+                return ["ref", module_name, sorted(names)[0]]
+        return None
+
+    def made(self, obj):
+        """``[args, kwargs]`` trees of the constructor call that made ``obj``, None when none was recorded."""
+        found = self._made.get(id(obj))
+        if found is None:
+            return None
+        holder, tree = found
+        alive = holder() if isinstance(holder, weakref.ref) else holder
+        return tree if alive is obj else None
+
+    def building(self, obj):
+        """A context for a constructor running on ``obj``: True inside when an outer constructor of the same object
+        is already recording (``super().__init__``)."""
+        return _Building(self._building, id(obj))
+
     def take_outcome(self, call):
-        """``["value", tree]`` of what ``call()`` returned (a lazy iterator's first ``MAX_ITEMS`` items, read here),
-        or ``["raise", module, qualname]``; the second element is what the caller should receive in place of the
-        returned value (an iterator over the items read, then the rest)."""
+        """``["value", observed]`` of what ``call()`` returned (a lazy iterator's first ``MAX_ITEMS`` items, read
+        here), or ``["raise", module, qualname]``; the second element is what the caller should receive in place of
+        the returned value (an iterator over the items read, then the rest)."""
         try:
             result = call()
         except Exception as error:
             return ["raise", *exception_name(error)], None
+        return self.outcome(result)
+
+    def outcome(self, result):
+        """``(["value", observed], result)`` for a value a call returned (see ``take_outcome``)."""
         if is_lazy(result):
             tree, items, exhausted = self.take_iterator(result)
             return ["value", tree], _chain(items, None if exhausted else result)
-        return ["value", self.take(result)], result
+        return ["value", self.observe(result)], result
 
     def take_iterator(self, iterator, limit=MAX_ITEMS):
-        """``(tree, items, exhausted)``: ``["it", [snapshots], exhausted]`` of the first ``limit`` items of a lazy
+        """``(tree, items, exhausted)``: ``["it", [observed], exhausted]`` of the first ``limit`` items of a lazy
         iterator (read once; the items come back so a consumer can be given an equivalent iterator)."""
         items, exhausted = [], True
         for item in iterator:
@@ -185,7 +333,7 @@ class Snapshots:
             if len(items) >= limit:
                 exhausted = False
                 break
-        return ["it", [self.take(v) for v in items], exhausted], items, exhausted
+        return ["it", [self.observe(v) for v in items], exhausted], items, exhausted
 
     # ------------------------------------------------------------------------------------------------ callbacks
     def stand_in(self, value, _depth=0):
@@ -201,14 +349,14 @@ class Snapshots:
             return value
         if not self._needs_stand_in(value):
             return value
-        table = []
+        table = [["meta", str(getattr(value, "__name__", "<lambda>")), _parameters(value)]]
         self.tables.append(table)
         index = len(self.tables) - 1
 
         @functools.wraps(value)
         def stand_in(*args, **kwargs):
             try:
-                key = [self.take(list(args)), self.take(dict(kwargs))] if len(table) < MAX_TABLE else None
+                key = [self.observe(list(args)), self.observe(dict(kwargs))] if len(table) < MAX_TABLE else None
             except NoSnapshot:
                 key = None
             try:
@@ -222,34 +370,42 @@ class Snapshots:
                     table.append([key, ["value", self.take(result)]])
             return result
 
-        setattr(stand_in, CALLBACK, index)
+        self._callbacks[id(stand_in)] = (stand_in, index)
         return stand_in
 
     def _needs_stand_in(self, value):
-        return type(value) is types.FunctionType and not hasattr(value, CALLBACK) and self.reference(value) is None
+        if type(value) is not types.FunctionType:
+            return False
+        found = self._callbacks.get(id(value))
+        return (found is None or found[0] is not value) and self.reference(value) is None
 
     def _replayed(self, index):
-        """Replaying: a function answering from callback table ``index`` (an unknown call raises ``LookupError``)."""
+        """Replaying: a function answering from callback table ``index`` (an unknown call raises ``LookupError``),
+        made to look like a user's own: the recorded name and parameters, ``__main__``'s, from ``<string>``."""
         table = self.tables[index] if 0 <= index < len(self.tables) else []
+        meta = table[0] if table and table[0][:1] == ["meta"] and len(table[0]) == 3 else ["meta", "<lambda>", None]
+        calls = [entry for entry in table if entry[:1] != ["meta"]]
 
-        def replayed(*args, **kwargs):
+        def answer(args, kwargs):
             try:
-                key = [self.take(list(args)), self.take(dict(kwargs))]
+                key = [self.observe(list(args)), self.observe(dict(kwargs))]
             except NoSnapshot as e:
                 raise LookupError(f"callback {index} called with a value that has no snapshot: {e}") from None
-            for recorded, outcome in table:
+            for recorded, outcome in calls:
                 if same(recorded, key):
                     if outcome[0] == "raise":
                         raise _exception(outcome[1], outcome[2])
                     return self.rebuild(outcome[1])
             raise LookupError(f"callback {index} called with arguments the clean library never passed it")
 
-        setattr(replayed, CALLBACK, index)
+        replayed = _user_function(str(meta[1]), meta[2], answer)
+        self._callbacks[id(replayed)] = (replayed, index)
         return replayed
 
     # ------------------------------------------------------------------------------------------------ rebuilding
     def rebuild(self, tree):
-        """The object a snapshot stands for, built in this interpreter (references resolved here)."""
+        """The object a snapshot stands for, built in this interpreter (references resolved here; an object with a
+        recorded constructor call made by calling its class, as a user would)."""
         tag = tree[0]
         if tag in _REBUILD_SCALAR:
             return _REBUILD_SCALAR[tag](tree)
@@ -265,6 +421,8 @@ class Snapshots:
             return iter([self.rebuild(v) for v in tree[1]])
         if tag == "match":
             return _rematch(self.rebuild(tree[1]), tree[2], int(tree[3]), int(tree[4]), tuple(tree[5]))
+        if tag == "new":
+            return self.rebuild(tree[1])(*self.rebuild(tree[2]), **self.rebuild(tree[3]))
         if tag == "r":
             obj = self.rebuild(tree[1])(*self.rebuild(tree[2]))
             state = self.rebuild(tree[3])
@@ -276,6 +434,73 @@ class Snapshots:
                 obj[key] = value
             return obj
         raise ValueError(f"unknown snapshot tag {tag!r}")
+
+
+class _Building:
+    def __init__(self, active, key):
+        self.active, self.key, self.outer = active, key, False
+
+    def __enter__(self):
+        self.outer = self.key in self.active
+        self.active.add(self.key)
+        return self.outer
+
+    def __exit__(self, *exc):
+        if not self.outer:
+            self.active.discard(self.key)
+        return False
+
+
+def _parameters(fn):
+    """A callable's parameter list as source (``"s, *, base=10"``), when every default is a literal; else None
+    (recording side only)."""
+    import inspect
+
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    plain = []
+    for parameter in signature.parameters.values():
+        if parameter.default is not parameter.empty:
+            try:
+                if ast.literal_eval(repr(parameter.default)) != parameter.default:
+                    return None
+            except (ValueError, SyntaxError, TypeError, RecursionError):
+                return None
+        plain.append(parameter.replace(annotation=parameter.empty))
+    return str(signature.replace(parameters=plain, return_annotation=signature.empty))[1:-1]
+
+
+def _forwarding(parameters):
+    """``"(a, b) + tuple(rest), {'k': k, **kw}"``: how a lambda taking ``parameters`` passes them on as ``args,
+    kwargs``; None when ``parameters`` is not a parameter list."""
+    try:
+        spec = ast.parse(f"lambda {parameters}: None", mode="eval").body.args
+    except SyntaxError:
+        return None
+    args = "(" + "".join(f"{a.arg}, " for a in [*spec.posonlyargs, *spec.args]) + ")"
+    if spec.vararg is not None:
+        args = f"{args} + tuple({spec.vararg.arg})"
+    pairs = [f"{a.arg!r}: {a.arg}" for a in spec.kwonlyargs] + ([f"**{spec.kwarg.arg}"] if spec.kwarg else [])
+    return f"{args}, {{{', '.join(pairs)}}}"
+
+
+def _user_function(name, parameters, answer):
+    """A function named ``name`` taking ``parameters`` (source; None: ``*args, **kwargs``) that hands its arguments to
+    ``answer(args, kwargs)``: compiled from ``<string>``, with ``__main__``'s globals, as a user's lambda is."""
+    forward = _forwarding(parameters) if parameters else None
+    if forward is None:
+        parameters, forward = "*args, **kwargs", "args, kwargs"
+    source = f"def _make(_answer):\n    return lambda {parameters}: _answer({forward})\n"
+    make = compile(source, "<string>", "exec").co_consts[0]
+    code = next(c for c in make.co_consts if isinstance(c, types.CodeType))
+    main = sys.modules.get("__main__")
+    scope = vars(main) if isinstance(main, types.ModuleType) else {"__name__": "__main__"}
+    shown = name if name.isidentifier() or name == "<lambda>" else "<lambda>"
+    fn = types.FunctionType(code, scope, shown, None, (types.CellType(answer),))
+    fn.__qualname__ = shown
+    return fn
 
 
 class _suppress:
@@ -353,6 +578,10 @@ def _exception(module, qualname):
     return Exception(f"{module}.{qualname}")
 
 
+def _match_type():
+    return type(_shared(re).match("", ""))
+
+
 def _rematch(pattern, string, pos, endpos, span):
     """The match object a pattern gives at the recorded span (full match, match, then search from ``pos``)."""
     for how in (pattern.fullmatch, pattern.match, pattern.search):
@@ -363,7 +592,8 @@ def _rematch(pattern, string, pos, endpos, span):
 
 
 def _set_state(obj, state):
-    """pickle's BUILD: ``__setstate__`` when the class has its own, else the instance dict and slots."""
+    """pickle's BUILD: ``__setstate__`` when the class has its own, else each attribute set as a caller would set
+    it (``setattr``: a class that takes attributes through ``__slots__`` or its own ``__setattr__`` gets them so)."""
     own = getattr(type(obj), "__setstate__", None)
     if own is not None and own is not getattr(object, "__setstate__", None):
         obj.__setstate__(state)
@@ -371,9 +601,7 @@ def _set_state(obj, state):
     slots = None
     if isinstance(state, tuple) and len(state) == 2:
         state, slots = state
-    if state:
-        obj.__dict__.update(state)
-    for key, value in (slots or {}).items():
+    for key, value in [*(state or {}).items(), *(slots or {}).items()]:
         setattr(obj, key, value)
 
 

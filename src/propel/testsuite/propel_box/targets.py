@@ -49,12 +49,12 @@ def attribute(owner, name):
 
 
 def module_state(module, snaps):
-    """``{name: snapshot}`` of a module's data globals (not functions, classes or modules; only what has a
-    snapshot)."""
+    """``{name: snapshot}`` of a module's data globals as a caller sees them (``Snapshots.observe``; not functions,
+    classes or modules; only what has a snapshot)."""
     out = {}
     for name, value in list(vars(module).items()):
         if name.startswith("__") or isinstance(value, (types.ModuleType, type)) or callable(value):
             continue
         with contextlib.suppress(NoSnapshot, RecursionError):
-            out[name] = snaps.take(value)
+            out[name] = snaps.observe(value)
     return out

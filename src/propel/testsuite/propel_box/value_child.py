@@ -1,47 +1,78 @@
 """The graded process of value grading: import the model's module, then answer ``candidate(*args)`` calls with plain
-data. Started fresh (``python3 -I -S``, never forked from the runner: it holds no test and no expected value).
+data. Started fresh as a user's plain ``python3 -c`` run (``graded_start``: never forked from the runner, so it
+holds no test and no expected value, and nothing in it tells graded code that it is graded).
 
-Its first stdin line is its configuration; before importing anything of the model's it confines itself (Landlock:
-only its workspace and the interpreter's runtime readable, only a scratch folder writable) and installs the audit
-hook. Then each stdin line is a call, answered by one line on the response fd: the value (``codec.encode``), the
-exception it raised, or why the value is not plain data. Audit findings are sent on the same fd as they happen.
-Nothing here is trusted by the runner: the model's code shares this process and may rewrite any of it; what it can
-send back is plain data, and plain data is judged by the runner.
+The loader (its first stdin line) imports this module and calls ``start``, which confines the child (Landlock: the
+workspace writable, the interpreter's runtime readable; the audit hook) and hands ``BOOT`` the calls to make: first
+``import <module>``, then one ``candidate(*args, **kwargs)`` per stdin line. Each is answered by one framed record on
+stdout: the value (``codec.encode``), the exception it raised, or why the value is not plain data. Audit findings
+are sent the same way as they happen. Nothing here is trusted by the runner: the model's code shares this process
+and may rewrite any of it; what it can send back is plain data, and plain data is judged by the runner.
 """
 
 import json
 import sys
 
+from propel_box import codec
+from propel_box.graded_start import start_graded
 
-def main():
-    config = json.loads(sys.stdin.readline())
-    sys.path.insert(0, config["box"])
-    from propel_box import codec
-    from propel_box.graded_start import start_graded
 
-    send, graded_dir = start_graded(config, [config["ws"]])
-    function, failure = None, None
+def _failure(error):
     try:
-        module = __import__(config["module"])
-        function = getattr(module, config["entry"])
-    except BaseException as e:  # noqa: BLE001 - whatever the module does at import is the answer
-        failure = {"raised": type(e).__name__, "message": str(e)[:300], "base": not isinstance(e, Exception)}
-    send({"ready": failure is None, **({"import": failure} if failure else {})})
-    for line in sys.stdin:
-        request = json.loads(line)
-        answer = {"id": request["id"]}
-        if function is None:
-            answer.update(failure or {"raised": "ImportError", "message": "no entry point", "base": False})
-            send(answer)
-            continue
-        try:
-            args = codec.decode(request["args"])
-            kwargs = codec.decode(request["kwargs"])
-            value = function(*args, **kwargs)
-        except BaseException as e:  # noqa: BLE001
-            answer.update(raised=type(e).__name__, message=str(e)[:300], base=not isinstance(e, Exception))
-            send(answer)
-            continue
+        message = str(error)[:300]
+    except BaseException:  # noqa: BLE001 - an exception whose own __str__ raises
+        message = ""
+    return {"raised": type(error).__name__, "message": message, "base": not isinstance(error, Exception)}
+
+
+class _Calls:
+    """What ``BOOT`` calls and where its results go (``next``, ``returned``, ``raised``)."""
+
+    def __init__(self, config, send, graded_dir, main):
+        self.send, self.graded_dir, self.main = send, graded_dir, main
+        self.module, self.entry = config["module"], config["entry"]
+        self.readline, self.loads = sys.stdin.readline, json.loads
+        self.steps = self._steps()
+        self.result = self.error = None
+
+    def next(self):
+        return next(self.steps)
+
+    def returned(self, value):
+        self.result, self.error = value, None
+
+    def raised(self, error):
+        self.result, self.error = None, error
+
+    def _steps(self):
+        yield __import__, (self.module,), {}
+        function, failure = None, _failure(self.error) if self.error is not None else None
+        if failure is None:
+            try:
+                function = getattr(sys.modules[self.module], self.entry)
+                self.main.bind(self.module)
+            except BaseException as e:  # noqa: BLE001 - whatever the module does at import is the answer
+                failure = _failure(e)
+        self.send({"ready": failure is None, **({"import": failure} if failure else {})})
+        for line in iter(self.readline, ""):
+            request = self.loads(line)
+            answer = {"id": request["id"]}
+            if function is None:
+                self.send({**answer, **(failure or {"raised": "ImportError", "message": "no entry point"})})
+                continue
+            try:
+                args, kwargs = codec.decode(request["args"]), codec.decode(request["kwargs"])
+            except BaseException as e:  # noqa: BLE001
+                self.send({**answer, **_failure(e)})
+                continue
+            yield function, args, kwargs
+            self.send(self._answer(answer))
+        raise SystemExit(0)
+
+    def _answer(self, answer):
+        if self.error is not None:
+            return {**answer, **_failure(self.error)}
+        value = self.result
         try:
             answer["value"] = codec.encode(value)
         except codec.NotPlain as e:
@@ -49,11 +80,15 @@ def main():
         except BaseException as e:  # noqa: BLE001 - a value whose own methods raise while being read
             answer["not_plain"] = f"reading the value raised {type(e).__name__}"
         try:
-            answer["own_eq"] = codec.own_equality(value, graded_dir)
+            answer["own_eq"] = codec.own_equality(value, self.graded_dir)
         except BaseException:  # noqa: BLE001
             answer["own_eq"] = True
-        send(answer)
+        self.result = None
+        return answer
 
 
-if __name__ == "__main__":
-    main()
+def start(boot, baseline, path, text):
+    """Called by the loader: confine this child and give ``boot`` (``BOOT``'s globals) its calls."""
+    config = json.loads(text)
+    calls = _Calls(config, *start_graded(config, baseline, path))
+    boot["next"], boot["returned"], boot["raised"] = calls.next, calls.returned, calls.raised
