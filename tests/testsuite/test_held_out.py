@@ -43,6 +43,10 @@ def test_the_envelope_keeps_the_task_domain():
     numbers = Envelope([([1, 5, 3], 2), ([4, 2], 7)])
     assert numbers.holds(([5, 1], 3)) and not numbers.holds(([1, 5, 3], -1)) and not numbers.holds(([9], 2))
     assert not numbers.holds(([1, 2], 2, 3))  # an argument the task never passes
+    pairs = Envelope([("0101", "1100"), ("111", "000"), ("1", "0")])  # every test pairs strings of one length
+    assert pairs.holds(("01", "10")) and not pairs.holds(("0101", "1"))
+    ordered = Envelope([([1, 2, 5], 1), ([0, 3], 7)])  # every test's list is sorted and non-empty
+    assert ordered.holds(([1, 3, 5], 2)) and not ordered.holds(([3, 1], 2)) and not ordered.holds(([], 2))
 
 
 def _value(tag: str, x) -> tuple:

@@ -52,17 +52,57 @@ def _scalars(value, depth: int, out: dict) -> None:
             _scalars(item, depth + 1, out)
 
 
+def _sorted(value, reverse: bool) -> bool:
+    try:
+        return list(value) == sorted(value, reverse=reverse)
+    except TypeError:
+        return False
+
+
+def _distinct(value) -> bool:
+    try:
+        return len(set(value)) == len(value)
+    except TypeError:
+        return False
+
+
+def features(args: tuple) -> set[tuple]:
+    """The shape properties an input has, from a fixed catalogue: sized arguments of equal length, numbers in order,
+    a sequence sorted (either way) or of distinct items, an argument non-empty."""
+    out: set[tuple] = set()
+    sized = [i for i, a in enumerate(args) if isinstance(a, str | list | tuple)]
+    numbers = [i for i, a in enumerate(args) if isinstance(a, int | float) and not isinstance(a, bool)]
+    for k, i in enumerate(sized):
+        out |= {("len=", i, j) for j in sized[k + 1 :] if len(args[i]) == len(args[j])}
+        if len(args[i]):
+            out.add(("nonempty", i))
+        if isinstance(args[i], list | tuple):
+            out |= {(name, i) for name, rev in (("asc", False), ("desc", True)) if _sorted(args[i], rev)}
+            if _distinct(args[i]):
+                out.add(("distinct", i))
+    for k, i in enumerate(numbers):
+        out |= {("<=", i, j) for j in numbers[k + 1 :] if args[i] <= args[j]}
+        out |= {(">=", i, j) for j in numbers[k + 1 :] if args[i] >= args[j]}
+    return out
+
+
 class Envelope:
-    """What the task's own inputs hold at each argument position: an input outside it may be outside the task's
-    domain (a negative count, a letter in a binary string, a list longer than any the task speaks of)."""
+    """What the task's own inputs hold at each argument position, and the shape properties they all share: an input
+    outside it may be outside the task's domain (a negative count, a letter in a binary string, a list longer than
+    any the task speaks of, two strings of different lengths where every test pairs equal ones, an unsorted list
+    where every test's is sorted)."""
 
     def __init__(self, inputs: Sequence[tuple]) -> None:
         self.positions: dict[int, dict] = {}
         for args in inputs:
             for i, value in enumerate(args):
                 _scalars(value, 0, self.positions.setdefault(i, {}))
+        shared = [features(args) for args in inputs]
+        self.shared = set.intersection(*shared) if len(shared) >= 2 else set()
 
     def holds(self, args: tuple) -> bool:
+        if not self.shared <= features(args):
+            return False
         for i, value in enumerate(args):
             pool = self.positions.get(i)
             if pool is None:
