@@ -11,7 +11,7 @@ from propel.pipeline.config import ALL_STAGES
 from propel.pipeline.links import LINKS, RUN_VALUES, given_keys, stage_links
 from propel.pipeline.stage_configs import load_pipeline_config
 
-ORDER = ["label", "grpo", "probe", "evaluate", "aux_probe", "constrained", "auxiliary"]
+ORDER = ["label", "grpo", "warm_start", "gate_arm", "probe", "evaluate", "aux_probe", "constrained", "auxiliary"]
 """The order the stages are composed in: a link reads only a stage composed before its target."""
 
 

@@ -50,7 +50,7 @@ def test_evaluate_verdict_states_the_interval_of_the_change_when_the_stage_compu
     # the demo's numbers before the floor fix (0.54 -> 0.29 on 24 tasks each): Newcombe's interval of the change
     # (-0.479 to +0.0265) does not exclude zero at this size
     text = evaluate_verdict({"base": base, "trained": trained, "lift": lift(base, trained)})
-    assert "validity changed by -0.25 (95% interval -0.479 to +0.0265): not distinguishable from zero" in text
+    assert "validity (strict: degenerate tasks invalid) changed by -0.25 (95% interval -0.479 to +0.0265): not" in text
     assert "utility (in-band share of all generations) changed by +0 (95% interval" in text
 
 

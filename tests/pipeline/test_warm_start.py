@@ -20,8 +20,9 @@ from propel.pipeline.stages import csv_metrics
 from tests.pipeline.test_pipeline_e2e import _toy_config
 
 WARM = ("stages=[label,probe,warm_start,grpo,evaluate]", "warm_start.trainer.max_steps=2", "grpo.trainer.max_steps=3")
-FIRST = ("stages=[warm_start,label,probe,grpo,evaluate]",) + WARM[1:]
-"""The demo's order: the warm start first, so the label stage labels its (mostly valid) tasks."""
+FIRST = ("stages=[warm_start,label,probe,grpo,gate_arm,evaluate]",) + WARM[1:]
+"""The demo's order: the warm start first, so the label stage labels its (mostly valid) tasks; the gate arm
+continues it with the gate alone, the policy the trained generator is compared with."""
 
 
 def _rewards(config: dict) -> list[str]:
@@ -39,9 +40,14 @@ def test_grpo_continues_the_gate_only_warm_start_and_evaluation_compares_the_two
     assert warm["model"]["init_args"]["lr"] == grpo["model"]["init_args"]["lr"]  # the grpo section's keys apply
     assert warm["model"]["init_args"]["group_size"] == grpo["model"]["init_args"]["group_size"] == 2
 
+    gate = cfg.configs["gate_arm"]  # the gate arm: the GRPO stage's settings, the gate's reward, the GRPO stage's steps
+    assert _rewards(gate) == ["ValidityReward"] and gate["trainer"]["max_steps"] == grpo["trainer"]["max_steps"]
+    assert gate["trainer"]["default_root_dir"] == str(cfg.root / "gate_arm")
+    assert gate["model"]["init_args"]["lr"] == grpo["model"]["init_args"]["lr"]
+
     summaries = run_pipeline(cfg)
     root = cfg.root
-    assert list(summaries) == ["warm_start", "label", "probe", "grpo", "evaluate"]
+    assert list(summaries) == ["warm_start", "label", "probe", "grpo", "gate_arm", "evaluate"]
     # the label stage labeled the warm start's policy: its adapter on the generator, named in the summary
     label_config = yaml.safe_load((root / "label" / "config.yaml").read_text())
     assert label_config["model"]["init_args"]["adapter"] == summaries["warm_start"]["adapter"]
@@ -57,25 +63,38 @@ def test_grpo_continues_the_gate_only_warm_start_and_evaluation_compares_the_two
     assert summaries["warm_start"]["steps"] == 2 and summaries["grpo"]["steps"] == 1
     assert csv_metrics(root / "grpo")["step"] == [2]  # the step after the warm start's last (0-based)
     assert summaries["grpo"]["adapter"].endswith("step-3")
-    # the evaluation: base, warm start and trained; trained - warm start is what the probe reward added
+    gate_ckpt = torch.load(root / "gate_arm" / "checkpoints" / "last.ckpt", weights_only=False, map_location="cpu")
+    assert gate_ckpt["global_step"] == 3 and summaries["gate_arm"]["steps"] == 1  # it continued the warm start too
+    assert summaries["gate_arm"]["signal_cost"]["solver_trials_offline"] == 0  # it read no labels
+    # the evaluation: base, warm start, gate arm and trained; trained - gate arm is what the reward added
     evaluate = summaries["evaluate"]
-    assert {"base", "warm_start", "trained"} <= set(evaluate)
+    assert {"base", "warm_start", "gate_arm", "trained"} <= set(evaluate)
     assert evaluate["warm_start"]["adapter"] == summaries["warm_start"]["adapter"]
+    assert evaluate["gate_arm"]["adapter"] == summaries["gate_arm"]["adapter"]
     assert "valid_rate" in evaluate["lift_vs_warm_start"] and "exact_utility" in evaluate["lift"]
-    compared = (root / "evaluate" / "vs_warm_start" / "compare.md").read_text()
-    assert "| warm_start | trained |" in compared
+    assert {"exact_utility", "exact_utility_lenient"} <= set(evaluate["lift_vs_gate_arm"])
+    assert "| warm_start | trained |" in (root / "evaluate" / "vs_warm_start" / "compare.md").read_text()
+    assert "| gate_arm | trained |" in (root / "evaluate" / "vs_gate_arm" / "compare.md").read_text()
     report = (root / "report" / "report.md").read_text()
+    reward = summaries["probe"]["reward"]
     for heading in (
+        "## Summary",
+        "## Evaluation: the gate-continued arm vs trained (what the reward added)",
+        "## Evaluation: the warm start vs trained",
         "## Task pool (collect + label of the warm start's tasks)",
         "## Warm start: GRPO against the validity gate alone",
-        "## GRPO against the probe reward, continuing the warm start",
-        "## Evaluation: the warm start vs trained (the probe reward's own contribution)",
+        f"## GRPO against the probe stage's reward (`{reward}`), continuing the warm start",
+        "## The gate-continued arm: GRPO against the validity gate alone from the warm start",
     ):
         assert heading in report
-    assert report.index("## Warm start: GRPO") < report.index("## Task pool")  # in the order the stages ran
-    assert (root / "report" / "warm_start_curves.png").exists()
-    assert report.count("**Verdict:** ") == 6  # each stage's, and the warm start vs trained as evaluation words it
-    assert "(over 4 and 4 tasks)" in report.split("the probe reward's own contribution)")[1]
+    summary = report.split("## Summary")[1].split("\n## ")[0]  # the opening: what ran, the headline, the caveats
+    assert "- `gate_arm`: 1 GRPO step against the validity gate alone" in summary
+    assert "**Strict yield**" in summary and "against gate arm" in summary and "Lenient yield" in summary
+    assert f"**The reward** is `{reward}`" in summary and "**Monitors of `grpo`**" in summary
+    assert report.index("## Summary") < report.index("## Evaluation: the gate-continued") < report.index("## Task pool")
+    assert report.index("## Warm start: GRPO") < report.index("## Task pool")  # the stages in the order they ran
+    assert (root / "report" / "warm_start_curves.png").exists() and (root / "report" / "links.md").exists()
+    assert "(over 4 and 4 tasks)" in report.split("(what the reward added)")[1]
     # a rerun skips every stage; the GRPO stage never starts over from the warm start
     again = run_pipeline(cfg)
     assert json.dumps(again, sort_keys=True) == json.dumps(summaries, sort_keys=True)
@@ -141,3 +160,19 @@ def test_the_warm_start_takes_the_reward_its_section_gives(tmp_path):
     reward = cfg.configs["warm_start"]["model"]["init_args"]["rewards"][0]
     assert reward["init_args"]["artifact"] == str(tmp_path / "probe" / "artifact")
     assert {r["target"] for r in cfg.links} >= {"warm_start.model.init_args.rewards[ProbeReward].artifact"}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (("stages=[label,probe,grpo,gate_arm,evaluate]",), r"'stages': gate_arm continues the warm start"),
+        (("stages=[warm_start,label,probe,grpo,evaluate,gate_arm]",) + WARM[1:], r"evaluate reads what gate_arm"),
+        (
+            FIRST + ("gate_arm.model.init_args.rewards=[{class_path: propel.rewards.ValidityReward}]",),
+            r"'gate_arm.model.init_args.rewards': the gate arm's reward is the validity gate alone",
+        ),
+    ],
+)
+def test_a_gate_arm_without_its_warm_start_or_with_its_own_reward_is_refused(tmp_path, overrides, expected):
+    with pytest.raises(ConfigError, match=expected):
+        load_pipeline_config(None, [f"workdir={tmp_path / 'run'}", *overrides])

@@ -4,10 +4,12 @@ over, degenerate tasks, copies of the in-context examples, answers shrinking (``
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import lightning.pytorch as pl
 
 from propel.domains.interface import DEGENERATE
+from propel.durable import write_json
 from propel.errors import ConfigError
 from propel.lit_modules.state import RolloutPublisher
 from propel.metrics.degeneration import (
@@ -21,6 +23,8 @@ from propel.metrics.diversity import distinct_n, self_bleu, top_topic_rate
 from propel.rollouts.record import Sample
 
 ACTIONS = ("warn", "stop")
+ALARMS = "collapse_alarms.json"
+"""Every alarm of the run, in the trainer's root folder (a list of messages, rewritten at each new one)."""
 DRIFTING = ("monitor/degenerate", "monitor/copies", "monitor/distinct_templates", "monitor/top_template",
             "monitor/top_topic")  # fmt: skip
 """The degeneration shares (and their ``_<reason>`` variants) whose drift from the run's start is an alarm."""
@@ -180,6 +184,8 @@ class CollapseDetector(pl.Callback):
             return
         message = f"propel: mode collapse or degeneration suspected at step {step}: " + "; ".join(breaches)
         self.breaches.append(message)
+        if trainer.is_global_zero:  # the run folder keeps every alarm (the pipeline's report reads it)
+            write_json(Path(trainer.default_root_dir) / ALARMS, self.breaches, indent=1)
         if self.action == "stop":
             trainer.should_stop = True
             message += " -> stopping"

@@ -31,11 +31,15 @@ STAGES = ("label", "probe", "grpo", "evaluate")
 WARM_START = "warm_start"
 """The optional stage before ``grpo``: GRPO against the validity gate alone, whose checkpoint the GRPO stage continues
 (``PipelineConfig.warm_start``). Listed in ``stages`` to run: ``[label, probe, warm_start, grpo, evaluate]``."""
+GATE_ARM = "gate_arm"
+"""The optional stage after ``grpo``: GRPO continuing the warm start with the validity gate alone, for as many steps
+as the GRPO stage (``PipelineConfig.gate_arm``). Evaluation compares the trained generator with it: what the GRPO
+stage's reward added beyond more of the gate, from the same start, seed and contexts."""
 COEVOLUTION_STAGES = ("aux_pool", "aux_probe", "constrained", "auxiliary", "arms")
 """Adversarial probe co-evolution after it (``propel.pipeline.coevolution``): the auxiliary pool from the GRPO stage's
 mined false positives and collapsed topic, the auxiliary probe, GRPO under ``min(main, auxiliary)``, optionally GRPO
 under the auxiliary probe alone, and every arm evaluated in one table (``configs/coevolution.yaml``)."""
-ALL_STAGES = ("label", "probe", WARM_START, "grpo", "evaluate") + COEVOLUTION_STAGES
+ALL_STAGES = ("label", "probe", WARM_START, "grpo", GATE_ARM, "evaluate") + COEVOLUTION_STAGES
 """Every stage, in the order a run takes them."""
 TEMPLATES: dict[str, list[str]] = {
     "label": ["configs/math/label.yaml"],
@@ -49,6 +53,7 @@ STAGE_SUBCOMMAND = {
     "label": "predict",
     WARM_START: "fit",
     "grpo": "fit",
+    GATE_ARM: "fit",
     "evaluate": "test",
     "constrained": "fit",
     "auxiliary": "fit",
@@ -103,6 +108,9 @@ class PipelineConfig:
     tasks only counts once validity is high (docs/experiments.md). Listed before ``label``
     (``[warm_start, label, probe, grpo, evaluate]``), the label stage labels the warm start's tasks."""
     grpo: dict[str, Any] = field(default_factory=dict)
+    gate_arm: dict[str, Any] = field(default_factory=dict)
+    """Keys set over the GRPO stage's for the gate-continued arm (stage ``gate_arm``): it continues the warm start
+    with the validity gate alone up to ``grpo.trainer.max_steps`` (the links keep the two equal)."""
     evaluate: dict[str, Any] = field(default_factory=dict)
     aux_pool: dict[str, Any] = field(default_factory=dict)
     """``AuxPoolSpec`` keys: the collapsed-topic rule and which pools give negatives."""
@@ -190,7 +198,17 @@ def read_pipeline_config(path: str | Path | None = None, overrides: list[str] | 
 def _check_order(cfg: PipelineConfig) -> None:
     """Each stage after the stages whose outputs it reads: the probe after label, grpo after probe, evaluate after
     the policies it evaluates."""
-    after = {"probe": ("label",), "grpo": ("probe", WARM_START), "evaluate": ("grpo", WARM_START)}
+    if GATE_ARM in cfg.stages and WARM_START not in cfg.stages:
+        raise ConfigError(
+            f"pipeline config key 'stages': {GATE_ARM} continues the warm start with the gate alone; list "
+            f"{WARM_START} before it (e.g. [warm_start, label, probe, grpo, gate_arm, evaluate])"
+        )
+    after = {
+        "probe": ("label",),
+        "grpo": ("probe", WARM_START),
+        GATE_ARM: (WARM_START,),
+        "evaluate": ("grpo", WARM_START, GATE_ARM),
+    }
     for stage, earlier in after.items():
         late = [e for e in earlier if cfg.runs_before(stage, e)]
         if late:

@@ -176,6 +176,17 @@ LINKS: tuple[Link, ...] = (
     ),
     Link(
         "run.workdir/probe/artifact",
+        "gate_arm.model.init_args.rewards[ProbeReward].artifact",
+        "the gate arm trains on the validity gate alone (no probe reward to point at)",
+        (),
+    ),
+    Link(
+        "grpo.trainer.max_steps",
+        "gate_arm.trainer.max_steps",
+        "the gate arm continues the warm start to the GRPO stage's step: both arms train as long",
+    ),
+    Link(
+        "run.workdir/probe/artifact",
         "constrained.model.init_args.rewards[ProbeReward].artifact",
         "the main probe",
     ),
@@ -194,7 +205,13 @@ LINKS: tuple[Link, ...] = (
 )
 """The links, in the order they are applied and shown."""
 
-KIND: dict[str, str] = {"warm_start": "grpo", "constrained": "grpo", "auxiliary": "grpo", "aux_probe": "probe"}
+KIND: dict[str, str] = {
+    "warm_start": "grpo",
+    "gate_arm": "grpo",
+    "constrained": "grpo",
+    "auxiliary": "grpo",
+    "aux_probe": "probe",
+}
 """Stages that take the rows of another (the warm start's and the co-evolution's GRPO runs and probe) besides their
 own."""
 

@@ -34,6 +34,7 @@ def run_pipeline(cfg: PipelineConfig, console: Console | None = None) -> dict[st
         "probe": stage_fns.run_probe,
         "warm_start": stage_fns.run_warm_start,
         "grpo": stage_fns.run_grpo,
+        "gate_arm": lambda cfg: stage_fns.run_grpo(cfg, "gate_arm"),
         "evaluate": stage_fns.run_evaluate,
         **COEVOLUTION,
     }
@@ -76,9 +77,11 @@ def main(args: list[str]) -> None:
 
     parser = argparse.ArgumentParser(
         prog="propel pipeline",
-        description="Run every PROPEL stage in order (label, probe, grpo, evaluate; optionally a gate-only "
-        "warm_start before grpo), skipping finished ones and resuming one cut short, then write the report. "
-        "The demo: `propel pipeline -c configs/demo.yaml`; "
+        description="Run the PROPEL stages a config lists, in its order, skipping finished ones and resuming one cut "
+        "short, then write the report. The demo (`propel pipeline -c configs/demo.yaml`) runs warm_start (GRPO "
+        "against the validity gate alone), label (its tasks, by the solver), probe (sweep, selection, the rivals), "
+        "grpo (12 more steps against the probe stage's reward), gate_arm (12 more against the gate alone, for "
+        "comparison), evaluate; without a stages key a config runs label, probe, grpo, evaluate. "
         "adversarial probe co-evolution (aux_pool, aux_probe, constrained, auxiliary, arms) after them: "
         "`propel pipeline -c configs/coevolution.yaml`.",
     )

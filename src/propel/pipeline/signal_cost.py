@@ -22,10 +22,12 @@ def _finite(values: Sequence[float]) -> list[float]:
 
 
 def labeling_trials(label_summary: Mapping | None, n_trials: int) -> int:
-    """Solver trials labeling ran: ``n_trials`` per valid task (invalid tasks are never solved)."""
+    """Solver trials labeling ran: ``n_trials`` per valid task and per degenerate one (solved for the lenient
+    yield; other invalid tasks are never solved)."""
     if not label_summary:
         return 0
-    return int(sum(label_summary.get("solve_count_hist") or [])) * int(n_trials)
+    tried = int(sum(label_summary.get("solve_count_hist") or [])) + int(label_summary.get("degenerate") or 0)
+    return tried * int(n_trials)
 
 
 def signal_cost(metrics: Mapping[str, Sequence[float]], offline_trials: int = 0) -> dict[str, float | int | None]:

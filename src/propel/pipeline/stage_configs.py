@@ -22,6 +22,7 @@ from propel.errors import ConfigError
 from propel.pipeline import compose, links
 from propel.pipeline.config import (
     COEVOLUTION_STAGES,
+    GATE_ARM,
     STAGE_SUBCOMMAND,
     TEMPLATES,
     WARM_START,
@@ -109,6 +110,8 @@ def compose_stages(cfg: PipelineConfig) -> dict[str, dict]:
         nodes.update({s: _template(cfg, s, inherit="grpo") for s in ("constrained", "auxiliary") if s in cfg.stages})
     if WARM_START in cfg.stages:
         nodes[WARM_START] = _warm_start_template(cfg)
+    if GATE_ARM in cfg.stages:
+        nodes[GATE_ARM] = _gate_arm_template(cfg)
     _check_static_keys(nodes)
     run = _run_values(cfg, nodes["label"], nodes["grpo"])
     configs: dict[str, dict] = {}
@@ -119,6 +122,8 @@ def compose_stages(cfg: PipelineConfig) -> dict[str, dict]:
     if WARM_START in cfg.stages:
         _compose(cfg, WARM_START, nodes[WARM_START], run, configs, inherit="grpo")
         _check_warm_start_steps(configs[WARM_START], configs["grpo"])
+    if GATE_ARM in cfg.stages:
+        _compose(cfg, GATE_ARM, nodes[GATE_ARM], run, configs, inherit="grpo")
     _compose(cfg, "probe", _template(cfg, "probe"), run, configs)
     n_trials = OmegaConf.select(nodes["evaluate"], "model.init_args.solver.n_trials")
     _solver("evaluate", {**label["solver"], **({"n_trials": n_trials} if n_trials is not None else {})})
@@ -160,6 +165,20 @@ def _warm_start_template(cfg: PipelineConfig) -> DictConfig:
             "pipeline config key 'warm_start.model.init_args.rewards': a probe reward reads the probe stage's "
             f"artifact, and the warm start runs before the probe stage ({list(cfg.stages)})"
         )
+    return node
+
+
+def _gate_arm_template(cfg: PipelineConfig) -> DictConfig:
+    """The gate-continued arm: the GRPO stage's templates and keys, then its own section's, with the validity gate
+    (``GATE``) as its reward; its steps are the GRPO stage's (a link), so both arms end at the same step."""
+    given = links.given_keys(cfg.gate_arm)
+    if any(k.startswith(REWARDS) for k in given):
+        raise ConfigError(
+            f"pipeline config key '{GATE_ARM}.model.init_args.rewards': the gate arm's reward is the validity gate "
+            "alone (it is the arm the trained generator is compared with); leave it out"
+        )
+    node = _template(cfg, GATE_ARM, inherit="grpo")
+    OmegaConf.update(node, REWARDS, copy.deepcopy(GATE), merge=False, force_add=True)
     return node
 
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import yaml
 
+from propel.callbacks.collapse import ALARMS
 from propel.durable import write_json
 from propel.errors import ConfigError
-from propel.pipeline.config import STAGE_SUBCOMMAND, WARM_START, PipelineConfig
+from propel.pipeline.config import GATE_ARM, STAGE_SUBCOMMAND, WARM_START, PipelineConfig
 from propel.pipeline.links import LOGGERS
 
 
@@ -161,14 +162,30 @@ def csv_metrics(out: Path) -> dict[str, list[float]]:
     return {"step": frame.index.tolist(), **{c: frame[c].tolist() for c in frame.columns}}
 
 
-COLLAPSE_CURVES = {"top_topic": "collapse/top_topic", "self_bleu": "collapse/self_bleu"}
-"""The per-step collapse metrics (``CollapseDetector``) a GRPO summary keeps as ``[step, value]`` points."""
+COLLAPSE_CURVES = {
+    "top_topic": "collapse/top_topic",
+    "self_bleu": "collapse/self_bleu",
+    "degenerate": "monitor/degenerate",
+    "copies": "monitor/copies",
+    "top_template": "monitor/top_template",
+    "distinct_templates": "monitor/distinct_templates",
+    "answer_log10_median": "monitor/answer_log10_median",
+}
+"""The per-step collapse and degeneration metrics (``CollapseDetector``) a GRPO summary keeps as ``[step, value]``
+points (each ``monitor/degenerate_<reason>`` share too, under ``degenerate_<reason>``)."""
 
 
 def _points(frame: dict[str, list], key: str) -> list[list[float]]:
     """``[step, value]`` of every step that logged ``key`` (a callback logs every N steps: the rest are NaN)."""
     values = frame.get(key, [])
     return [[int(s), float(v)] for s, v in zip(frame.get("step", []), values, strict=False) if v == v]
+
+
+def _collapse_points(metrics: dict[str, list]) -> dict[str, list[list[float]]]:
+    """``COLLAPSE_CURVES`` and every per-reason degenerate share as ``[step, value]`` points."""
+    keys = dict(COLLAPSE_CURVES)
+    keys.update({k.removeprefix("monitor/"): k for k in metrics if k.startswith("monitor/degenerate_")})
+    return {name: _points(metrics, key) for name, key in keys.items()}
 
 
 def latest_adapter(folder: Path) -> str | None:
@@ -184,11 +201,11 @@ def start_checkpoint(cfg: PipelineConfig, name: str) -> Path | None:
     last = cfg.root / name / "checkpoints" / "last.ckpt"
     if last.exists():
         return last
-    if name != "grpo" or WARM_START not in cfg.stages:
+    if name not in ("grpo", GATE_ARM) or WARM_START not in cfg.stages:
         return None
     warm = cfg.root / WARM_START / "checkpoints" / "last.ckpt"
     if read_summary(cfg, WARM_START) is None or not warm.exists():
-        raise ConfigError(f"the grpo stage continues the warm start, which has not finished ({warm} is missing)")
+        raise ConfigError(f"the {name} stage continues the warm start, which has not finished ({warm} is missing)")
     return warm
 
 
@@ -226,8 +243,14 @@ def run_grpo(cfg: PipelineConfig, name: str = "grpo") -> dict:
         "seconds": time.monotonic() - start,
         "adapter": latest_adapter(out / "adapters"),
         "curves": {"reward": reward, "valid_rate": valid, "kl": kl},
-        "collapse": {k: _points(metrics, key) for k, key in COLLAPSE_CURVES.items()},
-        "signal_cost": signal_cost(metrics, labeling_trials(read_summary(cfg, "label"), cfg.solver["n_trials"])),
+        "collapse": _collapse_points(metrics),
+        "alarms": json.loads((out / ALARMS).read_text()) if (out / ALARMS).exists() else [],
+        "signal_cost": signal_cost(
+            metrics,
+            0
+            if name in (WARM_START, GATE_ARM)
+            else labeling_trials(read_summary(cfg, "label"), cfg.solver["n_trials"]),
+        ),
     }
     mined = out / "mined" / "summary.json"
     if mined.exists():
@@ -237,10 +260,10 @@ def run_grpo(cfg: PipelineConfig, name: str = "grpo") -> dict:
 
 
 def run_evaluate(cfg: PipelineConfig) -> dict:
-    """Fresh tasks from the base and the trained policy (and the warm start, when the run had one), real solver
-    trials, side by side; ``lift`` holds each change trained - base with its interval
-    (``propel.pipeline.compare.lift``), ``lift_vs_warm_start`` trained - warm start: what the GRPO stage's own reward
-    added after the gate."""
+    """Fresh tasks from the base and the trained policy (and the warm start and the gate-continued arm, when the run
+    had them), real solver trials, side by side; ``lift`` holds each change trained - base with its interval
+    (``propel.pipeline.compare.lift``), ``lift_vs_warm_start`` trained - warm start, ``lift_vs_gate_arm`` trained -
+    gate arm: what the GRPO stage's own reward added beyond as many more steps of the gate."""
     from propel.cli.lightning_cli import run_lightning
     from propel.pipeline.compare import SUMMARY, compare_dirs
 
@@ -251,6 +274,9 @@ def run_evaluate(cfg: PipelineConfig) -> dict:
     policies = {"base": None}
     if warm and warm.get("adapter"):
         policies[WARM_START] = warm["adapter"]
+    gate = read_summary(cfg, GATE_ARM) if GATE_ARM in cfg.stages else None
+    if gate and gate.get("adapter"):
+        policies[GATE_ARM] = gate["adapter"]
     if grpo.get("adapter"):
         policies["trained"] = grpo["adapter"]
     results = {}
@@ -268,6 +294,11 @@ def run_evaluate(cfg: PipelineConfig) -> dict:
         folder = out / "vs_warm_start"
         compare_dirs(out / WARM_START, out / "trained", folder, names=(WARM_START, "trained"))
         summary["lift_vs_warm_start"] = json.loads((folder / "lift.json").read_text())
+    if "trained" in results and GATE_ARM in results:  # the comparison that says what the reward added
+        folder = out / "vs_gate_arm"
+        costs = {"trained": grpo.get("signal_cost"), GATE_ARM: gate.get("signal_cost")}
+        compare_dirs(out / GATE_ARM, out / "trained", folder, costs=costs, names=(GATE_ARM, "trained"))
+        summary["lift_vs_gate_arm"] = json.loads((folder / "lift.json").read_text())
     summary["seconds"] = time.monotonic() - start
     write_json(out / "summary.json", summary)
     return summary

@@ -8,14 +8,27 @@ from pathlib import Path
 
 from propel.pipeline.coevolution_report import coevolution_sections
 from propel.pipeline.compare import COMPARED as EVAL_METRICS
-from propel.pipeline.config import WARM_START, PipelineConfig
-from propel.pipeline.report import key_value_table, markdown_table, plot_curves, plot_histograms, write_report
+from propel.pipeline.config import GATE_ARM, WARM_START, PipelineConfig
+from propel.pipeline.headline import opening
+from propel.pipeline.report import (
+    key_value_table,
+    markdown_table,
+    plot_curves,
+    plot_histograms,
+    plot_series,
+    write_report,
+)
 from propel.pipeline.verdicts import VERDICTS, evaluate_verdict
 
 
 def _pool_section(s: dict) -> str:
-    keep = ("tasks", "valid", "valid_rate", "solve_count_hist", "positives", "positive_share", "seconds")
-    return key_value_table({k: s.get(k) for k in keep})
+    keep = ("tasks", "valid", "valid_rate", "degenerate", "solve_count_hist", "positives", "positive_share", "seconds")
+    body = key_value_table({k: s.get(k) for k in keep})
+    reasons = s.get("invalid_reasons") or {}
+    if reasons:
+        body += "\nInvalid tasks by reason (degenerate ones need none of the domain's work):\n\n"
+        body += markdown_table([{"reason": k, "tasks": v} for k, v in reasons.items()])
+    return body
 
 
 def _probe_section(s: dict, out: Path, cfg: PipelineConfig) -> str:
@@ -55,6 +68,11 @@ def _probe_section(s: dict, out: Path, cfg: PipelineConfig) -> str:
     body += markdown_table(rows) + held_out_table(s.get("held_out")) + held_out_ranking_line(s.get("held_out_ranking"))
     body += "\nBest sweep cells (by validation balanced accuracy):\n\n"
     body += markdown_table(s.get("top_cells", []), [c for c in cols if s.get("top_cells") and c in s["top_cells"][0]])
+    rivals = cfg.root / "probe" / "rivals.md"
+    if rivals.exists():
+        body = "The probe against its rivals (the reward is whichever ranks held-out tasks best):\n\n" + (
+            rivals.read_text() + "\n" + body
+        )
     for name, alt in (("reliability.png", "reliability diagram"), ("sweep/sweep_heatmap.png", "sweep heatmap")):
         src = cfg.root / "probe" / name
         if src.exists():
@@ -128,6 +146,28 @@ def _eval_section(s: dict, out: Path, compared: Path) -> str:
     return body
 
 
+MONITORS = ("degenerate", "copies", "top_template", "top_topic", "answer_log10_median")
+
+
+def _monitors_section(summaries: dict, out: Path) -> str:
+    """The degeneration monitors of every GRPO run over its steps (``CollapseDetector``), one panel each, and the
+    alarms they raised."""
+    runs = {n: s.get("collapse") or {} for n, s in summaries.items() if n in (WARM_START, "grpo", GATE_ARM)}
+    panels = {m: {run: points.get(m) or [] for run, points in runs.items()} for m in MONITORS}
+    panels = {m: series for m, series in panels.items() if any(series.values())}
+    if not panels:
+        return ""
+    plot_series(panels, out / "monitors.png", xlabel="step")
+    body = "Shares among the step's parsed tasks (`propel.callbacks.collapse`): degenerate by the domain's strict "
+    body += "rule, copies of the prompt's examples, the most common template (numbers masked) and topic, and the "
+    body += "median answer size (log10). An alarm is a share moving more than 0.2 from where the run started.\n\n"
+    body += "![degeneration monitors](monitors.png)\n\n"
+    for run in runs:
+        alarms = summaries[run].get("alarms") or []
+        body += f"- `{run}`: " + (f"{len(alarms)} alarm(s): " + " / ".join(alarms) if alarms else "no alarm") + "\n"
+    return body
+
+
 def _links_section(rows: list[dict]) -> str:
     """The links the run applied (``propel.pipeline.links``), each with its value."""
 
@@ -160,22 +200,33 @@ def build_report(cfg: PipelineConfig, summaries: dict[str, dict]) -> Path:
     if WARM_START in summaries:
         body = verdict[WARM_START] + _grpo_section(summaries[WARM_START], out, WARM_START)
         first[WARM_START] = ("Warm start: GRPO against the validity gate alone", body)
-    sections = [first[name] for name in summaries if name in first]
+    sections = [("Summary", opening(summaries))]
+    ev = summaries.get("evaluate") or {}
+    for other, title in ((GATE_ARM, "the gate-continued arm vs trained (what the reward added)"),
+                         (WARM_START, "the warm start vs trained")):  # fmt: skip
+        versus = cfg.root / "evaluate" / f"vs_{other}" / "compare.md"
+        if versus.exists():  # the same verdict, other policies
+            pair = {"base": ev[other], "trained": ev["trained"], "lift": ev[f"lift_vs_{other}"]}
+            sections.append((f"Evaluation: {title}", f"**Verdict:** {evaluate_verdict(pair)}\n\n" + versus.read_text()))
+    sections += [first[name] for name in summaries if name in first]
+    reward = (summaries.get("probe") or {}).get("reward", "probe")
     if "grpo" in summaries:
-        title = "GRPO against the probe reward" + (", continuing the warm start" if WARM_START in summaries else "")
+        title = f"GRPO against the probe stage's reward (`{reward}`)"
+        title += ", continuing the warm start" if WARM_START in summaries else ""
         sections.append((title, verdict["grpo"] + _grpo_section(summaries["grpo"], out)))
+    if GATE_ARM in summaries:
+        body = verdict[GATE_ARM] + _grpo_section(summaries[GATE_ARM], out, GATE_ARM)
+        sections.append(("The gate-continued arm: GRPO against the validity gate alone from the warm start", body))
+    monitors = _monitors_section(summaries, out)
+    if monitors:
+        sections.append(("Degeneration monitors", monitors))
     if "evaluate" in summaries:
         body = verdict["evaluate"] + _eval_section(summaries["evaluate"], out, cfg.root / "evaluate" / "compare.md")
         sections.append(("Evaluation: base vs trained (real solver trials)", body))
-        versus = cfg.root / "evaluate" / "vs_warm_start" / "compare.md"
-        if versus.exists():  # what the GRPO stage's own reward added after the gate: the same verdict, other policies
-            ev = summaries["evaluate"]
-            warm = {"base": ev[WARM_START], "trained": ev["trained"], "lift": ev["lift_vs_warm_start"]}
-            body = f"**Verdict:** {evaluate_verdict(warm)}\n\n" + versus.read_text()
-            sections.append(("Evaluation: the warm start vs trained (the probe reward's own contribution)", body))
     sections += coevolution_sections(summaries, out)
     if cfg.links:
-        sections.append(("Values kept in step across stages", _links_section(cfg.links)))
+        (out / "links.md").write_text("# Values kept in step across stages\n\n" + _links_section(cfg.links))
+        sections.append(("Values kept in step across stages", "In [links.md](links.md).\n"))
     lo, hi = cfg.solver["band"]
     notes = [
         f"Model (generator = reference = solver): `{cfg.model}`; domain: `{cfg.domain.get('class_path')}`; "

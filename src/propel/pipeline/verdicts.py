@@ -67,6 +67,29 @@ def held_out_verdict(held: dict) -> str:
 
 
 def probe_verdict(s: dict) -> str:
+    return _probe_verdict(s) + reward_verdict(s.get("rivals"))
+
+
+def reward_verdict(rivals: dict | None) -> str:
+    """Which ranker became the reward and why, in words (after the probe's own verdict, so that a weak probe and a
+    reward that still pays do not read as a contradiction)."""
+    if not rivals:
+        return ""
+    if rivals.get("skipped"):
+        return f" The probe is the reward without competing: {rivals['skipped']}."
+    lifts = rivals["lifts"]
+    reward, best = rivals["reward"], lifts[rivals["reward"]]
+    text = f" Ranking held-out tasks (best of {rivals['k']} over a random valid pick), `{reward}` did best "
+    text += f"({best['lift']:+.3g}, 95% interval {best['low']:+.3g} to {best['high']:+.3g})"
+    if rivals.get("forced"):
+        text = f" The reward is `{reward}`, as configured (rivals.reward); its held-out lift {best['lift']:+.3g}"
+    diff = rivals.get("probe_minus_best_rival") or {}
+    if diff:
+        text += f"; the probe minus the best rival ({rivals['best_rival']}): {_span(diff)}"
+    return text + f": the reward GRPO trains on is `{reward}`."
+
+
+def _probe_verdict(s: dict) -> str:
     if s.get("held_out"):
         return held_out_verdict(s["held_out"])
     sel, base = s.get("selected") or {}, s.get("logistic_baseline") or {}
@@ -103,7 +126,7 @@ def evaluate_verdict(s: dict) -> str:
         return "only the base policy was evaluated (no trained adapter)."
     n_base, n_trained = int(base.get("tasks") or 0), int(trained.get("tasks") or 0)
     lift = s.get("lift") or {}  # Newcombe intervals of the changes (propel.pipeline.compare.lift), when computed
-    parts = [lift[k]["words"] for k in ("utility", "exact_utility", "valid_rate") if k in lift]
+    parts = [lift[k]["words"] for k in ("exact_utility", "exact_utility_lenient", "valid_rate", "utility") if k in lift]
     for key, name in (("utility", "utility (in-band share of all generations)"), ("valid_rate", "validity")):
         if key in lift:
             continue
@@ -118,6 +141,7 @@ VERDICTS = {
     "probe": probe_verdict,
     "warm_start": grpo_verdict,  # a GRPO run against the gate alone
     "grpo": grpo_verdict,
+    "gate_arm": grpo_verdict,  # the gate-continued arm
     "evaluate": evaluate_verdict,
 }
 """The verdict of each stage's summary."""
