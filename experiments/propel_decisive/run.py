@@ -306,7 +306,7 @@ def decision(ci: tuple[float, float] | None) -> str:
     if ci is None:
         return "not estimable (one unit)"
     lo, hi = ci
-    within = -MARGIN <= lo and hi <= MARGIN
+    within = lo >= -MARGIN and hi <= MARGIN
     if lo > 0 or hi < 0:
         verdict = "superior" if lo > 0 else "inferior"
         return verdict + (f", by less than the margin {MARGIN}: equivalent in practice" if within else "")
