@@ -2,16 +2,17 @@
 the pull toward the policy-with-a-hint, in one optimizer step (reward, then targeted alignment, then one
 clipped policy update).
 
-Each step's episodes are scored and turned into GRPO's clipped loss as ``GRPOModule`` does; the same episodes are
-handed to the hint source, and its targets add ``kl_coefficient`` times the mean turn-t divergence (``TurnKLTerm``)
-to the loss. The term is one more loss source of GRPO's step (``TurnKLLoss``, a ``LossTerm``): the combined loss is
-written once, in ``GRPOModule.step_loss``; the micro-batches run over GRPO's rows first and the targets after, so the
-gradients of both terms are summed before the one clipped update. Every term is logged on its own
-(``train/clipped_ratio``, ``train/kl`` ... for GRPO, ``train/distill/loss``, ``train/distill/divergence``,
-``train/distill/control_divergence`` for the turn term). The turn's tokens are the rollout's own samples, so the
-term is on-policy by construction; with an engine that is not the policy (vLLM) each token is weighted by the
-truncated importance ratio policy/engine. A step where GRPO takes no update (every group filtered for zero variance)
-still takes the turn term's. The EMA teacher is updated after every optimizer step, including steps without targets.
+Each step's episodes are scored and turned into GRPO's clipped loss as ``GRPOModule`` does; the same episodes are handed
+to the hint source, and its targets add ``kl_coefficient`` times the turn-t divergence over the step's divisor
+(``TurnKLTerm``; with ``anchor_weight`` also the anchor on the targeted episodes' other turns) to the loss. The term is
+one more loss source of GRPO's step (``TurnKLLoss``, a ``LossTerm``): the combined loss is written once, in
+``GRPOModule.step_loss``; the micro-batches run over GRPO's rows first and the targets after, so the gradients of both
+terms are summed before the one clipped update. Every term is logged on its own (``train/clipped_ratio``, ``train/kl``
+... for GRPO, ``train/distill/loss``, ``train/distill/divergence``, ``train/distill/control_divergence`` for the turn
+term). The turn's tokens are the rollout's own samples, so the term is on-policy by construction; with an engine that is
+not the policy (vLLM) each token is weighted by the truncated importance ratio policy/engine. A step where GRPO takes no
+update (every group filtered for zero variance) still takes the turn term's. The EMA teacher is updated after every
+optimizer step, including steps without targets.
 
 Data-parallel: whether there are targets is decided on the global count and the turn term is normalised by the
 global target token count times the world size (``TurnKLTerm``); a rank without targets, or without any row at all,
@@ -25,47 +26,39 @@ from dataclasses import replace
 import torch
 
 from propel.lit_modules.grpo import GRPOModule
-from propel.lit_modules.turn_kl import TurnKLSpec, TurnKLTerm
+from propel.lit_modules.turn_kl import AnchorRow, TurnKLSpec, TurnKLTerm, turn_engine_logprobs
+from propel.losses.turn_normalisation import TurnNorm
 from propel.rollouts.hints import HintSource, TurnTarget
-from propel.rollouts.record import Sample
 from propel.rollouts.steps import Rollout
-
-
-def turn_engine_logprobs(sample: Sample, target: TurnTarget) -> list[float] | None:
-    """The engine's logprobs of the target's tokens: its turn's, or a whole-sequence span's (NaN, weight 1, on the
-    observations between its turns, which the loss does not read); None when they do not line up."""
-    logprobs, k = [], -1
-    for turn in sample.all_turns:
-        k += turn.trainable
-        if k < target.turn or (turn.trainable and k not in target.covered):
-            continue
-        if k > target.covered[-1] or (not turn.trainable and k == target.covered[-1]):
-            break
-        known = turn.logprobs if turn.trainable else None
-        logprobs += list(known) if known is not None else [float("nan")] * len(turn.token_ids)
-    if len(logprobs) != target.length or all(v != v for v in logprobs):
-        return None
-    return logprobs
 
 
 class TurnKLLoss:
     """The turn-targeted KL term as one more loss source of a GRPO step (``propel.lit_modules.grpo.LossTerm``):
-    targets named on the step's own rollouts, ``kl_coefficient`` times their mean turn-t divergence as the loss, the
-    EMA teacher's update after every optimizer step. The term's computation is ``term``'s (``TurnKLTerm``)."""
+    targets named on the step's own rollouts (and the anchor's rows on their other turns), the term's loss over the
+    step's divisor (``TurnKLSpec.normalisation``), the EMA teacher's update after every optimizer step. The term's
+    computation is ``term``'s (``TurnKLTerm``)."""
 
     def __init__(self, term: TurnKLTerm) -> None:
         self.term = term
         self.targets: list[TurnTarget] = []
         """This rank's targets this step."""
-        self.tokens = 0.0
+        self.anchors: list[AnchorRow] = []
+        """This rank's anchor rows this step (none with ``anchor_weight`` 0)."""
+        self.norm = TurnNorm.of("per_target_token", 0.0)
+        """This step's divisors, from every rank's counts."""
+
+    @property
+    def tokens(self) -> float:
         """This step's target tokens on every rank (0: no rank has a target)."""
+        return self.norm.target_tokens
 
     def collect(self, rollout: Rollout) -> dict[str, float]:
         term = self.term
         targets = [t for t in term.targets(rollout.samples) if t.length > 0]
         if not term.engine_is_policy():  # the engine's logprobs of the turn, for the importance ratio
             targets = [replace(t, engine_logprobs=turn_engine_logprobs(rollout.samples[t.episode], t)) for t in targets]
-        self.targets, self.tokens = targets, term.turn_tokens(targets)
+        self.targets, self.anchors = targets, term.anchor_rows(rollout.samples, targets)
+        self.norm = term.turn_norm(rollout.samples, targets, self.anchors)
         return {
             "distill/targets": term.ranks.sum(len(targets)),
             "distill/target_tokens": self.tokens,
@@ -73,14 +66,15 @@ class TurnKLLoss:
         }
 
     def rows(self) -> int:
-        return len(self.targets)
+        return len(self.targets) + len(self.anchors)
 
     def active(self) -> bool:
         return bool(self.tokens)
 
     def loss(self, rows: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-        loss, stats = self.term.turn_kl_loss([self.targets[i] for i in rows.tolist()], self.tokens,
-                                             float(self.term.ranks.size))  # fmt: skip
+        every = [*self.targets, *self.anchors]
+        group = [every[i] for i in rows.tolist()]
+        loss, stats = self.term.turn_kl_loss(group, self.norm, float(self.term.ranks.size))
         stats["distill/loss"] = float(loss.detach())
         return loss, stats
 

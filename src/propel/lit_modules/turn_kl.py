@@ -22,6 +22,14 @@ gets weight 1 on its tokens, and the other targets of its micro-batch keep their
 ``scope: sequence`` takes the same divergence over every assistant token from turn t on (the whole-sequence
 baseline): the experiment ``benchmarks/exp_turn_kl_scope.py`` measures what the turn scope buys in drift.
 
+Locality guards, each off by default (the term is then today's, bit for bit): ``anchor_weight`` adds a KL to the
+start (the policy with its adapters off: the adapter starts at zero, so that is the step-0 policy, with no copy to
+keep or checkpoint) on the targeted episodes' other assistant turns, before and after t, in the term's divergence
+and temperature; ``proximal`` replaces the divergence on turn t by the seed's clipped update
+(``propel.losses.proximal_distillation``). ``normalisation`` names what the token sums are divided by
+(``propel.losses.turn_normalisation``): today's ``per_target_token`` makes a turn-only arm step harder on turn t
+than an arm that also reads the later turns; ``per_episode_token`` and ``constant`` do not.
+
 The class is a mixin for ``LoRAPolicyModule`` subclasses, reading only what that base declares (``policy``,
 ``tokenizer``, ``ranks``, ``sampling``, ``eval_mode``, ``engine_is_policy``, ``progress``), its settings from
 ``self.turn_kl`` (a ``TurnKLSpec``, the trainer's ``turn_kl`` argument) and its ``hints`` from the attribute the
@@ -32,7 +40,7 @@ the distillation trainer's loss is the term alone.
 from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -41,9 +49,13 @@ from propel.errors import ConfigError
 from propel.losses.distillation import DivergenceSpec, masked_mean, token_divergence
 from propel.losses.logprobs import token_logprobs
 from propel.losses.policy_gradient import truncated_importance_weights
+from propel.losses.proximal_distillation import distillation_advantage, proximal_distillation
+from propel.losses.turn_normalisation import NORMALISATIONS, TurnNorm
 from propel.models.reference import reference_forward
 from propel.models.span_logits import span_logits
+from propel.rollouts.episode_rows import episode_rows
 from propel.rollouts.hints import HintSplicer, TurnTarget
+from propel.rollouts.record import Sample
 
 TEACHERS = ("live", "base", "ema", "external")
 SCOPES = ("turn", "sequence")
@@ -81,6 +93,23 @@ class TurnKLSpec:
     """An unrelated hint whose divergence is logged next to the real one (None: no control)."""
     ema_decay: float = 0.99
     """The EMA teacher's weight on the old average per optimizer step."""
+    normalisation: str = "per_target_token"
+    """What the token sums are divided by (``propel.losses.turn_normalisation``): ``per_target_token`` (the mean over
+    the tokens the term reads: a turn-only arm puts more weight on turn t than an arm reading t to the end),
+    ``per_episode_token`` (over the targeted episodes' assistant tokens) or ``constant`` (over
+    ``normalisation_constant`` tokens per targeted episode)."""
+    normalisation_constant: float | None = None
+    """Tokens per episode for ``normalisation: constant`` (e.g. ``max_new_tokens`` times the turns per episode)."""
+    anchor_weight: float = 0.0
+    """Weight, relative to the turn term, of a KL to the start (adapters off) on the targeted episodes' other
+    assistant turns, before and after t, in the term's divergence (the start as the teacher) and temperature
+    (0: no anchor, today's loss bit for bit)."""
+    proximal: bool = False
+    """The seed's proximal variant on the target turn: ``-min(r A, clip(r) A)`` per sampled token, ``r`` the current
+    policy's probability over the rollout's, ``A`` the teacher-student log-ratio, in place of the divergence (which
+    is still logged). The ratio replaces the importance weights of an engine that is not the policy."""
+    proximal_clip: float = 0.2
+    """The proximal variant's clip range: ``r`` is clipped to ``[1 - proximal_clip, 1 + proximal_clip]``."""
 
     def __post_init__(self) -> None:
         if isinstance(self.divergence, dict):
@@ -101,6 +130,50 @@ class TurnKLSpec:
             raise ConfigError(f"kl_coefficient must be > 0, got {self.kl_coefficient}")
         if not 0.0 <= self.ema_decay < 1.0:
             raise ConfigError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
+        if self.normalisation not in NORMALISATIONS:
+            raise ConfigError(f"normalisation must be one of {NORMALISATIONS}, got {self.normalisation!r}")
+        if (self.normalisation == "constant") != (self.normalisation_constant is not None):
+            raise ConfigError("normalisation_constant (tokens per episode) is needed with normalisation='constant', "
+                              "and only then")  # fmt: skip
+        if self.normalisation_constant is not None and not self.normalisation_constant > 0:
+            raise ConfigError(f"normalisation_constant must be > 0, got {self.normalisation_constant}")
+        if not self.anchor_weight >= 0:
+            raise ConfigError(f"anchor_weight must be >= 0, got {self.anchor_weight}")
+        if not 0.0 < self.proximal_clip < 1.0:
+            raise ConfigError(f"proximal_clip must be in (0, 1), got {self.proximal_clip}")
+
+
+@dataclass
+class AnchorRow:
+    """The anchor's share of one targeted episode (one row per step-wise segment): its ids up to the last assistant
+    token the anchor reads, and which of the trailing ``length`` tokens it reads (the assistant turns no target of
+    the episode covers)."""
+
+    episode: int
+    ids: list[int]
+    length: int
+    mask: list[int]
+
+    @property
+    def scored(self) -> int:
+        return sum(self.mask)
+
+
+def turn_engine_logprobs(sample: Sample, target: TurnTarget) -> list[float] | None:
+    """The engine's logprobs of the target's tokens: its turn's, or a whole-sequence span's (NaN, weight 1, on the
+    observations between its turns, which the loss does not read); None when they do not line up."""
+    logprobs, k = [], -1
+    for turn in sample.all_turns:
+        k += turn.trainable
+        if k < target.turn or (turn.trainable and k not in target.covered):
+            continue
+        if k > target.covered[-1] or (not turn.trainable and k == target.covered[-1]):
+            break
+        known = turn.logprobs if turn.trainable else None
+        logprobs += list(known) if known is not None else [float("nan")] * len(turn.token_ids)
+    if len(logprobs) != target.length or all(v != v for v in logprobs):
+        return None
+    return logprobs
 
 
 class TurnKLTerm:
@@ -142,8 +215,42 @@ class TurnKLTerm:
             if sample.infra_error is not None:
                 continue
             named = self.hints.hints(sample)[: self.turn_kl.max_target_turns_per_rollout]
-            out += [self.splicer.target(sample, i, hint, self.turn_kl.scope) for hint in named if hint.text]
+            made = [self.splicer.target(sample, i, hint, self.turn_kl.scope) for hint in named if hint.text]
+            if self.turn_kl.proximal:  # the clipped ratio reads the rollout's own logprobs of the turn
+                made = [replace(t, engine_logprobs=turn_engine_logprobs(sample, t)) for t in made]
+            out += made
         return out
+
+    def anchor_rows(self, samples: list[Sample], targets: list[TurnTarget]) -> list[AnchorRow]:
+        """The anchor's rows: every targeted episode's assistant turns that none of its targets covers (none when
+        ``anchor_weight`` is 0)."""
+        if not self.turn_kl.anchor_weight:
+            return []
+        covered: dict[int, set[int]] = {}
+        for t in targets:
+            covered.setdefault(t.episode, set()).update(t.covered)
+        rows = []
+        for episode, skip in covered.items():
+            for row in episode_rows(samples[episode]):
+                mask = [int(k >= 0 and k not in skip) for k in row.turns]
+                if not any(mask):
+                    continue
+                start, end = mask.index(1), len(mask) - mask[::-1].index(1)
+                rows.append(AnchorRow(episode, row.ids[:end], end - start, mask[start:end]))
+        return rows
+
+    def turn_norm(self, samples: list[Sample], targets: list[TurnTarget], anchors: list[AnchorRow]) -> TurnNorm:
+        """The step's divisors (``normalisation``) from every rank's counts; every rank must call it."""
+        episodes = {t.episode for t in targets}
+        assistant = sum(len(turn.token_ids) for e in episodes for turn in samples[e].all_turns if turn.trainable)
+        return TurnNorm.of(
+            self.turn_kl.normalisation,
+            target_tokens=self.turn_tokens(targets),
+            anchor_tokens=self.ranks.sum(float(sum(a.scored for a in anchors))),
+            episode_tokens=self.ranks.sum(float(assistant)),
+            episodes=self.ranks.sum(float(len(episodes))),
+            constant=self.turn_kl.normalisation_constant,
+        )
 
     # --------------------------------------------------------------------------------------------- logits
     def _adapter_params(self) -> dict[str, torch.nn.Parameter]:
@@ -227,19 +334,36 @@ class TurnKLTerm:
     def turn_stats(self, totals: dict[str, float], *extra: str) -> dict[str, float]:
         """``totals`` with the term's statistics (and ``extra`` keys) present, 0 where this rank had no targets, and
         in one key order on every rank: logged with ``sync_dist`` each key is an all-reduce, paired by order."""
-        keys = ["distill/divergence", *(["distill/control_divergence"] if self.turn_kl.control_hint else []), *extra]
+        spec = self.turn_kl
+        keys = ["distill/divergence", *(["distill/control_divergence"] if spec.control_hint else []),
+                *(["distill/anchor"] if spec.anchor_weight else []),
+                *(["distill/advantage", "distill/clipped_fraction"] if spec.proximal else []), *extra]  # fmt: skip
         return dict(sorted({**dict.fromkeys(keys, 0.0), **totals}.items()))
 
     def turn_tokens(self, targets: list[TurnTarget]) -> float:
-        """Target tokens of the step on every rank (the term's normaliser); every rank must call it."""
+        """Target tokens of the step on every rank; every rank must call it."""
         return self.ranks.sum(float(sum(t.scored for t in targets)))
 
     def turn_kl_loss(
-        self, group: list[TurnTarget], n_tok: float, share: float = 1.0
+        self, group: list[TurnTarget | AnchorRow], norm: TurnNorm | float, share: float = 1.0
     ) -> tuple[torch.Tensor, dict[str, float]]:
-        """A micro-batch's share of ``kl_coefficient * mean divergence`` over all ``n_tok`` target tokens of the
-        step (every rank's), and its share of the logged (unscaled) divergence and control divergence, all times
-        ``share`` (the world size under DDP, whose gradient and ``sync_dist`` means divide by it)."""
+        """A micro-batch's share of the step's loss, ``kl_coefficient * (turn term + anchor_weight * anchor)``, each
+        a token sum over the step's divisor (``norm``: a ``TurnNorm``, or a token count that divides both, as
+        ``per_target_token`` does), and its share of the logged means (per token the term or the anchor reads), all
+        times ``share`` (the world size under DDP, whose gradient and ``sync_dist`` means divide by it)."""
+        if not isinstance(norm, TurnNorm):
+            norm = TurnNorm.of("per_target_token", norm, norm)
+        targets = [g for g in group if isinstance(g, TurnTarget)]
+        anchors = [g for g in group if isinstance(g, AnchorRow)]
+        loss, out = self._target_loss(targets, norm, share) if targets else (None, {})
+        if anchors:
+            anchor, out["distill/anchor"] = self._anchor_loss(anchors, norm, share)
+            loss = anchor if loss is None else loss + anchor
+        return loss, out
+
+    def _target_loss(self, group: list[TurnTarget], norm: TurnNorm, share: float):
+        """The turn term's part: the divergence on the targets' tokens (importance-weighted for an engine that is
+        not the policy), or with ``proximal`` the clipped update; the logged divergences either way."""
         spec, temp, control = self.turn_kl.divergence, self.temperature(), self.turn_kl.control_hint
         lengths = [t.length for t in group]
         mask = self._target_mask(group)
@@ -252,16 +376,54 @@ class TurnKLTerm:
                     ctrl = self._turn_logits(wrong, lengths, "teacher")
             student = self._turn_logits([t.student_ids for t in group], lengths, "student")
         div = token_divergence(student, teacher, spec, temp)
-        weights = self._importance(group, student, mask)
-        if weights is not None:
-            div = div * weights
-        loss = share * self.turn_kl.kl_coefficient * masked_mean(div, mask, n_tok)
-        out = {"distill/divergence": share * float(masked_mean(div.detach(), mask, n_tok))}
+        out = {}
+        if self.turn_kl.proximal:
+            per_token, clipped, adv = self._proximal(group, student, teacher, mask, temp)
+            loss = share * self.turn_kl.kl_coefficient * masked_mean(per_token, mask, norm.target)
+            out["distill/advantage"] = share * float(masked_mean(adv, mask, norm.target_tokens))
+            out["distill/clipped_fraction"] = share * float(masked_mean(clipped.float(), mask, norm.target_tokens))
+        else:
+            weights = self._importance(group, student, mask)
+            if weights is not None:
+                div = div * weights
+            loss = share * self.turn_kl.kl_coefficient * masked_mean(div, mask, norm.target)
+        out["distill/divergence"] = share * float(masked_mean(div.detach(), mask, norm.target_tokens))
         if control:
             out["distill/control_divergence"] = share * float(
-                masked_mean(token_divergence(student.detach(), ctrl, spec, temp), mask, n_tok)
+                masked_mean(token_divergence(student.detach(), ctrl, spec, temp), mask, norm.target_tokens)
             )
         return loss, out
+
+    def _proximal(self, group: list[TurnTarget], student, teacher, mask, temp: float):
+        """Per token: the clipped surrogate, where the clip binds, and the advantage (teacher minus student
+        log-probability of the sampled token at the term's temperature); the ratio is taken under the sampler's
+        warping, against the rollout's logprobs (the current policy's own where the rollout has none: ratio 1)."""
+        t_max = student.shape[1]
+        tokens = torch.tensor([t.student_ids[-t.length :] + [0] * (t_max - t.length) for t in group],
+                              device=student.device)  # fmt: skip
+        nan = float("nan")
+        known = [list(t.engine_logprobs) if t.engine_logprobs is not None else [nan] * t.length for t in group]
+        rollout = torch.tensor([k + [nan] * (t_max - len(k)) for k in known], device=student.device)
+        s = self.sampling
+        logp, _ = token_logprobs(student, tokens, temperature=s.temperature or 1.0, top_k=s.top_k, top_p=s.top_p)
+        adv = distillation_advantage(student, teacher, tokens, temp)
+        per_token, clipped = proximal_distillation(logp, rollout, adv, mask, self.turn_kl.proximal_clip)
+        return per_token, clipped, adv
+
+    def _anchor_loss(self, rows: list[AnchorRow], norm: TurnNorm, share: float) -> tuple[torch.Tensor, float]:
+        """The anchor's part: the term's divergence between the start (adapters off, no gradient) as the teacher
+        and the student on the rows' unmasked tokens; the loss and the logged per-token mean."""
+        spec, temp = self.turn_kl.divergence, self.temperature()
+        lengths, ids = [r.length for r in rows], [r.ids for r in rows]
+        mask = self._target_mask(rows)
+        with self.eval_mode():
+            with torch.no_grad(), reference_forward(self.policy):
+                start = self._turn_logits(ids, lengths, "student")
+            now = self._turn_logits(ids, lengths, "student")
+        div = token_divergence(now, start, spec, temp)
+        weight = self.turn_kl.kl_coefficient * self.turn_kl.anchor_weight
+        loss = share * weight * masked_mean(div, mask, norm.anchor)
+        return loss, share * float(masked_mean(div.detach(), mask, norm.anchor_tokens))
 
     # ----------------------------------------------------------------------------------------- checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
