@@ -11,36 +11,45 @@ On-policy (``on_policy=True``), the student first regenerates turn t from its ow
 rollout engine and the loss is taken on those fresh tokens (with ``reverse_kl`` this is on-policy distillation),
 each token weighted by the truncated importance ratio policy/engine when the engine is not the policy (vLLM).
 Guards against the teacher-student shift (the teacher sees a hint the student never does): hints can be phased in
-(``hint_share`` grows the share of targets used over the run), and each update's drift -- KL(before || after) per token
-on the step's assistant turns that were not targeted, or on a fixed held-out set of turns never trained on -- is logged;
-past ``max_drift`` the step is marked unstable and, with ``rollback``, undone (adapter weights and optimizer state
-restored).
+(``hint_share`` grows the share of targets used over the run), and every step measures the drift. With
+``drift_episodes`` the first step sets that many targeted episodes aside (never trained on) and every step logs their
+drift matrix (``propel.lit_modules.turn_drift``): KL(start || now) in nats per token on the turns before t, at t and
+after t, beside the target turn's gain, to the logger and to ``turn_drift.jsonl`` in the run folder. Without it, the
+step's own change is measured -- KL(before || after) per token on the step's assistant turns that were not targeted,
+or on a fixed held-out set of turns never trained on. Past ``max_drift`` (nats per token: the matrix's off-target
+cell, or the step's change) the step is marked unstable and, with ``rollback``, undone (adapter weights and optimizer
+state restored): with the matrix, no kept step leaves the other turns more than ``max_drift`` from the start.
 
 Data-parallel (``trainer.strategy: ddp``): every decision is taken on the global batch, as one process would take
 it. The targets ``hint_share`` keeps are the first of the global batch (ranks in order), whether to step is decided
 on the global target count (a rank without targets joins the all-reduce with a zero gradient), the term is
-normalised by the global token count (``TurnKLTerm``), the drift rows are the global batch's first ``drift_rows``
-(the held-out set is gathered, so every rank and the checkpoint hold the same one) and the drift is a global mean:
-every rank reaches the same rollback decision and undoes the same step. The EMA teacher updates after every step
-that is kept, on every rank.
+normalised by the global counts (``TurnKLTerm``), the held-aside episodes are the global batch's first targeted ones
+(gathered: every rank measures all of them, and the value the check reads is all-reduced), the drift rows are the
+global batch's first ``drift_rows`` (the held-out set is gathered, so every rank and the checkpoint hold the same one)
+and the drift is a global mean: every rank reaches the same rollback decision and undoes the same step. The EMA
+teacher updates after every step that is kept, on every rank.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
 from propel.errors import ConfigError
 from propel.lit_modules.lora_policy import LoRAPolicyModule
 from propel.lit_modules.state import RolloutState
+from propel.lit_modules.turn_drift import DriftMatrix, HeldAside, measure_drift
 from propel.lit_modules.turn_kl import TurnKLSpec, TurnKLTerm
 from propel.losses.distillation import DivergenceSpec, token_divergence
+from propel.rollouts.episode_rows import episode_rows
 from propel.rollouts.episode_stats import episode_stats
-from propel.rollouts.hints import HintSource, TurnTarget, turn_context
+from propel.rollouts.hints import Hint, HintSource, TurnTarget, turn_context
 from propel.rollouts.steps import ContextBatch
 
 Row = tuple[list[int], int]
@@ -60,12 +69,18 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         importance_cap: truncation of the on-policy importance ratio (vLLM engines).
         hint_share: share of the named targets used, from the first step to the last (linear): ``[0.25, 1.0]``
             phases hints in; ``[1.0, 1.0]`` uses all from the start.
-        max_drift: per-token KL(before || after) on non-target turns above which a step counts as unstable.
+        max_drift: nats per token above which a step counts as unstable: with ``drift_episodes``, the drift
+            matrix's off-target cell (KL(start || now) on the held-aside episodes' turns before and after t); without,
+            the step's own KL(before || after) on ``drift_rows`` non-target turns.
         rollback: undo unstable steps.
-        drift_rows: non-target turns measured per step for the drift (0: none).
-        drift_set: which turns the drift is measured on: ``targeted`` (the step's targeted episodes' other turns)
-            or ``held_out`` (a fixed set of assistant turns from the first step's untargeted episodes, never trained
-            on, kept in the checkpoint; the targeted episodes' other turns stand in until such episodes exist).
+        drift_episodes: targeted episodes set aside at the first step with targets (never trained on, kept in the
+            checkpoint) whose drift matrix every step measures and logs (0: none; the step's change is measured
+            instead).
+        drift_rows: without ``drift_episodes``, non-target turns measured per step for the step's change (0: none).
+        drift_set: without ``drift_episodes``, which turns the step's change is measured on: ``targeted`` (the
+            step's targeted episodes' other turns) or ``held_out`` (a fixed set of assistant turns from the first
+            step's untargeted episodes, never trained on, kept in the checkpoint; the targeted episodes' other turns
+            stand in until such episodes exist).
         **kwargs: the policy's settings (``LoRAPolicyModule``: model, lora, sampling, lr, gradient_clip_val, ...);
             its ``max_steps_without_update`` counts the steps that find nothing to target (no optimizer step is
             taken without targets, so the step count would never reach ``max_steps``): that many in a row stop the
@@ -82,6 +97,7 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         hint_share: Sequence[float] = (1.0, 1.0),
         max_drift: float | None = None,
         rollback: bool = False,
+        drift_episodes: int = 0,
         drift_rows: int = 8,
         drift_set: str = "targeted",
         **kwargs,
@@ -92,8 +108,8 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
             raise ConfigError(f"hint_share must be [start, end] with each in (0, 1], got {list(hint_share)}")
         if rollback and max_drift is None:
             raise ConfigError("rollback needs max_drift (the drift above which a step is undone)")
-        if drift_rows < 0:
-            raise ConfigError(f"drift_rows must be >= 0, got {drift_rows}")
+        if drift_rows < 0 or drift_episodes < 0:
+            raise ConfigError(f"drift_rows and drift_episodes must be >= 0, got {drift_rows} and {drift_episodes}")
         if drift_set not in ("targeted", "held_out"):
             raise ConfigError(f"drift_set must be 'targeted' or 'held_out', got {drift_set!r}")
         super().__init__(**kwargs)
@@ -103,6 +119,8 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         self.sampling.n = group_size
         self._held_out: list[Row] = []
         """The drift's fixed held-out turns (``drift_set: held_out``), chosen at the first step."""
+        self._held_aside: list[HeldAside] = []
+        """The drift matrix's held-aside episodes (``drift_episodes``), chosen at the first step with targets."""
 
     def setup_policy(self) -> None:
         self.setup_turn_kl(self.hparams.dtype)
@@ -127,6 +145,9 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
             "distill/target_tokens": self.turn_tokens(targets),
             "distill/temperature": self.temperature(),
         }
+        if self.hparams.drift_episodes and not self._held_aside:  # the same on every rank (gathered)
+            targets = self._hold_aside(samples, targets)
+            found = self.ranks.sum(len(targets))
         targets = targets[: self.ranks.prefix(len(targets), math.ceil(self.hint_fraction() * found))]
         if self.hparams.on_policy and targets:
             targets = self._regenerate(targets)
@@ -141,12 +162,15 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
             )
             self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
             return
-        drift_rows = self._drift_rows(samples, targets)
-        measured = self.ranks.sum(len(drift_rows)) > 0  # the same on every rank: _drift all-reduces
+        matrix = bool(self._held_aside)  # the same on every rank: the held-aside set is gathered
+        drift_rows = [] if matrix else self._drift_rows(samples, targets)
+        measured = not matrix and self.ranks.sum(len(drift_rows)) > 0  # the same on every rank: _drift all-reduces
         before = self._logits(drift_rows) if drift_rows else None
         snapshot = self._snapshot() if self.hparams.rollback else None
-        stats.update(self._optimize(targets))
-        if measured:
+        stats.update(self._optimize(targets, samples))
+        if matrix:
+            stats.update(self._matrix_check(snapshot))
+        elif measured:
             stats.update(self._drift(drift_rows, before, snapshot))
         if not stats.get("distill/rolled_back"):
             self.update_ema()
@@ -163,6 +187,49 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         return [t.regenerated(g[0].token_ids, g[0].logprobs) for t, g in zip(targets, groups, strict=True)]
 
     # ------------------------------------------------------------------------------------------------ drift
+    def _hold_aside(self, samples, targets: list[TurnTarget]) -> list[TurnTarget]:
+        """Set aside the global batch's first ``drift_episodes`` targeted episodes (ranks in order) for the drift
+        matrix, each with its first named turn as t (turn scope); every rank gets all of them, and measures the start
+        once (step 0: exactly 0 everywhere, or the start is not the adapters-off policy). Returns the targets left
+        to train on. Every rank must call it."""
+        episodes = list(dict.fromkeys(t.episode for t in targets))
+        mine = episodes[: self.ranks.prefix(len(episodes), self.hparams.drift_episodes)]
+        held = []
+        for e in mine:
+            first = next(t for t in targets if t.episode == e)
+            target = self.splicer.target(samples[e], e, Hint(first.turn, first.hint), "turn")
+            held.append(HeldAside(episode_rows(samples[e]), target).state())
+        self._held_aside = [HeldAside.from_state(h) for rows in self.ranks.gather_objects(held) for h in rows]
+        if self._held_aside:
+            start = measure_drift(self, self._held_aside)
+            if self.global_step == 0 and any(v for kl in start.kl for v in kl):
+                raise ConfigError(
+                    "the drift matrix measures against the policy with its adapters off, which is the "
+                    "start only when the adapter starts at zero; this one does not (drift_episodes: 0)"
+                )
+            self._write_drift(start, rolled_back=False)
+        return [t for t in targets if t.episode not in set(mine)]
+
+    def _matrix_check(self, snapshot: dict | None) -> dict[str, float]:
+        """This step's drift matrix, logged and written; the check reads its off-target cell (all-reduced: the same
+        value, and so the same decision, on every rank). Every rank must call it."""
+        matrix = measure_drift(self, self._held_aside)
+        logged = matrix.logged()
+        off = logged.get("drift/off_target")
+        off = None if off is None else self.ranks.sum(off) / self.ranks.size
+        out = {**logged, **self._verdict(off, snapshot)}
+        self._write_drift(matrix, rolled_back=bool(out.get("distill/rolled_back")))
+        return out
+
+    def _write_drift(self, matrix: DriftMatrix, rolled_back: bool) -> None:
+        """One line of ``turn_drift.jsonl`` in the run folder (``trainer.default_root_dir``), from rank 0."""
+        if self.global_rank != 0 or self._trainer is None:
+            return
+        path = Path(self.trainer.default_root_dir) / "turn_drift.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as f:
+            f.write(json.dumps(matrix.record(self.global_step, rolled_back=rolled_back)) + "\n")
+
     def _drift_rows(self, samples, targets: list[TurnTarget]) -> list[Row]:
         """This rank's share of the turns this step's drift is measured on (``drift_set``): the targeted episodes'
         turns that were not targeted, or the held-out set, fixed at the first step from the episodes that got no
@@ -184,10 +251,12 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         super().on_save_checkpoint(checkpoint)
         checkpoint["distill_held_out"] = [[list(ids), n] for ids, n in self._held_out]
+        checkpoint["distill_held_aside"] = [h.state() for h in self._held_aside]
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         super().on_load_checkpoint(checkpoint)
         self._held_out = [(list(ids), int(n)) for ids, n in checkpoint.get("distill_held_out", [])]
+        self._held_aside = [HeldAside.from_state(h) for h in checkpoint.get("distill_held_aside", [])]
 
     def _turn_rows(self, samples, episodes: list[int], skip: frozenset | set = frozenset()) -> list[Row]:
         """Up to ``drift_rows`` assistant turns of ``episodes`` (``(episode, turn)`` pairs in ``skip`` left out), as
@@ -211,9 +280,9 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         return {"params": trainable, "optimizer": copy.deepcopy(self.optimizers().optimizer.state_dict())}
 
     def _drift(self, rows: list[Row], before: torch.Tensor | None, snapshot: dict | None) -> dict[str, float]:
-        """KL(before || after) per token on the non-target turns of every rank (a global mean: the same number, and
-        so the same decision, on every rank); marks (and with ``rollback`` undoes) a step past ``max_drift``. Every
-        rank must call it, with or without rows of its own."""
+        """The step's change: KL(before || after) per token on the non-target turns of every rank (a global mean:
+        the same number, and so the same decision, on every rank), checked against ``max_drift``. Every rank must
+        call it, with or without rows of its own."""
         total, count = 0.0, 0.0
         if rows:
             after = self._logits(rows)
@@ -221,8 +290,12 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
             kl = token_divergence(after, before, DivergenceSpec("forward_kl"))
             total, count = float((kl * mask).sum()), float(mask.sum())
         drift = self.ranks.sum(total) / max(self.ranks.sum(count), 1.0)
-        unstable = self.hparams.max_drift is not None and drift > self.hparams.max_drift
-        out = {"distill/drift": drift, "distill/unstable": float(unstable)}
+        return {"distill/drift": drift, **self._verdict(drift, snapshot)}
+
+    def _verdict(self, drift: float | None, snapshot: dict | None) -> dict[str, float]:
+        """Marks (and with ``rollback`` undoes) a step whose drift (nats per token) is past ``max_drift``."""
+        unstable = self.hparams.max_drift is not None and drift is not None and drift > self.hparams.max_drift
+        out = {"distill/unstable": float(unstable)}
         if unstable and snapshot is not None:
             with torch.no_grad():
                 for name, param in self.policy.named_parameters():
@@ -233,12 +306,15 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
             out["distill/rolled_back"] = 1.0
         return out
 
-    def _optimize(self, targets: list[TurnTarget]) -> dict[str, float]:
-        """One optimizer step on this rank's targets (none: it joins the all-reduce), normalised by every rank's
-        target tokens and times the world size; the statistics are this rank's share of the global means."""
-        n_tok, share = self.turn_tokens(targets), float(self.ranks.size)
+    def _optimize(self, targets: list[TurnTarget], samples) -> dict[str, float]:
+        """One optimizer step on this rank's targets and anchor rows (none: it joins the all-reduce), over the
+        step's divisors from every rank's counts and times the world size; the statistics are this rank's share of
+        the global means."""
+        anchors = self.anchor_rows(samples, targets)
+        norm, share = self.turn_norm(samples, targets, anchors), float(self.ranks.size)
+        every = [*targets, *anchors]
         totals = self.optimization_step(
-            len(targets), lambda rows: self.turn_kl_loss([targets[i] for i in rows], n_tok, share)
+            len(every), lambda rows: self.turn_kl_loss([every[i] for i in rows], norm, share)
         )
         if not all(math.isfinite(v) for v in totals.values()):
             raise FloatingPointError(f"non-finite distillation statistics: {totals}")
