@@ -1,4 +1,4 @@
-"""Experiment: does turn-targeted KL stay on its turn? Five arms on scripted conversations that always reach every
+"""Experiment: does turn-targeted KL stay on its turn? Seven arms on scripted conversations that always reach every
 turn, compared at matched target-turn success over seeds.
 
 The setting is ``configs/agent/distill_conventions.yaml``: ``ConventionChats`` in ``ScriptedChatEnv``, six short
@@ -9,12 +9,22 @@ tag by name: the team's tag appearing there is the hint's rule bleeding where it
 policy with its adapters off (``teacher: base``, a fixed target) and the hint; the student is the policy without
 it. Arms, each trained ``--steps`` steps into ``<out>/<arm>/seed<s>/``:
 
-* ``targeted``: the hint before turn t, the divergence on turn t's tokens only (``turn_kl.scope: turn``);
-* ``sequence``: the hint before turn t, the divergence on every assistant token from t to the end (``scope: sequence``);
-* ``whole``: the hint before turn 0, the divergence on every assistant token of the episode (the global alternative:
-  context distillation of the whole conversation);
-* ``control``: the targeted term with an unrelated hint in place of the real one;
+* ``turn_only``: the hint before turn t, the divergence on turn t's tokens only (``turn_kl.scope: turn``);
+* ``t_to_end``: the hint before turn t, the divergence on every assistant token from t to the end (``scope: sequence``);
+* ``turn_only_anchor``: ``turn_only`` plus a KL to the start on the episode's other assistant turns, before and after t
+  (``turn_kl.anchor_weight: --anchor-weight``);
+* ``proximal``: ``turn_only`` with the seed's clipped update on turn t in place of the divergence (``turn_kl.proximal``,
+  clip range ``--proximal``);
+* ``whole_episode``: the hint before turn 0, the divergence on every assistant token of the episode (the global
+  alternative: context distillation of the whole conversation);
+* ``unrelated_hint``: the turn-only term with an unrelated hint in place of the real one;
 * ``none``: no update (the start, measured with the arm's own sampling seed).
+
+Every arm divides its token sums as ``--normalisation`` says (``turn_kl.normalisation``; ``per_target_token``, the
+trainer's default, lets a turn-only arm step harder on turn t than ``t_to_end``; ``per_episode_token`` and ``constant``
+give every arm the same weight per token) and trains at ``--lr`` (default: the config's, 1e-4; the first grid ran at
+1e-3). The trainer's own drift matrix is off (``drift_episodes: 0``): the held-out set below measures every arm on the
+same conversations, and no training episode is set aside.
 
 Measured at step 0 and every ``--every`` steps, on ``--held-out`` fixed conversations (never trained on; the base
 model ran each once, the same continuations in every arm and seed):
@@ -26,14 +36,20 @@ model ran each once, the same continuations in every arm and seed):
 * drift: KL(start || now) per token on the off-target turns' fixed continuations (teacher-forced), before t and
   after t separately, and on retention prompts unrelated to the task (``RETENTION``; the start's greedy answers).
 
-Analysis: per seed, each other arm against ``targeted`` at matched target success (the smaller of the two arms'
-largest success, each arm's metrics interpolated linearly between its checkpoints where its success first reaches
-that level), the per-seed paired difference with a 95% t interval over seeds. An arm-seed that finished is read back
-on a rerun (``result.json``); an interrupted one trains again from its start; ``settings.json`` refuses a folder made
-with other settings.
+Measured at step 0 and every ``--ckpt-every`` steps (the checkpoints the matched comparison interpolates between).
 
-    python benchmarks/exp_turn_kl_scope.py                        # 5 arms x 3 seeds (make exp-turn-kl-scope)
+Analysis: per seed, each other arm against ``turn_only`` at matched target success (the smaller of the two arms'
+largest success, each arm's metrics interpolated linearly between its checkpoints where its success first reaches
+that level), the per-seed paired difference with a 95% t interval over seeds; ``unrelated_hint``, which gains no target
+success, at the same (last) step. An arm-seed that finished is read back on a rerun (``result.json``); an interrupted
+one trains again from its start; ``settings.json`` refuses a folder made with other settings. ``--report-only`` trains
+nothing and reports what the folder holds with the settings it was made with (the first grid's arms, under their
+names then -- ``targeted``, ``sequence``, ``whole``, ``control`` -- read as ``turn_only``, ``t_to_end``,
+``whole_episode``, ``unrelated_hint``).
+
+    python benchmarks/exp_turn_kl_scope.py                        # 7 arms x 3 seeds (make exp-turn-kl-scope)
     python benchmarks/exp_turn_kl_scope.py --seeds 0 --steps 4    # a pilot
+    python benchmarks/exp_turn_kl_scope.py --normalisation per_episode_token --lr 1e-4   # one cell of a grid
     python benchmarks/exp_turn_kl_scope.py --report-only          # the report over the finished arm-seeds alone
     python benchmarks/exp_turn_kl_scope.py --out runs/experiments/turn_kl_scope_gpu -- --trainer.accelerator=gpu \
         --trainer.precision=bf16-mixed --model.init_args.dtype=bfloat16   # on one GPU (the trainer takes both)
@@ -51,18 +67,27 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from propel.losses.turn_normalisation import NORMALISATIONS
 from propel.metrics.intervals import mean_t_interval as t_interval
-from propel.pools.manifest import check_manifest
+from propel.pools.manifest import MANIFEST, check_manifest
 from propel.rollouts.hints import Hint, HintSource
 
 CONFIGS = ("configs/grpo/base.yaml", "configs/agent/distill.yaml", "configs/agent/distill_conventions.yaml")
-ARMS = {  # arm -> (turn_kl.scope, which hint, where it is spliced in)
-    "targeted": ("turn", "real", "target"),
-    "sequence": ("sequence", "real", "target"),
-    "whole": ("sequence", "real", "start"),
-    "control": ("turn", "control", "target"),
-    "none": (None, None, None),
+ARMS = {  # arm -> (turn_kl.scope, which hint, where it is spliced in, locality guard)
+    "turn_only": ("turn", "real", "target", None),
+    "t_to_end": ("sequence", "real", "target", None),
+    "turn_only_anchor": ("turn", "real", "target", "anchor"),
+    "proximal": ("turn", "real", "target", "proximal"),
+    "whole_episode": ("sequence", "real", "start", None),
+    "unrelated_hint": ("turn", "control", "target", None),
+    "none": (None, None, None, None),
 }
+REFERENCE = "turn_only"
+"""The arm every other is compared with."""
+SAME_STEP = ("unrelated_hint",)
+"""Arms that gain no target success by design: compared with the reference at the same (last) step."""
+LEGACY = {"targeted": "turn_only", "sequence": "t_to_end", "whole": "whole_episode", "control": "unrelated_hint"}
+"""The first grid's arm folders (``docs/experiments/turn_kl/grid``), read under today's names."""
 CONTROL_HINT = "Take a deep breath and read the task again."
 HELD_OUT_SEED = 12345
 RETENTION = [
@@ -90,12 +115,29 @@ class TurnHint(HintSource):
         return [Hint(sample.context.data["target_turn"] if self.at == "target" else 0, self.text)]
 
 
+SETTINGS = ("model", "steps", "ckpt_every", "kl_coefficient", "lr", "normalisation", "normalisation_constant",
+            "anchor_weight", "proximal", "episodes", "contexts", "held_out", "samples", "extra")  # fmt: skip
+
+
 def settings(args: argparse.Namespace) -> dict:
-    keys = ("model", "steps", "every", "kl_coefficient", "lr", "episodes", "contexts", "held_out", "samples", "extra")
-    return {k: getattr(args, k) for k in keys} | {"configs": list(CONFIGS)}
+    return {k: getattr(args, k) for k in SETTINGS} | {"configs": list(CONFIGS)}
 
 
-def build(args: argparse.Namespace, seed: int, scope: str):
+def arm_flags(args: argparse.Namespace, arm: str) -> list[str]:
+    """The ``propel fit`` flags that make ``arm``: its scope, its locality guard, the normalisation every arm uses."""
+    scope, _, _, guard = ARMS[arm]
+    turn_kl = "--model.init_args.turn_kl"
+    flags = [f"{turn_kl}.scope={scope or 'turn'}", f"{turn_kl}.normalisation={args.normalisation}"]
+    if args.normalisation == "constant":
+        flags.append(f"{turn_kl}.normalisation_constant={args.normalisation_constant}")
+    if guard == "anchor":
+        flags.append(f"{turn_kl}.anchor_weight={args.anchor_weight}")
+    if guard == "proximal":
+        flags += [f"{turn_kl}.proximal=true", f"{turn_kl}.proximal_clip={args.proximal}"]
+    return flags + ([f"--model.init_args.lr={args.lr}"] if args.lr is not None else [])
+
+
+def build(args: argparse.Namespace, seed: int, arm: str):
     """The arm's module and datamodule from the configs and flags, and the ``pl.Trainer`` arguments they set
     (accelerator and precision: CPU and fp32 unless ``--trainer.*`` flags after ``--`` say otherwise)."""
     from propel.cli.lightning_cli import PropelCLI
@@ -103,7 +145,7 @@ def build(args: argparse.Namespace, seed: int, scope: str):
     flags = [f"--seed_everything={seed}", f"--trainer.max_steps={args.steps}", "--trainer.logger=false",
              "--trainer.accelerator=cpu",
              f"--model.init_args.model={args.model}", f"--model.init_args.group_size={args.episodes}",
-             f"--model.init_args.lr={args.lr}", f"--model.init_args.turn_kl.scope={scope}",
+             *arm_flags(args, arm), "--model.init_args.drift_episodes=0",
              "--model.init_args.turn_kl.teacher=base",
              f"--model.init_args.turn_kl.kl_coefficient={args.kl_coefficient}",
              "--model.init_args.turn_kl.temperature_schedule=[1.0]", "--model.init_args.turn_kl.control_hint=null",
@@ -227,11 +269,11 @@ def run_arm(args: argparse.Namespace, arm: str, seed: int, root: Path) -> dict:
     if result_path.exists():
         return json.loads(result_path.read_text())
     start = time.perf_counter()
-    scope, which, at = ARMS[arm]
+    _, which, at, _ = ARMS[arm]
     steps = 0 if arm == "none" else args.steps
     print(f"[exp] {arm} seed {seed}: training {steps} steps into {root}", flush=True)
     pl.seed_everything(seed)
-    module, data, placement = build(args, seed, scope or "turn")
+    module, data, placement = build(args, seed, arm)
     module.configure_model()
     probe = HeldOut(module, data, args.held_out, args.samples)
     module.hints = TurnHint(data.tasks.hint if which == "real" else CONTROL_HINT, at or "target")
@@ -244,14 +286,15 @@ def run_arm(args: argparse.Namespace, arm: str, seed: int, root: Path) -> dict:
     class Measure(Callback):
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             step = trainer.global_step
-            if step % args.every == 0 or step == steps:
+            if step % args.ckpt_every == 0 or step == steps:
                 curve.append({"step": step, **probe.measure()})
                 print(f"[exp] {arm} seed {seed} step {step} ({time.perf_counter() - start:.0f} s): {curve[-1]}",
                       flush=True)  # fmt: skip
 
     if steps:
         trainer = pl.Trainer(max_steps=steps, **placement, devices=1, logger=False, enable_checkpointing=False,
-                             enable_progress_bar=False, enable_model_summary=False, callbacks=[Measure()])  # fmt: skip
+                             enable_progress_bar=False, enable_model_summary=False, callbacks=[Measure()],
+                             default_root_dir=str(root))  # fmt: skip
         trainer.fit(module, datamodule=data)
     result = {"arm": arm, "seed": seed, "curve": curve, "teacher_success": teacher, "turns": probe.turns,
               "target_turns": [r[1] for r in probe.rows if r[3] == "target"],
@@ -276,15 +319,16 @@ def at_success(result: dict, level: float, key: str) -> float:
 
 
 def matched(results: dict[str, dict[int, dict]], other: str) -> list[dict]:
-    """Per seed: the success level both ``targeted`` and ``other`` reach, and each off-target metric there."""
+    """Per seed: the success level both the reference arm and ``other`` reach, and each off-target metric there
+    (the reference's under its own name)."""
     rows = []
-    for seed in sorted(set(results.get("targeted", {})) & set(results.get(other, {}))):
-        t, o = results["targeted"][seed], results[other][seed]
+    for seed in sorted(set(results.get(REFERENCE, {})) & set(results.get(other, {}))):
+        t, o = results[REFERENCE][seed], results[other][seed]
         level = min(max(c["target_success"] for c in t["curve"]), max(c["target_success"] for c in o["curve"]))
         start = max(t["curve"][0]["target_success"], o["curve"][0]["target_success"])
         row = {"seed": seed, "level": float(level), "above_start": bool(level > start)}
         for key in OFF_TARGET:
-            row[key] = {"targeted": at_success(t, level, key), other: at_success(o, level, key)}
+            row[key] = {REFERENCE: at_success(t, level, key), other: at_success(o, level, key)}
         rows.append(row)
     return rows
 
@@ -293,9 +337,9 @@ def at_last_step(results: dict[str, dict[int, dict]], other: str) -> list[dict]:
     """Per seed both arms ran: each off-target metric at the last checkpoint, for arms with no matched level (the
     unrelated-hint control gains no target success: the comparison fixed before its seeds ran is at the same step)."""
     rows = []
-    for seed in sorted(set(results.get("targeted", {})) & set(results.get(other, {}))):
-        t, o = results["targeted"][seed]["curve"][-1], results[other][seed]["curve"][-1]
-        rows.append({"seed": seed, "step": o["step"], **{k: {"targeted": t[k], other: o[k]} for k in OFF_TARGET}})
+    for seed in sorted(set(results.get(REFERENCE, {})) & set(results.get(other, {}))):
+        t, o = results[REFERENCE][seed]["curve"][-1], results[other][seed]["curve"][-1]
+        rows.append({"seed": seed, "step": o["step"], **{k: {REFERENCE: t[k], other: o[k]} for k in OFF_TARGET}})
     return rows
 
 
@@ -310,18 +354,20 @@ def analyse(results: dict[str, dict[int, dict]]) -> dict:
             arms[arm][key] = t_interval([c[key] for c in last])
         arms[arm]["every_turn_reached"] = all(min(r["turns"]) == max(r["turns"]) for r in runs.values())
     comparisons = {}
-    for other in ("sequence", "whole", "control"):
-        if other not in results or "targeted" not in results:
+    for other in ARMS:
+        if other in (REFERENCE, "none") or other not in results or REFERENCE not in results:
             continue
         rows = matched(results, other)
         usable = [r for r in rows if r["above_start"]]
         comparisons[other] = {"matched": rows, "difference": {
-            key: t_interval([r[key][other] - r[key]["targeted"] for r in usable]) for key in OFF_TARGET}}  # fmt: skip
+            key: t_interval([r[key][other] - r[key][REFERENCE] for r in usable]) for key in OFF_TARGET}}  # fmt: skip
     same_step = {}
-    if "control" in results and "targeted" in results:
-        rows = at_last_step(results, "control")
-        same_step["control"] = {"rows": rows, "difference": {
-            key: t_interval([r[key]["control"] - r[key]["targeted"] for r in rows]) for key in OFF_TARGET}}  # fmt: skip
+    for other in SAME_STEP:
+        if other not in results or REFERENCE not in results:
+            continue
+        rows = at_last_step(results, other)
+        same_step[other] = {"rows": rows, "difference": {
+            key: t_interval([r[key][other] - r[key][REFERENCE] for r in rows]) for key in OFF_TARGET}}  # fmt: skip
     return {"arms": arms, "comparisons": comparisons, "same_step": same_step}
 
 
@@ -338,7 +384,7 @@ def verdict(analysis: dict) -> list[str]:
     for other, comp in analysis["comparisons"].items():
         n = sum(r["above_start"] for r in comp["matched"])
         if n == 0:
-            out.append(f"{other} vs targeted: no seed where both arms raised target success above the start: no "
+            out.append(f"{other} vs {REFERENCE}: no seed where both arms raised target success above the start: no "
                        "matched point to compare at (not shown).")  # fmt: skip
             continue
         out += _differences(other, comp["difference"], n)
@@ -351,7 +397,7 @@ def _differences(other: str, difference: dict, n: int) -> list[str]:
     out = []
     for key in OFF_TARGET:
         mean, low, high = difference[key]
-        where = f"{other} - targeted = {_fmt((mean, low, high), '+')} over {n} seed(s)"
+        where = f"{other} - {REFERENCE} = {_fmt((mean, low, high), '+')} over {n} seed(s)"
         if not np.isfinite(low):
             out.append(f"{key}: {where}: one seed, no interval (not shown).")
         elif low > 0:
@@ -363,30 +409,35 @@ def _differences(other: str, difference: dict, n: int) -> list[str]:
     return out
 
 
-def report(analysis: dict, args: argparse.Namespace, command: str) -> str:
+def report(analysis: dict, run: dict, command: str) -> str:
+    """The report's text; ``run`` holds the settings the folder was made with (``settings``; the first grid's
+    ``every`` and no normalisation key: it ran at ``per_target_token``)."""
     keys = ("target_success", "drift_before", "drift_after", "acc_plain", "acc_conflict", "bleed", "retention")
+    every = run.get("ckpt_every", run.get("every"))
+    lr = "the config's" if run.get("lr") is None else run["lr"]
     lines = ["# Turn-targeted KL: does the update stay on its turn?", "",
-             f"{args.steps} steps per arm, measured every {args.every} steps on {args.held_out} held-out "
-             f"conversations (6 turns each; {args.samples} samples at the target turn, 1 at every other); means "
-             "at the last step with 95% t intervals over seeds.", "",
+             f"{run['steps']} steps per arm at lr {lr}, normalisation {run.get('normalisation', 'per_target_token')}, "
+             f"measured every {every} steps on {run['held_out']} held-out conversations (6 turns each; "
+             f"{run['samples']} samples at the target turn, 1 at every other); means at the last step with 95% t "
+             "intervals over seeds.", "",
              "| arm | seeds | teacher success (hint) | success at start | " + " | ".join(keys) + " |",
              "|---|---|---|---|" + "---|" * len(keys)]  # fmt: skip
     for arm, a in analysis["arms"].items():
         lines.append(f"| {arm} | {a['seeds']} | {_fmt(a['teacher_success'])} | {_fmt(a['success_start'])} | "
                      + " | ".join(_fmt(a[k]) for k in keys) + " |")  # fmt: skip
     for other, comp in analysis["comparisons"].items():
-        lines += ["", f"Matched target success, {other} against targeted (per seed):", "",
+        lines += ["", f"Matched target success, {other} against {REFERENCE} (per seed):", "",
                   "| seed | level | above start | " + " | ".join(f"{k} (t / {other})" for k in OFF_TARGET) + " |",
                   "|---|---|---|" + "---|" * len(OFF_TARGET)]  # fmt: skip
         for r in comp["matched"]:
-            cells = " | ".join(f"{r[k]['targeted']:.4f} / {r[k][other]:.4f}" for k in OFF_TARGET)
+            cells = " | ".join(f"{r[k][REFERENCE]:.4f} / {r[k][other]:.4f}" for k in OFF_TARGET)
             lines.append(f"| {r['seed']} | {r['level']:.3f} | {r['above_start']} | {cells} |")
     for other, comp in analysis.get("same_step", {}).items():
-        title = f"At the last step, {other} against targeted (per seed; {other} minus targeted, 95% t over seeds):"
+        title = f"At the last step, {other} against {REFERENCE} (per seed; {other} minus it, 95% t over seeds):"
         lines += ["", title, "", "| seed | " + " | ".join(f"{k} (t / {other})" for k in OFF_TARGET) + " |",
                   "|---|" + "---|" * len(OFF_TARGET)]  # fmt: skip
         for r in comp["rows"]:
-            lines.append(f"| {r['seed']} | " + " | ".join(f"{r[k]['targeted']:.4f} / {r[k][other]:.4f}"
+            lines.append(f"| {r['seed']} | " + " | ".join(f"{r[k][REFERENCE]:.4f} / {r[k][other]:.4f}"
                                                           for k in OFF_TARGET) + " |")  # fmt: skip
         lines.append("| difference | " + " | ".join(_fmt(comp["difference"][k], "+") for k in OFF_TARGET) + " |")
     lines += ["", *verdict(analysis), "", f"Command: `{command}`.", ""]
@@ -400,7 +451,8 @@ def plot(results: dict[str, dict[int, dict]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
-    colours = {"targeted": "tab:blue", "sequence": "tab:orange", "whole": "tab:red", "control": "tab:grey",
+    colours = {"turn_only": "tab:blue", "t_to_end": "tab:orange", "turn_only_anchor": "tab:green",
+               "proximal": "tab:purple", "whole_episode": "tab:red", "unrelated_hint": "tab:grey",
                "none": "black"}  # fmt: skip
     for arm, runs in results.items():
         for i, r in enumerate(runs.values()):
@@ -418,10 +470,12 @@ def plot(results: dict[str, dict[int, dict]], path: Path) -> None:
 
 
 def finished(out: Path) -> dict[str, dict[int, dict]]:
-    """Every arm-seed that finished in ``out`` (its ``result.json``), arms in ``ARMS`` order, seeds ascending."""
+    """Every arm-seed that finished in ``out`` (its ``result.json``; an arm's first-grid folder under its ``LEGACY``
+    name), arms in ``ARMS`` order, seeds ascending."""
     results: dict[str, dict[int, dict]] = {}
     for arm in ARMS:
-        runs = [json.loads(p.read_text()) for p in (out / arm).glob("seed*/result.json")]
+        folder = next((out / old for old, new in LEGACY.items() if new == arm and (out / old).is_dir()), out / arm)
+        runs = [json.loads(p.read_text()) for p in folder.glob("seed*/result.json")]
         if runs:
             results[arm] = {r["seed"]: r for r in sorted(runs, key=lambda r: r["seed"])}
     if not results:
@@ -433,11 +487,35 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m-instruct")
     p.add_argument("--steps", type=int, default=12)
-    p.add_argument("--every", type=int, default=4, help="measure every this many steps")
+    p.add_argument(
+        "--ckpt-every",
+        "--every",
+        type=int,
+        default=2,
+        dest="ckpt_every",
+        help="measure every this many steps (the checkpoints matched success interpolates between)",
+    )
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     p.add_argument("--kl-coefficient", type=float, default=1.0)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=None, help="learning rate of every arm (default: the config's, 1e-4)")
+    p.add_argument(
+        "--normalisation", default="per_target_token", choices=NORMALISATIONS, help="turn_kl.normalisation of every arm"
+    )
+    p.add_argument(
+        "--normalisation-constant",
+        type=float,
+        default=96.0,
+        help="tokens per episode with --normalisation constant (96: 16 tokens x 6 turns, the setting's)",
+    )
+    p.add_argument("--anchor-weight", type=float, default=1.0, help="turn_kl.anchor_weight of turn_only_anchor")
+    p.add_argument(
+        "--proximal",
+        type=float,
+        default=0.2,
+        metavar="CLIP",
+        help="the proximal arm's clip range (turn_kl.proximal_clip)",
+    )
     p.add_argument("--episodes", type=int, default=2, help="episodes per conversation per step (group_size)")
     p.add_argument("--contexts", type=int, default=4, help="conversations per step")
     p.add_argument("--held-out", type=int, default=12, help="held-out conversations")
@@ -448,17 +526,20 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    check_manifest(out, settings(args), "experiment folder")  # refuses runs made with other settings
-    if args.report_only:
+    run = settings(args)
+    if args.report_only:  # nothing trains: the report says what the folder was made with
         results = finished(out)
+        if (out / MANIFEST).exists():
+            run = json.loads((out / MANIFEST).read_text())
     else:
+        check_manifest(out, run, "experiment folder")  # refuses runs made with other settings
         results = {arm: {} for arm in args.arms}
         for seed in args.seeds:  # seed by seed: an interrupted run leaves whole seeds, every arm of each
             for arm in args.arms:
                 results[arm][seed] = run_arm(args, arm, seed, out / arm / f"seed{seed}")
     analysis = analyse(results)
     command = "python benchmarks/exp_turn_kl_scope.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = report(analysis, args, command.strip())
+    text = report(analysis, run, command.strip())
     (out / "summary.json").write_text(json.dumps({"analysis": analysis, "results": results}, indent=1))
     (out / "report.md").write_text(text)
     plot(results, out / "drift_vs_success.png")
