@@ -57,13 +57,25 @@ from propel.metrics.intervals import bootstrap, t_interval
 from propel.metrics.ranking import best_pick_lift
 from propel.probes import ActivationExtractor
 from propel.probes.classifier import ProbeClassifier
+from propel.probes.rivals import fit_rival
 from propel.probes.training import LoopSpec, fit_in_memory
 from propel.rollouts.scorer import GeneratorScorer
 from propel.rollouts.single_turn import generate_tasks
 
 MODEL = "smollm2-135m-instruct"
 BAND, N_TRIALS = (1, 3), 8
-METHODS = ("probe", "logistic", "cheap", "shuffled", "probe_soft", "oracle")
+METHODS = ("probe", "logistic", "cheap", "shuffled", "probe_soft", "oracle", "zero_fit", "text", "probe+cheap")
+"""Every ranking method; a committed ``rows.csv`` may hold fewer (those of the day it ran), and is read as it is."""
+CONTRASTS = (
+    ("probe", "logistic"),
+    ("probe", "cheap"),
+    ("probe", "shuffled"),
+    ("probe_soft", "probe"),
+    ("oracle", "probe"),
+    ("probe", "zero_fit"),
+    ("probe", "text"),
+    ("probe+cheap", "cheap"),
+)
 Z80 = 1.959964 + 0.841621
 
 
@@ -283,6 +295,7 @@ def cross_fit(args, rows: list[dict], feats: dict[str, torch.Tensor]) -> tuple[d
     keys = sorted(feats)
     torch.set_num_threads(1)  # tiny heads train fastest on one thread
     scores = {m: np.full(len(rows), np.nan) for m in METHODS}
+    folds_of = np.full(len(rows), -1)
     cells = []
     folds = GroupKFold(n_splits=min(5, len(set(groups)))).split(np.zeros(len(rows)), groups=groups)
     for fold, (tr, te) in enumerate(folds):
@@ -302,7 +315,22 @@ def cross_fit(args, rows: list[dict], feats: dict[str, torch.Tensor]) -> tuple[d
         scores["shuffled"][te], _ = _probe_scores(feats, keys, tr, te, shuffled, groups, args.seed + fold, soft=False)
         scores["probe_soft"][te], _ = _probe_scores(feats, keys, tr, te, u, groups, args.seed + fold, soft=True)
         scores["oracle"][te] = u[te]
+        domain = DOMAINS[args.domain]["build"]()
+        scores["zero_fit"][te] = [domain.zero_fit_score(Task.from_json(rows[i]["task"])) for i in te]
+        if 0 < y[tr].sum() < len(tr):
+            text = fit_rival("text", domain, [], [texts[i] for i in tr], y[tr], seed=args.seed)
+            scores["text"][te] = text.score([texts[i] for i in te])
+        else:
+            scores["text"][te] = 0.0
+        folds_of[te] = fold
         print(f"cross-fit: fold {fold + 1} done (probe cell {cell})", flush=True)
+    for fold in np.unique(folds_of):  # the probe's incremental value: its held-out logit beside the cheap features
+        te, tr = np.flatnonzero(folds_of == fold), np.flatnonzero(folds_of != fold)
+        stacked = np.nan_to_num(np.column_stack([cheap, scores["probe"]]))  # a fold with one class scored nothing
+        sf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, class_weight="balanced"))
+        scores["probe+cheap"][te] = (
+            sf.fit(stacked[tr], y[tr]).decision_function(stacked[te]) if 0 < y[tr].sum() < len(tr) else 0.0
+        )
     return scores, cells
 
 
@@ -313,7 +341,7 @@ def analyse(args, rows: list[dict], scores: dict[str, np.ndarray], cells: list[s
     counts = np.array([r["solve_count"] for r in rows])
     p = np.array([r["p"] for r in rows])
     lifts, out = {}, {"methods": {}}
-    for m in METHODS:
+    for m in [m for m in METHODS if m in scores]:
         keys, lift = best_pick_lift(contexts, scores[m], u)
         _, lift_sampled = best_pick_lift(contexts, scores[m], y)
         lifts[m] = lift
@@ -329,13 +357,9 @@ def analyse(args, rows: list[dict], scores: dict[str, np.ndarray], cells: list[s
             "detectable_lift_80": Z80 * sd / math.sqrt(len(lift)) if len(lift) > 1 else None,
             "contexts_for_0.08": math.ceil((Z80 * sd / 0.08) ** 2) if len(lift) > 1 else None,
         }
-    for a, b in (
-        ("probe", "logistic"),
-        ("probe", "cheap"),
-        ("probe", "shuffled"),
-        ("probe_soft", "probe"),
-        ("oracle", "probe"),
-    ):
+    for a, b in CONTRASTS:
+        if a not in lifts or b not in lifts:
+            continue
         d = lifts[a] - lifts[b]
         out["methods"][f"{a}-{b}"] = {"lift_u": _iv(bootstrap(d, seed=args.seed)), "lift_u_t": _iv(t_interval(d))}
     out["contexts_compared"] = len(lifts["probe"])
@@ -412,15 +436,18 @@ def report(args, summary: dict) -> str:
         "shuffled": "probe on shuffled labels",
         "probe_soft": "probe on soft labels (u)",
         "oracle": "oracle (top u): the ceiling",
+        "zero_fit": "zero-fit rule (the domain's, unfitted)",
+        "text": "text classifier (TF-IDF)",
+        "probe+cheap": "cheap features + the probe's logit",
     }
-    for k in METHODS:
+    for k in [k for k in METHODS if k in m]:
         r = m[k]
         lines.append(
             f"| {names[k]} | {iv(r['lift_u'])} | {iv(r['lift_sampled'])} | {num(r['auroc_sampled_label'])} "
             f"| {num(r['spearman_solve_count'])} | {num(r['spearman_p'])} |"
         )
     lines += ["", "Paired differences (same contexts):", "", "| difference | lift in u |", "|---|---|"]
-    for k in ("probe-logistic", "probe-cheap", "probe-shuffled", "probe_soft-probe", "oracle-probe"):
+    for k in [f"{a}-{b}" for a, b in CONTRASTS if f"{a}-{b}" in m]:
         lines.append(f"| {k} | {iv(m[k]['lift_u'])} |")
     pr = m["probe"]
     lines += [
@@ -517,7 +544,7 @@ def read_rows(path: Path) -> tuple[list[dict], dict[str, np.ndarray]]:
          "p": float(t["p"]), "u": float(t["u"])}
         for t in table
     ]  # fmt: skip
-    return rows, {m: np.array([float(t[m]) for t in table]) for m in METHODS}
+    return rows, {m: np.array([float(t[m]) for t in table]) for m in METHODS if table and m in table[0]}
 
 
 def reanalyse(args, path: Path) -> dict:
@@ -534,7 +561,7 @@ def reanalyse(args, path: Path) -> dict:
         print(f"{path}: the analysis {'reproduces' if same else 'DOES NOT reproduce'} {summary}")
         if not same:
             raise SystemExit(1)
-    for m in METHODS:
+    for m in [m for m in METHODS if m in scores]:
         print(f"{m:>12}: lift in u {ranking['methods'][m]['lift_u']}")
     return ranking
 
@@ -554,6 +581,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--chunk", type=int, default=8, help="contexts per generation call")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", default=MODEL)
+    ap.add_argument(
+        "--adapter",
+        default=None,
+        help="a LoRA adapter on the generator (a warm start's): its groups are ranked; solver and reference stay the "
+        "base model",
+    )
     ap.add_argument("--from-rows", type=Path, default=None, help="recompute the analysis from a committed rows.csv")
     args = ap.parse_args(argv)
     if args.from_rows:
@@ -565,7 +598,14 @@ def main(argv=None) -> dict:
     torch.set_num_threads(max(1, torch.get_num_threads()))
     domain = DOMAINS[args.domain]["build"]()
     engine = make_engine("hf", args.model)
-    tasks = generate(args, domain, engine, work)
+    if args.adapter:  # the policy GRPO would continue generates; the frozen base solves and is the reference
+        from propel.models.trained_policy import load_policy
+
+        model, tokenizer = load_policy(args.model, args.adapter)
+        tasks = generate(args, domain, make_engine("hf", args.model, model=model, tokenizer=tokenizer), work)
+        del model
+    else:
+        tasks = generate(args, domain, engine, work)
     exact, sampled = label(args, domain, engine, tasks, work)
     rows = []
     for r in tasks:

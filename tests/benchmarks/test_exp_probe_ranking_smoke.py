@@ -53,9 +53,11 @@ def _rows(n_contexts=40, group=6, seed=0):
 def test_the_analysis_sees_a_lift_in_informative_features_and_none_in_shuffled_labels(benchmark_module):
     exp = benchmark_module("exp_probe_ranking")
     rows, feats = _rows()
-    args = argparse.Namespace(seed=0)
+    args = argparse.Namespace(seed=0, domain="math")
     scores, cells = exp.cross_fit(args, rows, feats)
     result = exp.analyse(args, rows, scores, cells)["methods"]
+    # the rivals that read no activations are there too; the probe reads what they cannot (feature 0 carries p)
+    assert {"zero_fit", "text", "probe+cheap"} <= set(result) and result["probe-text"]["lift_u"]["estimate"] > 0
     assert result["oracle"]["lift_u"]["low"] > 0
     assert result["probe"]["lift_u"]["low"] > 0  # the probe reads feature 0
     assert result["probe"]["spearman_p"] > 0.5
