@@ -1,7 +1,7 @@
 """Rewards: named, weighted components combined into one scalar per sample; probe-based rewards for PROPEL and the
 validity gate alone (its ablation); the test-suite reward with its hack penalty; the six IT-triage components;
-reasoning-gym's verifiers; TRL-style reward functions in propel (``TRLRewardFunction``) and propel rewards in TRL
-(``as_trl_reward``)."""
+reasoning-gym's verifiers; a verifiers environment's rubric (``VerifiersRubric``); TRL-style reward functions in propel
+(``TRLRewardFunction``) and propel rewards in TRL (``as_trl_reward``)."""
 
 from propel.rewards.code_tests import TestSuitePart, TestSuiteReward
 from propel.rewards.combine import CombinedReward, RewardBreakdown
@@ -21,6 +21,7 @@ from propel.rewards.triage import (
 from propel.rewards.trl_export import as_trl_reward
 from propel.rewards.trl_function import TRLRewardFunction
 from propel.rewards.validity import ValidityReward
+from propel.rewards.verifiers_rubric import VerifiersRubric
 
 __all__ = [
     "CitationGrounding",
@@ -47,6 +48,7 @@ __all__ = [
     "TRLRewardFunction",
     "TurnRewards",
     "ValidityReward",
+    "VerifiersRubric",
     "as_trl_reward",
     "constrained",
     "worst_case",

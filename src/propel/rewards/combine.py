@@ -91,9 +91,11 @@ class RewardBreakdown:
 
 class CombinedReward:
     """``total = sum_k weight_k * component_k(samples)`` over the components that judged each sample; component
-    names must be unique."""
+    names must be unique. A reward made of several components (a verifiers rubric: one per reward function) lists
+    them with ``parts()``, and each is a component of its own."""
 
     def __init__(self, components: Sequence[RewardComponent]) -> None:
+        components = [p for c in components for p in (c.parts() if callable(getattr(c, "parts", None)) else [c])]
         if not components:
             raise ValueError("CombinedReward needs at least one component")
         names = [c.name for c in components]

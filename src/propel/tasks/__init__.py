@@ -1,8 +1,9 @@
 """Where tasks come from: every task source in one room (``TaskSource``: ``contexts(n, seed)``).
 
 HumanEval's coding problems (single-turn and as agent workspaces), IT-triage tickets, reasoning-gym's procedural
-datasets, the tiny shell tasks, SWE bug-injection episodes and OpenEnv episodes. A generator's *domain* (what it
-writes, how that is parsed and checked) is ``propel.domains``; a task source only hands out graded problems.
+datasets, the tiny shell tasks, SWE bug-injection episodes, OpenEnv episodes and verifiers environments' datasets. A
+generator's *domain* (what it writes, how that is parsed and checked) is ``propel.domains``; a task source only hands
+out graded problems.
 """
 
 from propel.tasks.conventions import ConventionChats
@@ -13,6 +14,7 @@ from propel.tasks.shell import DEMONSTRATION, ShellTasks
 from propel.tasks.swe import BugInjectionTasks
 from propel.tasks.task_source import TaskSource
 from propel.tasks.triage import TriageTickets
+from propel.tasks.verifiers_tasks import VerifiersTasks
 
 __all__ = [
     "DEMONSTRATION",
@@ -26,6 +28,7 @@ __all__ = [
     "ShellTasks",
     "TaskSource",
     "TriageTickets",
+    "VerifiersTasks",
     "answer_tag",
     "extract_answer",
     "gym_dataset",
