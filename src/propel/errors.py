@@ -11,3 +11,13 @@ class ModelNotFoundError(PropelError, FileNotFoundError):
 
 class ConfigError(PropelError, ValueError):
     """A config value that is missing, of the wrong type or out of range."""
+
+
+class ConfigErrors(ConfigError):
+    """Several config problems found in one pass, reported together: one line each, every line naming its key and
+    the fix (a file's second typo shows at once, not after the first is fixed)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)
+        """One line per problem."""

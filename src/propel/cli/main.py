@@ -102,6 +102,33 @@ def resolve_config_names(argv: list[str]) -> list[str]:
     return out
 
 
+CLASS_FLAGS = ("--model", "--data")
+"""Flags whose value is a class (``--model GRPOModule``), besides every ``--<key>.help``."""
+
+
+def resolve_class_names(argv: list[str]) -> list[str]:
+    """``argv`` with the short class name given to ``--<key>.help`` (``--model.help GRPOModule``), ``--model`` or
+    ``--data`` as its import path, found in the source (``propel.cli.static_keys.resolve_class``): jsonargparse
+    resolves a short name only among the subclasses already imported, so ``--model.help GRPOModule`` failed where
+    the same name in a config worked. Other values, and names the source does not settle, as given."""
+    from propel.cli.static_keys import missing_class, resolve_class
+
+    out = list(argv)
+    for i, arg in enumerate(argv):
+        key, eq, value = arg.partition("=")
+        if not key.startswith("--") or not (key.endswith(".help") or key in CLASS_FLAGS):
+            continue
+        at = i if eq else i + 1
+        if not eq and (at >= len(argv) or argv[at].startswith("-")):
+            continue
+        name = resolve_class(value if eq else argv[at])
+        why = missing_class(name) if key.endswith(".help") else None
+        if why is not None:  # a misspelled name: said now, not after Lightning has loaded
+            raise ConfigError(f"{key[2:]}: {why}")
+        out[at] = f"{key}={name}" if eq else name
+    return out
+
+
 def _check_config_files(argv: list[str]) -> list[dict]:
     """Every ``-c``/``--config`` file exists and is a YAML mapping (a one-line ``ConfigError`` otherwise), before
     any heavy import; their contents in order, with the fragments they name inlined (``domain: domain.yaml``). Inline
@@ -176,6 +203,8 @@ def _run(argv: list[str]) -> None:
     checked = "-h" not in argv and "--help" not in argv
     if command in LIGHTNING or command in CONFIG_FILES:
         argv = [command, *resolve_config_names(argv[1:])]
+    if command in LIGHTNING:
+        argv = [command, *resolve_class_names(argv[1:])]
     if command not in LIGHTNING:
         if checked and command == "probe":
             _check_probe(argv[1:], _check_config_files(argv[1:]))
@@ -212,7 +241,13 @@ def main(args=None) -> None:
             raise SystemExit(stops.exit_code(stops.received[0])) from None
         raise
     except ConfigError as err:
-        print(f"propel: config error: {_one_line(err)}  (see `propel {argv[0]} --help`)", file=sys.stderr)
+        see = f"(see `propel {argv[0]} --help`)"
+        problems = getattr(err, "problems", None) or [_one_line(err)]
+        if len(problems) == 1:
+            print(f"propel: config error: {problems[0]}  {see}", file=sys.stderr)
+        else:  # every problem found, one line each (ConfigErrors)
+            lines = [f"propel: {len(problems)} config errors {see}:", *(f"  {p}" for p in problems)]
+            print("\n".join(lines), file=sys.stderr)
         raise SystemExit(2) from None
     except PropelError as err:
         print(f"propel: error: {_one_line(err)}", file=sys.stderr)

@@ -15,55 +15,36 @@ from __future__ import annotations
 
 import ast
 import copy
-import importlib.util
+import difflib
+import re
 from collections.abc import Iterator, Mapping
 from functools import cache
-from pathlib import Path
 
+from propel.cli.class_names import class_names, defining_class, module_file
 from propel.cli.errors import suggest
-from propel.errors import ConfigError
+from propel.errors import ConfigErrors
 from propel.python_ast import parse_python
 
 TERMINAL = {"object", "LightningModule", "LightningDataModule", "Generic", "ABC", "Protocol"}
 """Bases that add no init argument of their own to a subclass that does not pass ``**kwargs`` to them."""
-READABLE = ("propel", "lightning")
-"""Top-level packages whose source is read; a class elsewhere is unknown."""
 SECTIONS = ("model", "data")
-"""Config sections holding a ``class_path`` whose init_args are checked."""
+"""Config sections holding a ``class_path`` whose init_args are checked (every ``class_path`` under ``trainer`` is
+checked too: callbacks, logger, strategy, plugins)."""
 TRAINER = "lightning.pytorch.trainer.trainer.Trainer"
 """The class whose arguments the ``trainer`` section holds."""
-
-
-@cache
-def _package_root(top: str) -> Path | None:
-    spec = importlib.util.find_spec(top)  # a top-level name: nothing is imported
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    return Path(locations[0]) if locations else None
-
-
-def _module_file(module: str) -> Path | None:
-    top, *rest = module.split(".")
-    root = _package_root(top) if top in READABLE else None
-    if root is None:
-        return None
-    base = root.joinpath(*rest)
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
+_DOTTED = re.compile(r"^(propel|lightning)(\.[A-Za-z_]\w*)+$")
+"""A string that names something in a readable package (a class given as a plain string: ``- propel.rewards.X``)."""
 
 
 @cache
 def _parse(module: str) -> ast.Module | None:
-    path = _module_file(module)
+    path = module_file(module)
     return parse_python(path.read_text()) if path else None
 
 
 def _imported(tree: ast.Module, module: str, name: str) -> str | None:
     """The dotted origin of ``name`` as imported in ``module`` (``from x import name``, ``import x as name``)."""
-    package = (
-        module if _module_file(module) and _module_file(module).name == "__init__.py" else module.rpartition(".")[0]
-    )
+    package = module if module_file(module) and module_file(module).name == "__init__.py" else module.rpartition(".")[0]
     for node in tree.body:
         if isinstance(node, ast.ImportFrom):
             source = node.module or ""
@@ -281,15 +262,90 @@ def nested_dataclass(class_path: str, name: str) -> str | None:
     return _public_path(path) if found is not None and _is_dataclass(found[1]) else None
 
 
+@cache
+def resolve_class(name: str) -> str:
+    """The import path of a short class name (``ToolEnv`` -> ``propel.envs.ToolEnv``) when the source names one class
+    of that name (``propel.cli.class_names``); a dotted path, or a name the source does not settle, as given."""
+    if "." in name:
+        return name
+    found = defining_class(name)
+    return _public_path(found) if found is not None and _find_class(found) is not None else name
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """A module's top-level statements, those inside top-level ``if``/``try``/``with`` blocks included."""
+    for node in body:
+        yield node
+        for field in ("body", "orelse", "finalbody"):
+            if isinstance(node, ast.If | ast.Try | ast.With):
+                yield from _statements(getattr(node, field, []) or [])
+        for handler in getattr(node, "handlers", []) if isinstance(node, ast.Try) else []:
+            yield from _statements(handler.body)
+
+
+def _binds(module: str, name: str) -> bool | None:
+    """Whether ``module``'s source binds ``name`` at its top level (a class, a function, an assignment, an import, a
+    submodule); None when that cannot be told (no source, a star import, a module ``__getattr__``)."""
+    tree = _parse(module)
+    if tree is None:
+        return None
+    for node in _statements(tree.body):
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            return True
+        if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+            return None
+        if isinstance(node, ast.ImportFrom | ast.Import) and any(a.name == "*" for a in node.names):
+            return None
+        if isinstance(node, ast.ImportFrom | ast.Import) and any(
+            (a.asname or a.name).split(".")[0] == name for a in node.names
+        ):
+            return True
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return True
+    return module_file(f"{module}.{name}") is not None  # a submodule
+
+
+def missing_class(class_path: str) -> str | None:
+    """Why ``class_path`` certainly names nothing, with the closest class that exists (one line), or None when it
+    exists or the source cannot tell. A short name is looked up by name; a dotted path in a readable package must be
+    bound by its module."""
+    module, _, name = class_path.rpartition(".")
+    if not module:  # a short name may name a class of any imported package (torch's AdamW): only a near miss
+        known = name in class_names() or not difflib.get_close_matches(name, class_names(), n=1, cutoff=0.8)
+        if known:
+            return None
+        why = f"no class named {name!r} in propel or Lightning"
+    elif not _DOTTED.match(class_path):
+        return None
+    elif module_file(module) is not None:
+        if _binds(module, name) is not False:
+            return None
+        why = f"{module} has no {name!r}"
+    else:
+        parent = module
+        while "." in parent and module_file(parent) is None:
+            parent = parent.rpartition(".")[0]
+        if module_file(parent) is None or _binds(parent, module[len(parent) + 1 :].split(".")[0]) is not False:
+            return None
+        why = f"no module {module}"
+    exact = defining_class(name)
+    close = difflib.get_close_matches(name, class_names(), n=1, cutoff=0.8) if exact is None else []
+    hit = exact or (defining_class(close[0]) if close else None)
+    return why + (f". Did you mean: {_public_path(hit)!r}?" if hit else "")
+
+
 def class_nodes(value: object, key: str) -> Iterator[tuple[str, str, Mapping]]:
-    """``(key, class_path, init_args)`` of every ``class_path`` mapping under ``value`` (lists included), and of
-    every mapping given for an argument annotated with a dataclass."""
+    """``(key, class_path, init_args)`` of every ``class_path`` mapping under ``value`` (lists included; a short name
+    given as its import path, ``resolve_class``), and of every mapping given for an argument annotated with a
+    dataclass."""
     if isinstance(value, Mapping):
         if isinstance(value.get("class_path"), str):
             init_args = value.get("init_args") or {}
             if isinstance(init_args, Mapping):
-                yield key, value["class_path"], init_args
-                yield from _arguments(value["class_path"], init_args, key)
+                class_path = resolve_class(value["class_path"])
+                yield key, class_path, init_args
+                yield from _arguments(class_path, init_args, key)
     elif isinstance(value, list):
         for i, item in enumerate(value):
             yield from class_nodes(item, f"{key}[{i}]")
@@ -309,44 +365,100 @@ def _arguments(class_path: str, init_args: Mapping, key: str) -> Iterator[tuple[
             yield from class_nodes(inner, where)
 
 
-def check_keys(config: Mapping) -> None:
-    """Refuse (one-line ``ConfigError``, as the full parser words it) a ``trainer`` key or an init argument that a
-    class under ``model`` or ``data`` certainly does not accept; say nothing about what the source does not settle."""
-    trainer, accepted = config.get("trainer"), accepted_keys(TRAINER)
-    if isinstance(trainer, Mapping) and accepted is not None:
-        for name in trainer:
-            if name.removesuffix("+") not in accepted:  # "callbacks+": appended to the earlier files' list
+def _class_strings(value: object, key: str) -> Iterator[tuple[str, str]]:
+    """``(key, value)`` of every ``class_path`` and of every plain string naming something in a readable package
+    (``- propel.rewards.EnvironmentReward``) under ``value``."""
+    if isinstance(value, Mapping):
+        for name, inner in value.items():
+            if name == "class_path" and isinstance(inner, str):
+                yield f"{key}.class_path", inner
+            else:
+                yield from _class_strings(inner, f"{key}.{name}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _class_strings(item, f"{key}[{i}]")
+    elif isinstance(value, str) and _DOTTED.match(value):
+        yield key, value
+
+
+def key_problems(config: Mapping) -> list[str]:
+    """Every problem the source settles, one line each, as the full parser words them: a ``trainer`` key, or an
+    init argument of a class under ``trainer`` (callbacks, logger, ...), ``model`` or ``data``, that the class
+    certainly does not accept, and a class that certainly does not exist; what the source does not settle passes."""
+    problems: list[str] = []
+    trainer = config.get("trainer")
+    nodes: list[tuple[str, str, Mapping]] = []
+    strings: list[tuple[str, str]] = []
+    if isinstance(trainer, Mapping):
+        accepted = accepted_keys(TRAINER)
+        for name, value in trainer.items():
+            if accepted is not None and name.removesuffix("+") not in accepted:  # "callbacks+": appended
                 hit = suggest(name, accepted)
-                hint = f". Did you mean: 'trainer.{hit}'?" if hit else ""
-                raise ConfigError(f"trainer.{name}: option 'trainer.{name}' is not accepted{hint}")
-    for section in SECTIONS:
-        for key, class_path, init_args in class_nodes(config.get(section), section):
-            accepted = accepted_keys(class_path)
-            if accepted is None:
+                hint = f". Did you mean: 'trainer.{hit}'?" if hit else _accepts(name, accepted)
+                problems.append(f"trainer.{name}: option 'trainer.{name}' is not accepted{hint}")
                 continue
-            for name in init_args:
-                if name.removesuffix("+") not in accepted:
-                    full = f"{key}.init_args.{name}"
-                    hit = suggest(name, accepted)
-                    hint = f". Did you mean: '{key}.init_args.{hit}'?" if hit else ""
-                    raise ConfigError(f"{full}: option {name!r} is not accepted by {class_path}{hint}")
+            nodes += class_nodes(value, f"trainer.{name}")
+            strings += _class_strings(value, f"trainer.{name}")
+    for section in SECTIONS:
+        nodes += class_nodes(config.get(section), section)
+        strings += _class_strings(config.get(section), section)
+    for key, value in strings:
+        why = missing_class(value)
+        if why is not None:
+            problems.append(f"{key}: {why}")
+    for key, class_path, init_args in nodes:
+        accepted = accepted_keys(class_path)
+        if accepted is None:
+            continue
+        for name in init_args:
+            if name.removesuffix("+") not in accepted:
+                full = f"{key}.init_args.{name}"
+                hit = suggest(name, accepted)
+                hint = f". Did you mean: '{key}.init_args.{hit}'?" if hit else _accepts(name, accepted)
+                problems.append(f"{full}: option {name!r} is not accepted by {class_path}{hint}")
+    return problems
+
+
+def _accepts(name: str, accepted: frozenset[str], most: int = 8) -> str:
+    """Where no accepted key is close to ``name``: the accepted ones, closest first (``most`` of them)."""
+    ranked = sorted(accepted, key=lambda k: (-difflib.SequenceMatcher(None, name, k).ratio(), k))
+    more = f", ... ({len(ranked)} in all)" if len(ranked) > most else ""
+    return f". Accepted: {', '.join(ranked[:most])}{more}" if ranked else ". It accepts no arguments"
+
+
+def check_keys(config: Mapping) -> None:
+    """Refuse every problem ``key_problems`` finds, all in one ``ConfigErrors`` (one line each)."""
+    problems = key_problems(config)
+    if problems:
+        raise ConfigErrors(problems)
+
+
+def _merge(old: dict, new: Mapping) -> None:
+    """``old.update(new)``, where ``key+`` appends to ``key``'s list (jsonargparse's list append)."""
+    for name, value in new.items():
+        base = str(name).removesuffix("+")
+        if base != name and isinstance(old.get(base), list):
+            old[base] = [*old[base], *(value if isinstance(value, list) else [value])]
+        else:
+            old[name] = copy.deepcopy(value)
 
 
 def merged_config(files: list[dict], overrides: list[tuple[str, str]]) -> dict:
     """The ``trainer``/``model``/``data`` sections as the parser would see their keys: later files update earlier
-    ones (a new ``class_path`` replaces the section), then ``--trainer.x value`` and ``--model.init_args.x value``
-    overrides, nested ones included (``--model.init_args.loss.beta``; values are not checked)."""
+    ones (a new ``class_path`` replaces the section, ``callbacks+`` appends to ``callbacks``), then ``--trainer.x
+    value`` and ``--model.init_args.x value`` overrides, nested ones included (``--model.init_args.loss.beta``;
+    values are not checked)."""
     out: dict = {}
     for data in copy.deepcopy(files):
         if isinstance(data.get("trainer"), Mapping):
-            out.setdefault("trainer", {}).update(data["trainer"])
+            _merge(out.setdefault("trainer", {}), data["trainer"])
         for section in SECTIONS:
             new = data.get(section)
             if not isinstance(new, Mapping):
                 continue
             old = out.get(section)
             if isinstance(old, dict) and new.get("class_path", old.get("class_path")) == old.get("class_path"):
-                old.setdefault("init_args", {}).update(dict(new.get("init_args") or {}))
+                _merge(old.setdefault("init_args", {}), dict(new.get("init_args") or {}))
             else:
                 out[section] = {"class_path": new.get("class_path"), "init_args": dict(new.get("init_args") or {})}
     for key, value in overrides:
