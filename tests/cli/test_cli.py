@@ -56,6 +56,12 @@ def test_fit_help(capsys):
     assert code == 0 and "--trainer.max_steps" in out
 
 
+def test_a_class_help_takes_the_short_name_a_config_takes(capsys):
+    """``--model.help GRPOModule`` failed ("Expected a dot import path string") where the full path worked."""
+    code, out, err = _main(capsys, "fit", "--model.help", "GRPOModule")
+    assert code == 0 and "--model.group_size" in out and "--model.loss" in out, err[-2000:]
+
+
 @pytest.mark.parametrize(
     ("yaml_text", "key"),
     [
@@ -146,6 +152,37 @@ def test_a_value_a_class_refuses_at_init_is_one_line_and_exit_2(capsys, inputs_i
     lines = [line for line in err.splitlines() if line.startswith("propel:")]
     assert code == 2 and len(lines) == 1 and expected in lines[0], err[-2000:]
     assert "Union subtypes" not in err and "jsonargparse" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--model.init_args.lr=-1e-3",), "model.init_args.lr: must be > 0 (AdamW's learning rate), got -0.001"),
+        (
+            ("--trainer.max_steps=-5",),
+            "trainer.max_steps: must be a non-negative integer or -1 (infinite steps). You passed in -5.",
+        ),
+        (
+            ("--model.init_args.optimizer", "{class_path: torch.optim.SGD, init_args: {lr: -1}}"),
+            "model.init_args.optimizer: refuses its settings: Invalid learning rate: -1",
+        ),
+    ],
+)
+def test_a_value_out_of_range_is_refused_as_the_config_is_read_before_the_model_loads(
+    capsys, tmp_path, monkeypatch, args, expected
+):
+    """``lr: -1e-3`` and ``trainer.max_steps: -5`` ended in tracebacks once the model had loaded (from AdamW in
+    ``configure_optimizers``, from Lightning's loop). Here the model does not exist, so a check made after loading it
+    would fail on that instead; and nothing is left behind: no run folder, no W&B save folder (the default logger)."""
+    monkeypatch.chdir(tmp_path)
+    common = ("-c", "grpo/base", "-c", "agent/grpo", f"--model.init_args.model={tmp_path / 'no-such-model'}")
+    code, _, err = _main(capsys, "fit", *common, "--trainer.default_root_dir=run", *args)
+    lines = [line for line in err.splitlines() if line.startswith("propel:")]
+    assert code == 2 and len(lines) == 1 and expected in lines[0], err[-2000:]
+    # no traceback of the failure (in-process, Lightning's log handler may still write to an earlier test's closed
+    # capture stream: logging's own "--- Logging error ---" report, not the run's)
+    assert err.count("Traceback") == err.count("--- Logging error ---"), err[-3000:]
+    assert not any(tmp_path.iterdir()), list(tmp_path.iterdir())
 
 
 def test_bad_key_in_a_yaml_file_names_the_full_key(tmp_path, capsys):

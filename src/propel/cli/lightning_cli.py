@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import gc
 import io
+import re
 import shlex
 import signal
 import sys
@@ -24,7 +25,7 @@ from jsonargparse import ArgumentError, set_parsing_settings
 from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
-from lightning.pytorch.utilities.exceptions import SIGTERMException
+from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from propel.cli import resume, stops
 from propel.cli.config_files import config_values
@@ -139,7 +140,10 @@ class PropelCLI(LightningCLI):
         given = list(given) if isinstance(given, list | tuple) else [given]
         if trainer.get("enable_progress_bar") is not False and not any(isinstance(c, ProgressBar) for c in given):
             kwargs["callbacks"] = [*given, instantiate_class((), DEFAULT_PROGRESS)]
-        return super().instantiate_trainer(**kwargs)
+        try:
+            return super().instantiate_trainer(**kwargs)
+        except (MisconfigurationException, ValueError, TypeError) as err:
+            raise ConfigError(trainer_error(str(err))) from None
 
     def parse_arguments(self, parser, args) -> None:
         """Parse as LightningCLI does; a bad key or value raises a one-line ``ConfigError`` with jsonargparse's
@@ -201,6 +205,22 @@ class PropelCLI(LightningCLI):
                 f"resuming from {self.config[sub].get('ckpt_path')}: the checkpoint's hyperparameters replace the "
                 f"config's ({'; '.join(changed)}). A resumed run continues as it was; start a new run to change them."
             )
+
+
+def trainer_error(message: str) -> str:
+    """One line for a value Lightning's ``Trainer`` refuses as it is built (``max_steps: -5``): its own message under
+    the key it names (`` `max_steps` must be ...`` -> ``trainer.max_steps: must be ...``)."""
+    import inspect
+
+    from lightning.pytorch import Trainer
+
+    text = " ".join(message.split())
+    names = set(inspect.signature(Trainer.__init__).parameters)
+    for match in re.finditer(r"`(?:Trainer\()?(\w+)", text):
+        if match.group(1) in names:
+            rest = text.replace(f"`{match.group(1)}` ", "", 1) if text.startswith(f"`{match.group(1)}`") else text
+            return f"trainer.{match.group(1)}: {rest.replace('`', '')}"
+    return f"trainer: {text.replace('`', '')}"
 
 
 def _cli(args: list[str]) -> None:

@@ -96,6 +96,22 @@ def save_plain_hyperparameters(module: pl.LightningModule, frame) -> None:
     module.save_hyperparameters(ignore=[k for k, v in init_args.items() if not _plain(v)], frame=frame)
 
 
+def check_optimizer(optimizer: Callable | None, lr: float, weight_decay: float) -> None:
+    """Refuse optimizer settings now, as the config is read, not once the model has loaded: ``lr`` and
+    ``weight_decay`` of the default AdamW, or whatever the given ``optimizer`` refuses when it is built on one
+    parameter (torch checks its own arguments as it builds an optimizer)."""
+    if optimizer is None:
+        if not lr > 0:
+            raise ConfigError(f"lr must be > 0 (AdamW's learning rate), got {lr}")
+        if not weight_decay >= 0:
+            raise ConfigError(f"weight_decay must be >= 0, got {weight_decay}")
+        return
+    try:
+        optimizer([torch.nn.Parameter(torch.zeros(1))])
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"optimizer refuses its settings: {err}") from None
+
+
 class LoRAPolicyModule(pl.LightningModule):
     """A causal LM with LoRA adapters, its rollout engine and one optimizer, trained with manual optimization.
 
@@ -166,6 +182,13 @@ class LoRAPolicyModule(pl.LightningModule):
             raise ConfigError(f"max_steps_without_update must be >= 1, got {max_steps_without_update}")
         if max_staleness < 1:
             raise ConfigError(f"max_staleness must be >= 1 (optimizer steps), got {max_staleness}")
+        if not 0 < top_p <= 1:
+            raise ConfigError(f"top_p must be in (0, 1] (1 disables nucleus sampling), got {top_p}")
+        if top_k < 0:
+            raise ConfigError(f"top_k must be >= 0 (0 disables), got {top_k}")
+        if gradient_clip_val < 0:
+            raise ConfigError(f"gradient_clip_val must be >= 0 (0 disables clipping), got {gradient_clip_val}")
+        check_optimizer(optimizer, lr, weight_decay)
         if async_rollouts and not self.supports_async_rollouts:
             raise ConfigError(
                 f"{type(self).__name__} does not correct for rollouts sampled by older weights: turn async_rollouts off"
