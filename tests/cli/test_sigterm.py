@@ -1,6 +1,6 @@
-"""A SIGTERM (``kill``, SLURM, container runtimes) stops ``propel`` promptly, keeps what was written and says what,
-and the same command resumes: here mid-labeling with the tiny model, through the real console entry point (training:
-``test_stop_resume``)."""
+"""A SIGTERM (``kill``, SLURM, container runtimes) or a Ctrl-C stops ``propel`` promptly, keeps what was written and
+says what, and the same command resumes: here mid-labeling and mid-evaluation with the tiny model, through the real
+console entry point (training: ``test_stop_resume``)."""
 
 from __future__ import annotations
 
@@ -68,13 +68,13 @@ def test_sigterm_mid_labeling_stops_promptly_and_the_rerun_completes_the_same_po
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == EXIT_SIGTERM, err[-3000:]
-    assert "stopped by SIGTERM; kept the " in err and "Traceback" not in err, err[-3000:]
+    assert "stopped by SIGTERM; the labeled pool holds " in err and "Traceback" not in err, err[-3000:]
     assert stopped_in < 15, f"took {stopped_in:.1f}s to stop after SIGTERM"
     kept = _parts(pool)
     rows = sum(len(pd.read_parquet(pool / name)) for name in kept)
     assert 0 < rows < N_TASKS  # cut short, rows kept
-    said = re.search(r"kept the (\d+) labeled rows this run wrote to (\S+): rerun `propel predict -c ", err)
-    assert said and int(said[1]) <= rows and said[2] == str(pool), err[-3000:]  # the rows it knew it had written
+    said = re.search(r"the labeled pool holds (\d+) of 24 tasks in (\S+): rerun `propel predict -c .* to resume", err)
+    assert said and int(said[1]) == rows and said[2] == str(pool), err[-3000:]  # what the folder holds
     assert not (pool / "summary.json").exists()  # the pool is not marked finished
 
     rerun = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -87,3 +87,47 @@ def test_sigterm_mid_labeling_stops_promptly_and_the_rerun_completes_the_same_po
     expected = [c.id for c in domain.contexts(N_TASKS, label["seed_everything"])]
     assert sorted(frame["id"]) == sorted(expected)  # every context labeled exactly once, none twice
     assert (pool / "summary.json").exists()
+
+
+def test_ctrl_c_mid_evaluation_counts_the_tasks_on_disk_and_names_the_evaluation(tmp_path, tiny_model_dir):
+    """``propel test`` stopped by Ctrl-C said "nothing was saved" with rows on disk, and its rerun, which resumed
+    them, said "labeling": the last line counts what the folder holds and both name the evaluation."""
+    out = tmp_path / "eval"
+    overlay = {
+        "trainer": {"default_root_dir": str(tmp_path), "logger": False},
+        "model": {
+            "init_args": {
+                "generator": str(tiny_model_dir),
+                "generator_max_new_tokens": 8,
+                "output_dir": str(out),
+                "solver": {"n_trials": 2, "band": [1, 1], "max_new_tokens": 4},
+            }
+        },
+        "data": {"init_args": {"n_tasks": N_TASKS, "batch_size": BATCH}},
+    }
+    (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+    cmd = [sys.executable, "-m", "propel.cli", "test", "-c", "configs/math/eval.yaml"]
+    cmd += ["-c", str(tmp_path / "overlay.yaml")]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not list(out.glob("part-*.parquet")) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "evaluation ended before any part was written: make it longer"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-3000:]
+    rows = sum(len(pd.read_parquet(p)) for p in out.glob("part-*.parquet"))
+    assert 0 < rows < N_TASKS
+    said = re.search(r"SIGINT; the evaluation holds (\d+) of 24 tasks in (\S+): rerun `propel test .*` to resume", err)
+    assert said and int(said[1]) == rows and said[2] == str(out), err[-3000:]
+    assert "nothing was saved" not in err and "Traceback" not in err
+
+    rerun = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    said = f"resuming: {rows} of {N_TASKS} tasks already in {out}, evaluating the other {N_TASKS - rows}"
+    assert said in rerun.stderr and "labeling" not in rerun.stderr, rerun.stderr[-3000:]
+    assert (out / "summary.json").exists()

@@ -1,8 +1,9 @@
 """Writes labeled tasks to a Parquet pool as they are produced (one atomic part file per batch) and summarizes.
 
 A kill loses at most the batch in flight: finished parts are complete files (``propel.pools.write_part``) and
-``TaskPoolDataModule`` skips their ids on the rerun. A stop on a signal notes how many rows this run kept, for the
-command's last line (``propel.cli.stops``).
+``TaskPoolDataModule`` skips their ids on the rerun. On a stop on a signal the datamodule notes how many tasks the
+pool holds, for the command's last line (``propel.cli.stops``); under another datamodule the writer notes the rows
+this run kept.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 
 from propel.cli import stops
+from propel.datamodules.task_pool import TaskPoolDataModule
 from propel.lit_modules.labeling import LabelingModule
 from propel.pools.io import read_pool, write_part
 from propel.pools.summary import pool_summary, print_summary_table
@@ -38,7 +40,8 @@ class PoolWriter(BasePredictionWriter):
         self.rows_written += len(prediction)
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        if stops.is_stop(exception):  # each process notes its own parts (rank in their names)
+        # TaskPoolDataModule counts what the folder holds (its own note); another datamodule: this run's rows
+        if stops.is_stop(exception) and not isinstance(trainer.datamodule, TaskPoolDataModule):
             stops.note(f"kept the {self.rows_written} labeled rows this run wrote to {self.output_dir}", resumable=True)
 
     def on_predict_end(self, trainer, pl_module) -> None:

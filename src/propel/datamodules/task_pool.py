@@ -2,7 +2,9 @@
 
 It skips context ids already in the pool folder, so a killed labeling or evaluation run resumes and redoes nothing,
 and before that checks the folder's settings manifest (``propel.pools.manifest``): a rerun with another model,
-adapter, solver, domain or seed stops with one line instead of mixing its rows with the old ones.
+adapter, solver, domain or seed stops with one line instead of mixing its rows with the old ones. A stop on a signal
+notes how many of the run's tasks the folder holds, for the command's last line (``propel.cli.stops``), and every
+line names the job by its own name: labeling (``propel predict``) or evaluation (``propel test``).
 
 Several processes (``trainer.strategy: ddp``, ``devices: N``): the full context list is cut into batches of
 ``batch_size`` and batch ``b`` goes to rank ``b % N``; each rank then drops the ids already in the pool. The split
@@ -20,6 +22,7 @@ from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, IterableDataset
 
+from propel.cli import stops
 from propel.domains.interface import Context, Domain
 from propel.errors import ConfigError
 from propel.pools.io import read_pool
@@ -79,9 +82,12 @@ class TaskPoolDataModule(LightningDataModule):
         self.skipped = 0
         self.complete = False
         """Every context is in the pool already (a rerun of a run that wrote its last rows, then stopped)."""
+        self.job = "labeling"
+        """What the run is called in its messages: ``labeling`` (predict) or ``evaluation`` (test)."""
 
     def setup(self, stage: str) -> None:
         """Write or check the pool folder's settings manifest (the running module's settings + the context seed)."""
+        self.job = "evaluation" if stage == "test" else "labeling"
         module = self.trainer.lightning_module if self.trainer is not None else None
         written = self._written_folder()
         if self.pool_dir is None and written is not None:
@@ -124,12 +130,23 @@ class TaskPoolDataModule(LightningDataModule):
         self.skipped = sum(c.id in done for c in contexts)
         self.complete = self.skipped == len(contexts)
         if self.skipped:
+            doing = "evaluating" if self.job == "evaluation" else "labeling"
             rank_zero_info(
                 f"resuming: {self.skipped} of {len(contexts)} tasks already in {self.pool_dir}, "
-                f"labeling the other {len(contexts) - self.skipped}"
+                f"{doing} the other {len(contexts) - self.skipped}"
             )
         todo = [[c for c in batch if c.id not in done] for batch in batches]
         return [batch for batch in todo if batch]
+
+    def on_exception(self, exception: BaseException) -> None:
+        """On a stop (Ctrl-C, SIGTERM): note how many of the run's tasks the folder holds, this run's and earlier
+        runs' alike: what a rerun resumes from."""
+        if not stops.is_stop(exception) or self.pool_dir is None:
+            return
+        ids = {c.id for c in self.domain.contexts(self.n_tasks, self.seed)}
+        held = len(ids & set(read_pool(self.pool_dir)["id"]))
+        whose = "the evaluation" if self.job == "evaluation" else "the labeled pool"
+        stops.note(f"{whose} holds {held} of {len(ids)} tasks in {self.pool_dir}", resumable=held > 0)
 
     def _loader(self) -> DataLoader:
         return DataLoader(_Batches(self.pending_batches()), batch_size=None, collate_fn=_list_collate)
