@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import lightning.pytorch as pl
 import pytest
 import torch
@@ -54,10 +56,23 @@ def _fit(detector: CollapseDetector, collapse_at: int, max_steps: int = 12) -> p
     return trainer
 
 
-def test_stop_action_stops_training_after_collapse():
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    """The trainers' root folder (where the detector writes its alarms) is the test's own."""
+    monkeypatch.chdir(tmp_path)
+
+
+def _alarms(caplog) -> list[str]:
+    """The collapse lines propel's logger printed (a logger record, not a Python warning: no file path, no category)."""
+    return [r.getMessage() for r in caplog.records if r.name == "propel.callbacks.collapse"]
+
+
+def test_stop_action_stops_training_after_collapse(caplog, recwarn):
     detector = CollapseDetector(every_n_steps=2, action="stop")
-    with pytest.warns(RuntimeWarning, match="Self-BLEU-3"):
+    with caplog.at_level("WARNING", logger="propel.callbacks.collapse"):
         trainer = _fit(detector, collapse_at=5)
+    assert [a.startswith("propel: mode collapse") and "Self-BLEU-3" in a for a in _alarms(caplog)] == [True]
+    assert not [w for w in recwarn if "collapse" in str(w.message)]  # printed as propel's lines, not as a warning
     assert trainer.global_step == 6  # checked at 2, 4 (diverse) and 6 (collapsed) -> stop
     assert trainer.should_stop
     assert trainer.callback_metrics["collapse/self_bleu"].item() == pytest.approx(1.0)
@@ -65,10 +80,11 @@ def test_stop_action_stops_training_after_collapse():
     assert "Distinct-3" in detector.breaches[0] and "top-topic" in detector.breaches[0]
 
 
-def test_warn_action_keeps_training_and_diverse_generations_pass():
+def test_warn_action_keeps_training_and_diverse_generations_pass(caplog):
     detector = CollapseDetector(every_n_steps=3, action="warn")
-    with pytest.warns(RuntimeWarning, match="mode collapse"):
+    with caplog.at_level("WARNING", logger="propel.callbacks.collapse"):
         trainer = _fit(detector, collapse_at=9)
+    assert len(_alarms(caplog)) == 2 and all(a.startswith("propel: mode collapse") for a in _alarms(caplog))
     assert trainer.global_step == 12
     assert len(detector.breaches) == 2  # steps 9 and 12; step 3 and 6 were diverse
     clean = CollapseDetector(every_n_steps=2)
@@ -146,7 +162,7 @@ class _Drifting(_Generating):
         return (self.w - batch.mean()) ** 2
 
 
-def test_a_planted_degenerate_drift_trips_the_alarm_and_a_steady_run_does_not():
+def test_a_planted_degenerate_drift_trips_the_alarm_and_a_steady_run_does_not(caplog):
     def fit(collapse_at):
         detector = CollapseDetector(every_n_steps=2, self_bleu_max=None, distinct_min=None, top_topic_max=None)
         trainer = pl.Trainer(max_steps=8, callbacks=[detector], logger=False, enable_checkpointing=False,
@@ -154,8 +170,9 @@ def test_a_planted_degenerate_drift_trips_the_alarm_and_a_steady_run_does_not():
         trainer.fit(_Drifting(collapse_at))
         return detector
 
-    with pytest.warns(RuntimeWarning, match=r"propel: .*monitor/degenerate 0\.000 -> 0\.750"):
+    with caplog.at_level("WARNING", logger="propel.callbacks.collapse"):
         drifted = fit(collapse_at=5)
+    assert any(re.match(r"propel: .*monitor/degenerate 0\.000 -> 0\.750", a) for a in _alarms(caplog))
     assert drifted.start_metrics["monitor/degenerate"] == 0.0 and drifted.breaches
     assert any("monitor/degenerate_answer_stated 0.000 -> 0.750" in b for b in drifted.breaches)
     assert not fit(collapse_at=100).breaches  # honest all along: no alarm

@@ -3,7 +3,7 @@ over, degenerate tasks, copies of the in-context examples, answers shrinking (``
 
 from __future__ import annotations
 
-import warnings
+import logging
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -22,6 +22,7 @@ from propel.metrics.degeneration import (
 from propel.metrics.diversity import distinct_n, self_bleu, top_topic_rate
 from propel.rollouts.record import Sample
 
+log = logging.getLogger(__name__)
 ACTIONS = ("warn", "stop")
 ALARMS = "collapse_alarms.json"
 """Every alarm of the run, in the trainer's root folder (a list of messages, rewritten at each new one)."""
@@ -82,7 +83,8 @@ class CollapseDetector(pl.Callback):
     them: ``collapse/self_bleu``, ``collapse/distinct``, ``collapse/top_topic`` (the thresholds apply to these),
     plus the same over valid samples only as ``collapse/self_bleu_valid``, ``collapse/distinct_valid``,
     ``collapse/top_topic_valid``. A metric without a value (Self-BLEU of fewer than 2 texts, no known topic) is
-    not logged and breaches nothing. On a breach it warns or stops training (``trainer.should_stop``).
+    not logged and breaches nothing. On a breach it logs one line (``propel: mode collapse ...``, through propel's
+    logger on rank 0, as propel's other messages print) and, with ``stop``, stops training (``trainer.should_stop``).
 
     Degeneration monitors, over the samples whose completion parsed into a task: ``monitor/degenerate`` (the share a
     domain's degeneracy rule flags, ``Domain.degeneracy``, whether strict validity made them invalid or not) and
@@ -189,7 +191,8 @@ class CollapseDetector(pl.Callback):
         if self.action == "stop":
             trainer.should_stop = True
             message += " -> stopping"
-        warnings.warn(message, RuntimeWarning, stacklevel=2)
+        if trainer.is_global_zero:  # one line, as propel's other messages print (a logger, not a warning)
+            log.warning(message)
 
     def state_dict(self) -> dict:
         return {
