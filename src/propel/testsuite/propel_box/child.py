@@ -39,10 +39,10 @@ def _subreaper():
 
 
 class Child:
-    """One graded process and its pipes. ``max_processes`` is kept for the runners' calls: the child has its job's
-    own limits, as any program the job starts has (a limit of the grader's own would show); ``env`` adds variables
-    (a source layout's ``PYTHONPATH``); ``hash_seed`` fixes the string-hash seed (taken out of the child's
-    environment before graded code runs)."""
+    """One graded process and its pipes. The child has its job's own limits, as any program the job starts has (a
+    limit of the grader's own would show), so ``limits`` (the runner's time budget) and ``max_processes`` set nothing
+    here; ``env`` adds variables (a source layout's ``PYTHONPATH``); ``hash_seed`` fixes the string-hash seed (taken
+    out of the child's environment before graded code runs)."""
 
     def __init__(self, script, ws, tmp, out_path, config, limits, max_processes=None, env=None, hash_seed=None):
         _subreaper()
