@@ -1,4 +1,4 @@
-.PHONY: setup setup-vllm test test-quick docs demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint \
+.PHONY: setup setup-vllm test test-quick docs wheel demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint \
 	bench bench-vllm exp-grpo-vs-trl exp-grpo-parity exp-triage-style exp-triage-content exp-turn-kl-scope \
 	exp-grader-pressure exp-grader-pressure-seeded exp-probe-ranking exp-propel exp-propel-warm gpu-check gpu-wheels
 
@@ -20,6 +20,10 @@ lint:
 # The documentation site (mkdocs.yml: Material + mkdocstrings); strict: a broken link or reference fails -> site/
 docs: setup
 	.venv/bin/mkdocs build --strict -d site
+
+# The installable package -> dist/propel_rl-<version>-py3-none-any.whl (installing it: docs/guide/getting_started.md)
+wheel: setup
+	.venv/bin/pip wheel --no-deps --no-build-isolation -w dist .
 
 demo: setup
 	bash scripts/demo.sh
