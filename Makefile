@@ -28,9 +28,19 @@ wheel: setup
 demo: setup
 	bash scripts/demo.sh
 
-# Multi-turn GRPO on agent episodes (ToolEnv in a local sandbox), 3 steps (~10 min on 2 cores) -> runs/agent/
+# The agent demos within 4 GB (an 8 GB laptop): an agent episode is a row of ~1,000 tokens, and one micro-batch's
+# backward kept ~2.9 GB per row alive (activations and full-vocabulary logits; 4 rows a micro-batch: 8.7 GB peak).
+# Here the update takes one row at a time and recomputes each layer in backward (the same loss and gradients:
+# tests/models/test_checkpointing.py), under glibc's lowest-memory mode (MALLOC_MMAP_THRESHOLD_, propel/host_memory.py).
+# One micro-batch of 1,000-token rows (800 trained), `python benchmarks/update_row_memory.py`, 2026-12-06 (2 cores
+# shared, its first version): peak RSS 13.0 GB for 4 rows without recomputation, 7.0 / 4.1 / 2.6 GB for 4 / 2 / 1 rows
+# with it (1.3 GB before). Their whole runs take the same flags.
+AGENT_LOW_MEMORY := --model.init_args.micro_batch_size=1 --model.init_args.gradient_checkpointing=true
+
+# Multi-turn GRPO on agent episodes (ToolEnv in a local sandbox), 3 steps -> runs/agent/
 demo-agent: setup
-	WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/grpo.yaml --trainer.max_steps=3
+	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/grpo.yaml \
+		--trainer.max_steps=3 $(AGENT_LOW_MEMORY)
 
 # Job 2: GRPO on HumanEval with the test-suite reward and its hack detectors, 3 steps -> runs/code/
 demo-testsuite: setup
@@ -44,11 +54,14 @@ demo-triage: setup  # glibc's lowest-memory mode: 2.0 GB peak RSS in 6.3 min (4.
 
 # Job 3: turn-targeted KL distillation on the bundled model's agent episodes, 3 steps -> runs/distill/
 demo-distill: setup
-	WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/distill.yaml --trainer.max_steps=3
+	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/distill.yaml \
+		--trainer.max_steps=3 $(AGENT_LOW_MEMORY)
 
-# Job 3 with RL: multi-turn GRPO plus the turn-targeted KL term in one update, 3 steps -> runs/grpo_distill/
+# Job 3 with RL: multi-turn GRPO plus the turn-targeted KL term in one update, 3 steps -> runs/grpo_distill/ (the
+# same low-memory settings; not measured)
 demo-grpo-distill: setup
-	WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/grpo_distill.yaml --trainer.max_steps=3
+	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/grpo_distill.yaml \
+		--trainer.max_steps=3 $(AGENT_LOW_MEMORY)
 
 # Each benchmark prints one table; run them on an idle machine (they compare against a reference in the same run).
 bench: setup
