@@ -1,10 +1,12 @@
 """The six IT-triage reward components, one class each, combined by ``CombinedReward`` with YAML weights.
 
 Content first (``docs/triage_rewards.md``): resolution is the share of the gold runbook's steps the answer states
-as instructions, in the runbook's order (``steps.py``; ``clauses.py`` reads the text as instructions and
-``vocabulary.py`` folds spelling variants and synonyms); format (beyond the parse), parsimony and repetition are
-style, paid in proportion to that content when the answer follows no wrong step, none out of order (``gate.py``);
-grounding (citation F1) and calibration (Brier against "is a right fix") stand on their own. Text is normalised before
+as instructions, in the runbook's order (``steps.py``; ``clauses.py`` reads the text as instructions, ``reading.py``
+reads each one's register and polarity, ``actions.py`` whether its verb does the step's action, ``retraction.py``
+what a later clause takes back, and ``vocabulary.py`` folds spelling variants and synonyms); format (beyond the
+parse), parsimony and repetition are style, paid in proportion to that content when the answer follows no wrong step,
+none out of order (``gate.py``); grounding (citation F1) and calibration (Brier against "is a right fix") stand on
+their own. Text is normalised before
 anything is counted (``normalize.py``), the copy check reads it as the content check does (``copying.py``), and a
 malformed answer scores 0 everywhere (``parse.py``).
 

@@ -3,19 +3,22 @@
 ``clauses`` cuts ``normalize(text)`` at *hard* boundaries: sentence ends (``.``, ``!``, ``?`` before a space or the
 end), semicolons, a colon before a space, line breaks and list markers (``-``, ``*``, bullets, ``1.``, ``2)``, ``(3)``);
 and inside a sentence at *soft* boundaries: a comma, "and", "then", "but" or "plus" where the words before it already
-form an instruction and the words after it open another one (a verb followed by a word, not a comma: "is valid and not
-revoked, ask the user" cuts before "ask", not before "not revoked"). "Remove stale leases and shorten the lease time" is
-two clauses; "Check the resolver service and its forwarders", "Rotate and compress logs" and "Verify the peer IP, remote
-AS and MD5 password" are one each (a list of objects stays with its verb). For the order alone (``steps.py`` rule 8),
-``run_together`` also cuts a clause where instructions run together without punctuation.
+form an instruction and the words after it open another one (a verb, past a register, followed by a word, not a comma:
+"is valid and not revoked, ask the user" cuts before "ask", not before "not revoked"; or a retraction: "..., but ignore
+all of that"). "Remove stale leases and shorten the lease time" is two clauses; "Check the resolver service and its
+forwarders", "Rotate and compress logs" and "Verify the peer IP, remote AS and MD5 password" are one each (a list of
+objects stays with its verb). For the order alone (``steps.py`` rule 8), ``run_together`` also cuts a clause where
+instructions run together without punctuation.
 
-An ``instruction`` is a clause in the imperative: its first word, past the words that may lead a verb
-(``vocabulary.LEADING``: "then", "do not", "soft", "immediately") and past a leading condition closed by a comma
-("if the errors keep rising, replace the optic"), is a verb (``vocabulary.VERBS``) followed by a word, not a comma,
-and a key term follows it (its object); and its function words stand where English puts them (``well_formed``). A
-list of nouns or keywords is not an instruction, nor a clause whose verb comes later ("the disk failed", "neighbor
-state show bgp summary"), nor a comma-separated list ("collect, email, headers"), nor a sentence whose words were
-shuffled ("purge message from all the via"). A terse line that starts with its verb ("restart chronyd", "flush
+An ``instruction`` is a clause in the imperative, read past its register (``reading.read``: "you should", "we will", "it
+is recommended to", "make sure to" dropped, a directed passive made active): its first word, past the words that may
+lead a verb (``vocabulary.LEADING``: "then", "do not", "soft", "immediately") and past a leading condition closed by a
+comma ("if the errors keep rising, replace the optic"), is a verb (``vocabulary.VERBS``, in any inflection) followed by
+a word, not a comma, and a key term follows it (its object); and its function words stand where English puts them
+(``well_formed``). Whether it says to do its action or not to is ``reading.read``'s polarity, not part of being an
+instruction. A list of nouns or keywords is not an instruction, nor a clause whose verb comes later ("the disk failed",
+"neighbor state show bgp summary"), nor a comma-separated list ("collect, email, headers"), nor a sentence whose words
+were shuffled ("purge message from all the via"). A terse line that starts with its verb ("restart chronyd", "flush
 client dns cache") is one: the rule reads form, not meaning, and that line states the step (so does a shuffle that
 happens to keep its verb in front and its function words in plausible places).
 
@@ -30,7 +33,10 @@ from __future__ import annotations
 import functools
 import re
 
+from propel.rewards.triage.inflection import is_verb
 from propel.rewards.triage.normalize import normalize, words
+from propel.rewards.triage.reading import read
+from propel.rewards.triage.retraction import EVERYTHING, retracts
 from propel.rewards.triage.vocabulary import ARTICLES, LEADING, NOT_AFTER_ARTICLE, SUBORDINATORS, VERBS, tokens
 
 _HARD = re.compile(r"[.!?]+(?=\s|$)|[;\n\r]+|:(?=\s)|(?:^|(?<=\s))(?:\(?\d{1,2}[.)]|[-*\u2022\u2023\u25e6])(?=\s)")
@@ -40,21 +46,25 @@ _SOFT = frozenset({",", "and", "then", "but", "plus"})
 _CONNECTORS = re.compile(r"^[\s,]*(?:(?:and|or|then|but|plus)\b[\s,]*)*", re.IGNORECASE)
 
 
-@functools.lru_cache(maxsize=65536)
-def _is_verb(word: str) -> bool:
-    read = tokens(word)
-    return bool(read) and read[0].verb
-
-
 def _opens_instruction(words: list[str], j: int) -> bool:
-    """The words from ``j`` on, past commas and ``LEADING`` words, start with a verb (``re`` then a verb counts)
-    directly followed by a word, as an instruction's does ("and not revoked, ask the user" opens none: a participle
-    closing the clause before it)."""
-    while j < len(words) and (words[j] == "," or words[j] in LEADING):
-        j += 1
-    if j < len(words) and words[j] == "re":
-        j += 1
-    return j + 1 < len(words) and _is_verb(words[j]) and words[j + 1] != ","
+    """The words from ``j`` on, past commas, ``LEADING`` words and a framing ("you should", "we need to":
+    ``reading.read``), start with a verb (``re`` then a verb counts) directly followed by a word, as an instruction's
+    does ("and not revoked, ask the user" opens none: a participle closing the clause before it), or with a passive
+    ("and the key should be revoked") or a retraction's verb ("and ignore the above")."""
+    rest = " ".join(words[j:])
+    return read(rest).opens or retracts(read(rest), rest, ()) == EVERYTHING
+
+
+def _ends(clause: str, at: str) -> bool:
+    """``clause`` may end before the connector ``at`` ("," or a word): an instruction, or a clause with a verb where
+    an instruction's goes and a word after it, whatever that is ("revoke it", "don't revoke it"), or without one at a
+    comma ("don't reboot, restart chronyd"; not "do not rotate" of "do not rotate and compress the logs", where the
+    two verbs share their object and the negation)."""
+    if instruction(clause):
+        return True
+    reading = read(clause)
+    said = words(clause)
+    return bool(reading.verbs) and reading.opens and bool(said) and (at == "," or not is_verb(said[-1]))
 
 
 def well_formed(clause: str) -> bool:
@@ -75,9 +85,11 @@ def action(clause: str) -> str:
 
 @functools.lru_cache(maxsize=16384)
 def instruction(clause: str) -> bool:
-    """A well-formed clause (``well_formed``) whose first word, past ``LEADING`` words and a leading condition closed
-    by a comma, is a verb directly followed by a word (not a comma: "collect, email, headers" is a list), with a key
-    term (its object) after the verb."""
+    """A well-formed clause (``well_formed``) whose first word, past ``LEADING`` words, a leading condition closed by
+    a comma and a framing (a modal, declarative, impersonal or passive register: ``reading.read``), is a verb directly
+    followed by a word (not a comma: "collect, email, headers" is a list), with a key term (its object) after the
+    verb."""
+    clause = read(clause).text
     if not well_formed(clause):
         return False
     items = _WORD_OR_COMMA.findall(normalize(action(clause)).lower())
@@ -86,7 +98,7 @@ def instruction(clause: str) -> bool:
         j += 1
     if j < len(items) and items[j] == "re":
         j += 1
-    if j + 1 >= len(items) or not _is_verb(items[j]) or items[j + 1] == ",":
+    if j + 1 >= len(items) or not is_verb(items[j]) or items[j + 1] == ",":
         return False
     return any(not t.stop for t in tokens(" ".join(w for w in items[j + 1 :] if w != ",")))
 
@@ -107,7 +119,7 @@ def run_together(clause: str) -> list[str]:
         at, word = found[i].start(), found[i].group().replace("-", "")
         if not (clause[at - 1].isspace() and _imperative(word)):
             continue
-        if i + 1 < len(found) and _is_verb(found[i + 1].group()):
+        if i + 1 < len(found) and is_verb(found[i + 1].group()):
             continue
         if instruction(clause[cuts[-1] : at]) and instruction(clause[at:]):
             cuts.append(at)
@@ -122,7 +134,7 @@ def _soft_split(sentence: str) -> list[str]:
         if w not in _SOFT or i == start:
             continue
         left = sentence[found[start].start() : found[i].start()]
-        if instruction(left) and _opens_instruction(lowered, i):
+        if _ends(left, w) and _opens_instruction(lowered, i):
             cuts.append(found[i].start())
             start = i
     bounds = [0, *cuts, len(sentence)]

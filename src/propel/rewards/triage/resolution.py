@@ -14,8 +14,10 @@ from propel.tasks.triage.parse import Submission
 
 class TriageResolution(TriageReward):
     """Range [0, 1]: the resolution's content (``steps.check_steps``): the share of the gold runbook's steps it
-    states in place (as instructions, in the runbook's order, nowhere out of it), less one step for every clause that
-    states a step out of order and every distractor article's step it follows, halved for a wrong escalate flag. It
+    states in place (as instructions in any register, doing the step's action with its polarity, in the runbook's
+    order, nowhere out of it, not taken back by a later retraction), less one step for every clause that states a step
+    out of order, every distractor article's step it follows and every runbook "do not" it says to do, halved for a
+    wrong escalate flag. It
     rises only when the model writes the right fix, not when it changes how it answers. ROUGE-L against the reference
     resolution is logged (``rouge_l``) as a diagnostic and pays nothing: a similarity to one reference text is not a
     right fix (a wrong runbook's steps in the reference's phrasing scored well, the right steps in other words
@@ -40,6 +42,8 @@ class TriageResolution(TriageReward):
             "missed_steps": list(check.missed),
             "unordered_steps": list(check.unordered),
             "wrong_steps": list(check.wrong),
+            "contradicted_steps": list(check.contradicted),
+            "retracted_clauses": check.retracted,
             "escalate_right": check.escalate_right,
             "rouge_l": rouge,
             "content": check.content,

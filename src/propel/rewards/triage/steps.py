@@ -13,10 +13,11 @@ The rule, in order:
    distractor step's are those no gold step has (they tell the right runbook from the retrieved wrong ones). A step's
    new terms are those the ticket does not contain (repeating the ticket is not a fix).
 3. **Instructions.** The resolution is read as clauses (``clauses.py``: sentence ends, semicolons, line breaks, list
-   markers, and a comma, "and" or "then" before another verb); a clause is an instruction when it is in the
-   imperative (its first word, past "then", "do not" or a condition closed by a comma, is a verb followed by its
-   object) and its articles stand where English puts them. A list of nouns or keywords, with or without commas or
-   bullets, and most shuffled sentences state nothing.
+   markers, and a comma, "and" or "then" before another verb); a clause is an instruction when, read in the
+   imperative (``reading.py``: its framing dropped, "you should", "we will", "it is recommended to", "make sure to";
+   a directed passive made active, "the key should be revoked"), its first word, past "then", "do not" or a
+   condition closed by a comma, is a verb followed by its object, and its articles stand where English puts them. A
+   list of nouns or keywords, with or without commas or bullets, and most shuffled sentences state nothing.
 4. **A clause states a gold step** when it contains at least half of the step's key terms and at least two of them
    (the one, for a one-term step); the same of its distinctive terms, when it has any; at least one of its new terms,
    when it has any; and no more terms of the other steps (gold or distractor) than of its own, nor more than
@@ -25,6 +26,21 @@ The rule, in order:
    (a run-on clause stuffing several steps' terms, or a keyword dump of all of them, states one step or none). A
    runbook step that holds two actions may be stated by two consecutive instructions that state nothing on their
    own ("reload the service and add an expiry alert").
+
+   4b. **Polarity and action** (``reading.py``, ``actions.py``). A clause that says not to do its action ("do not
+   revoke the key", "you should never revoke it", "avoid revoking it") states no step that says to do it; a step
+   that says not to ("Do not reboot the server") is stated only by a clause that says not to do its action ("never
+   reboot the server", "keep the server running (no reboot)"). And the clause's verb must do the step's action: a
+   step built on an inspection (check, verify, read, review, ...) is done by any verb that is not vague (acting on its
+   objects implies looking at them), any other step only by its own verb or a synonym (``actions.SYNONYMS``: revoke or
+   disable, rotate or replace); a vague verb (do, handle, address) states nothing. "Check the leaked key" does not
+   revoke it. A clause that says to do, under no other condition than the step's, what a "do not" step forbids
+   ("reboot the server") *contradicts* that step: a wrong step, as a distractor's is (rules 7 and 8).
+
+   4c. **Retractions** (``retraction.py``). A clause that takes back what came before it cancels those clauses: one
+   that refers to the answer itself ("ignore all of the above", "scratch that", "actually, don't do any of this", "do
+   nothing") every clause before it, one that names a step ("actually, don't revoke the key") the earlier clauses
+   stating that step. What follows a retraction stands.
 5. **Order.** The stated steps count in the runbook's order: of the sequence of gold steps the clauses state, the
    chain kept is the non-decreasing subsequence with the most distinct steps and clauses (a step stated again right
    after itself stays on it); every clause off that chain states a step out of order, a wrong step that cancels one
@@ -32,23 +48,24 @@ The rule, in order:
    states (an answer that does a step in two places does not say when to do it). Every runbook is an ordered
    procedure (the bank marks no step whose place is free); the bank's reference resolutions state their runbook's
    steps in its order.
-6. **Wrong steps.** A distractor step with distinctive terms is followed when the whole resolution contains enough
-   of its terms (rule 4's thresholds, wherever they appear): a wrong step is wrong however it is stated. One without
-   distinctive terms (the gold runbook has the same step) is never counted as wrong.
-7. **Content** = ``clip((steps in place - clauses off the chain - wrong steps) / gold steps, 0, 1)``, halved
-   (``WRONG_ESCALATION``) when the escalate flag is missing or differs from the gold one. It is the resolution
-   component's value.
-8. **A procedure, or not.** A resolution that follows a wrong step (a distractor's, or a gold step out of order) is
-   not the runbook, nor part of it: it keeps its content on the resolution component, but its *procedure* value
-   (``StepCheck.procedure``) is 0, so the style components pay nothing on it (``gate.py``) and it is never a right
-   fix. One that follows none (the runbook's steps in its order, some perhaps left out) is a procedure worth its
-   content. A gold step is out of order when a clause off the chain states it (rule 5), or when it is *said* out of
-   order: each instruction is read past a leading condition, as the instructions run together in it without
-   punctuation (``clauses.run_together``: "re-push the VPN profile look up the user's attempts in the gateway log"
-   is two), and each of those says the step it states (or, stating none, the first whose terms it carries) and every
-   later step whose terms it carries, where their terms come; an earlier step's terms are a reference to that step's
-   object ("replace the optic if the CRC errors keep rising"), not a step. A resolution is a *right fix* at
-   procedure >= ``RIGHT_FIX`` (0.75) with the right flag (``TriageCalibration(threshold)``).
+6. **Wrong steps.** A distractor step with distinctive terms is followed when the resolution's clauses that stand
+   (not retracted, not saying not to do their action) contain enough of its terms (rule 4's thresholds, wherever they
+   appear): a wrong step is wrong however it is stated, and warning against it ("do not restart chronyd") is not
+   following it. One without distinctive terms (the gold runbook has the same step) is never counted as wrong.
+7. **Content** = ``clip((steps in place - clauses off the chain - wrong steps - contradicted steps) / gold steps, 0,
+   1)``, halved (``WRONG_ESCALATION``) when the escalate flag is missing or differs from the gold one. It is the
+   resolution component's value.
+8. **A procedure, or not.** A resolution that follows a wrong step (a distractor's, a gold step out of order, or what a
+   gold step forbids) is not the runbook, nor part of it: it keeps its content on the resolution component, but its
+   *procedure* value (``StepCheck.procedure``) is 0, so the style components pay nothing on it (``gate.py``) and it is
+   never a right fix. One that follows none (the runbook's steps in its order, some perhaps left out) is a procedure
+   worth its content. A gold step is out of order when a clause off the chain states it (rule 5), or when it is *said*
+   out of order: each instruction is read past a leading condition, as the instructions run together in it without
+   punctuation (``clauses.run_together``: "re-push the VPN profile look up the user's attempts in the gateway log" is
+   two), and each of those says the step it states (or, stating none, the first whose terms it carries) and every later
+   step whose terms it carries, where their terms come; an earlier step's terms are a reference to that step's object
+   ("replace the optic if the CRC errors keep rising"), not a step. A resolution is a *right fix* at procedure >=
+   ``RIGHT_FIX`` (0.75) with the right flag (``TriageCalibration(threshold)``).
 
 Why rule 8: every reordering of the gold steps must score at most 60% of the honest answer's total, at whatever
 confidence and flag it states. Rules 5 and 7 alone price one swapped pair like two steps left out: it keeps
@@ -98,9 +115,14 @@ Force a step with chronyc makestep.), the right flag being "do not escalate":
 from __future__ import annotations
 
 import functools
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from propel.rewards.triage.actions import agrees, inspection, same_action
 from propel.rewards.triage.clauses import action, clauses, instruction, run_together
+from propel.rewards.triage.reading import Reading, read
+from propel.rewards.triage.retraction import concrete, named, pointed, refers_back
 from propel.rewards.triage.vocabulary import STOP_WORDS, key_terms, tokens
 
 WRONG_ESCALATION = 0.5
@@ -142,6 +164,46 @@ def step_matched(
 
 
 @dataclass(frozen=True)
+class Action:
+    """What a step asks for (rule 4b): its principal verb, the changes it makes, and whether it says not to."""
+
+    principal: str
+    """The folded stem of its first verb ("" when it has none: carried by its objects)."""
+    changes: frozenset[str]
+    """Its verbs that are not inspections (``actions.INSPECTIONS``)."""
+    negative: bool
+    """It says not to do its action ("Do not reboot the server")."""
+    conditions: frozenset[str] = frozenset()
+    """The words that open a condition in it ("Do not reimage *before* the security team reviews it")."""
+
+    def done_by(self, verbs: Iterable[str]) -> bool:
+        """A clause doing ``verbs`` does this action (``actions.agrees``)."""
+        return agrees(verbs, self.principal, self.changes)
+
+    def named_by(self, verbs: Iterable[str]) -> bool:
+        """``verbs`` name this action itself: its verb or a synonym, or an inspection for an inspection ("don't revoke
+        it" names "Revoke the key", not "Review the logs", which any action on the logs does)."""
+        return any(
+            same_action(v, c) or (inspection(v) and inspection(self.principal))
+            for v in verbs
+            for c in {self.principal, *self.changes}
+        )
+
+
+@functools.lru_cache(maxsize=4096)
+def step_action(step: str) -> Action:
+    """The ``Action`` of one runbook step, read as an answer's clauses are (``reading.read``)."""
+    readings = [read(c) for c in clauses(step)]
+    verbs = [v for r in readings for v in r.verbs]
+    return Action(
+        verbs[0] if verbs else "",
+        frozenset(v for v in verbs if not inspection(v)),
+        bool(readings) and readings[0].negated,
+        frozenset().union(*(r.conditions for r in readings)),
+    )
+
+
+@dataclass(frozen=True)
 class _Steps:
     """A ticket's gold steps as key terms, with what rule 4 compares a clause against."""
 
@@ -150,9 +212,27 @@ class _Steps:
     new: tuple[frozenset[str], ...]
     everything: frozenset[str]
     """Every key term of every gold and distractor step."""
+    actions: tuple[Action, ...]
 
-    def stated(self, clause: frozenset[str]) -> int | None:
-        """The gold step the clause's key terms state (rule 4), the best covered one; None when it states none."""
+    def fits(self, k: int, readings: tuple[Reading, ...], opposite: bool = False) -> bool:
+        """Rule 4b: the clauses (one, or a pair stating the step together) do step ``k``'s action with the step's
+        polarity: one does its action and none says not to (for a step that says not to do something, one says not
+        to do it). ``opposite``: they say to do what the step says not to, under no condition the step does not name
+        (a contradiction: "reimage after the review" does not contradict "do not reimage before the review")."""
+        action = self.actions[k]
+        if opposite:
+            return (
+                action.negative
+                and all(not r.negated and r.conditions <= action.conditions for r in readings)
+                and any(action.done_by(r.verbs) for r in readings)
+            )
+        if action.negative:
+            return any(action.done_by(r.prohibited) for r in readings)
+        return all(not r.negated for r in readings) and any(action.done_by(r.verbs) for r in readings)
+
+    def stated(self, clause: frozenset[str], readings: tuple[Reading, ...] = (), opposite: bool = False) -> int | None:
+        """The gold step the clause's key terms state (rule 4) and each of its ``readings`` does (rule 4b), the best
+        covered one; None when it states none. ``opposite``: the step it contradicts instead."""
         best, best_share = None, 0.0
         for k, step in enumerate(self.gold):
             own = clause & step
@@ -160,15 +240,19 @@ class _Steps:
                 continue
             if len((clause & self.everything) - step) > min(len(own), FOREIGN_TERMS):
                 continue  # as much of the other steps as of its own, or a run of several: not about this step
+            if readings and not self.fits(k, readings, opposite):
+                continue
             share = len(own) / len(step)
             if share > best_share:
                 best, best_share = k, share
         return best
 
-    def said(self, clause: str) -> list[int]:
-        """Rule 8's reading of an instruction, past a leading condition: the steps said by each instruction run
-        together in it (``clauses.run_together``), in order."""
-        return [k for part in run_together(action(clause)) for k in self._said(part)]
+    def said(self, reading: Reading) -> list[int]:
+        """Rule 8's reading of an instruction, past its framing and a leading condition: the steps said by each
+        instruction run together in it (``clauses.run_together``), in order, with the clause's polarity (a negated
+        clause says only the steps that say not to)."""
+        found = [k for part in run_together(action(reading.text)) for k in self._said(part)]
+        return [k for k in found if self.actions[k].negative == reading.negated or self.fits(k, (reading,))]
 
     def _said(self, part: str) -> list[int]:
         """The step the instruction states (or, stating none, the first whose terms it carries) and every later step
@@ -184,7 +268,7 @@ class _Steps:
             return min(i for i, term in enumerate(stems) if term in own)
 
         ordered = sorted(found, key=lambda k: (place(k), k))
-        stated = self.stated(terms)
+        stated = self.stated(terms, (read(part),))
         anchor = ordered.index(stated) if stated in ordered else 0
         return [k for n, k in enumerate(ordered) if n == anchor or k > ordered[anchor]]
 
@@ -210,24 +294,96 @@ def in_order(order: list[int]) -> list[int]:
     return chain[::-1]
 
 
-def stated_steps(resolution: str, steps: _Steps) -> list[int]:
-    """The gold step each instruction of ``resolution`` states, in clause order (rules 3 and 4; a pair of
-    consecutive instructions that state nothing alone may state one step together)."""
-    said = [key_terms(c) for c in clauses(resolution) if instruction(c)]
-    alone = [steps.stated(terms) for terms in said]
-    order, i = [], 0
-    while i < len(said):
-        k = alone[i]
-        if k is None and i + 1 < len(said) and alone[i + 1] is None:
-            k = steps.stated(said[i] | said[i + 1])
+_ASIDE = re.compile(r"\(([^()]*)\)")
+"""A parenthetical inside a clause."""
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A resolution read against a ticket's steps: which clauses state which step, which contradict one, and which
+    a later retraction cancels (rules 3, 4, 4b and 4c)."""
+
+    parts: tuple[str, ...]
+    readings: tuple[Reading, ...]
+    instructions: tuple[bool, ...]
+    units: tuple[tuple[int, int, int], ...]
+    """(first clause, last clause, gold step) of each statement of a step, in clause order."""
+    contradictions: tuple[tuple[int, int], ...]
+    """(clause, gold step) of each clause that says to do what a gold step says not to."""
+    retracted: frozenset[int]
+    """Clauses a later retraction cancels."""
+
+    @property
+    def order(self) -> list[int]:
+        """The gold step each statement that stands states, in clause order."""
+        return [k for a, b, k in self.units if a not in self.retracted and b not in self.retracted]
+
+    def standing(self) -> list[int]:
+        """The clauses no retraction cancels."""
+        return [i for i in range(len(self.parts)) if i not in self.retracted]
+
+
+def read_answer(resolution: str, steps: _Steps) -> _Answer:
+    """Rules 3, 4, 4b and 4c: each clause read (``reading.read``), the steps its instructions state (a pair of
+    consecutive instructions that state nothing alone may state one step together), the gold steps it contradicts,
+    and the clauses its retractions cancel (``retraction.retracts``)."""
+    parts = clauses(resolution)
+    readings = tuple(read(c) for c in parts)
+    said = tuple(instruction(c) for c in parts)
+    terms = [key_terms(r.text) for r in readings]
+    alone = [steps.stated(terms[i], (readings[i],)) if said[i] else None for i in range(len(parts))]
+    units, i = [], 0
+    while i < len(parts):
+        if alone[i] is None and said[i] and i + 1 < len(parts) and said[i + 1] and alone[i + 1] is None:
+            k = steps.stated(terms[i] | terms[i + 1], (readings[i], readings[i + 1]))
             if k is not None:
-                order.append(k)
+                units.append((i, i + 1, k))
                 i += 2
                 continue
-        if k is not None:
-            order.append(k)
+        if alone[i] is not None:
+            units.append((i, i, alone[i]))
         i += 1
-    return order
+    stating = {p for a, b, _ in units for p in (a, b)}
+    contradictions = []
+    retracted: set[int] = set()
+    pending: tuple[int, frozenset[str]] | None = None
+    for i in range(len(parts)):
+        if any(pointed(read(a), a) == frozenset() for a in _ASIDE.findall(parts[i])):
+            retracted |= set(range(i + 1))  # "(just kidding, do nothing)": an aside takes back its own clause too
+            continue
+        if i in stating:
+            continue
+        k = steps.stated(terms[i], (readings[i],), opposite=True) if said[i] else None
+        if k is not None:
+            contradictions.append((i, k))
+            continue
+        back = pointed(readings[i], parts[i])
+        if back is None:
+            continue
+        # "revoke the key. Actually, don't revoke it": a step's own verb said not to, of a pronoun, takes back the
+        # latest statement of that step (not "don't do any of this", "don't follow the above": the answer itself)
+        latest = None
+        if (
+            readings[i].negated
+            and not concrete(back) - set(readings[i].verbs)
+            and not refers_back(readings[i], parts[i])
+        ):
+            earlier = [k for a, b, k in units if b < i and steps.actions[k].named_by(readings[i].verbs)]
+            latest = earlier[-1] if earlier else None
+        if not back and latest is None:
+            retracted |= set(range(i))
+            continue
+        scope = named(back, steps.gold) if back else None
+        if scope is None and pending is not None and pending[0] == i - 1:
+            scope = named(back | pending[1], steps.gold)
+        scope = latest if scope is None else scope
+        pending = (i, back) if scope is None else None
+        for a, b, k in units:
+            # a condition the statement did not have makes a rule for a case ("ignore the CRC errors if they stay
+            # flat"), not the step taken back
+            if k == scope and b < i and readings[i].conditions <= readings[a].conditions | readings[b].conditions:
+                retracted |= {a, b}
+    return _Answer(parts, readings, said, tuple(units), tuple(contradictions), frozenset(retracted))
 
 
 @dataclass(frozen=True)
@@ -246,6 +402,10 @@ class StepCheck:
     """In [0, 1]: the steps in place net of steps out of order and wrong steps, halved for a wrong escalate flag."""
     unordered: tuple[str, ...] = ()
     """Gold steps stated (each such clause cancels one step; none is in place) or said out of the runbook's order."""
+    contradicted: tuple[str, ...] = ()
+    """Gold steps that say not to do something the resolution says to do (each cancels one step)."""
+    retracted: int = 0
+    """Clauses a later retraction cancels (rule 4c)."""
 
     @property
     def coverage(self) -> float:
@@ -253,9 +413,9 @@ class StepCheck:
 
     @property
     def procedure(self) -> float:
-        """Rule 8: ``content`` when the resolution follows no wrong step (none out of order, no distractor's), else
-        0. What style is gated by and a right fix needs."""
-        return 0.0 if self.wrong or self.unordered else self.content
+        """Rule 8: ``content`` when the resolution follows no wrong step (none out of order, no distractor's, none
+        a gold step forbids), else 0. What style is gated by and a right fix needs."""
+        return 0.0 if self.wrong or self.unordered or self.contradicted else self.content
 
     def right_fix(self, threshold: float = RIGHT_FIX) -> bool:
         """A procedure worth at least ``threshold``, with the right escalate flag."""
@@ -272,26 +432,32 @@ def check_steps(
     ticket: str = "",
 ) -> StepCheck:
     """Rules 1-8 for one resolution against a ticket's gold and distractor steps."""
-    answer = key_terms(resolution)
     asked = key_terms(ticket)
     gold = tuple(key_terms(s) for s in gold_steps)
     other = [key_terms(s) for s in distractor_steps]
     gold_all = frozenset().union(*gold)
     other_all = frozenset().union(*other)
-    steps = _Steps(gold, tuple(g - other_all for g in gold), tuple(g - asked for g in gold), gold_all | other_all)
-    order = stated_steps(resolution, steps)
+    actions = tuple(step_action(s) for s in gold_steps)
+    steps = _Steps(
+        gold, tuple(g - other_all for g in gold), tuple(g - asked for g in gold), gold_all | other_all, actions
+    )
+    answer = read_answer(resolution, steps)
+    order = answer.order
     chain = set(in_order(order))
     off = [order[p] for p in range(len(order)) if p not in chain]
     on = sorted({order[p] for p in chain} - set(off))
-    said = [k for c in clauses(resolution) if instruction(c) for k in steps.said(c)]
+    standing = answer.standing()
+    said = [k for i in standing if answer.instructions[i] for k in steps.said(answer.readings[i])]
     said_chain = set(in_order(said))
     said_off = [said[p] for p in range(len(said)) if p not in said_chain]
+    followed = frozenset().union(*(key_terms(answer.parts[i]) for i in standing if not answer.readings[i].negated))
     wrong = tuple(
         s
         for s, d in zip(distractor_steps, other, strict=True)
-        if d - gold_all and step_matched(answer, d, d - gold_all, d - asked)
+        if d - gold_all and step_matched(followed, d, d - gold_all, d - asked)
     )
-    net = (len(on) - len(off) - len(wrong)) / len(gold) if gold else 0.0
+    contradicted = tuple(dict.fromkeys(gold_steps[k] for i, k in answer.contradictions if i in set(standing)))
+    net = (len(on) - len(off) - len(wrong) - len(contradicted)) / len(gold) if gold else 0.0
     escalate_right = escalate is not None and escalate == gold_escalate
     content = min(1.0, max(0.0, net)) * (1.0 if escalate_right else WRONG_ESCALATION)
     return StepCheck(
@@ -301,4 +467,6 @@ def check_steps(
         escalate_right=escalate_right,
         content=content,
         unordered=tuple(dict.fromkeys(gold_steps[k] for k in off + said_off)),
+        contradicted=contradicted,
+        retracted=len(answer.retracted),
     )
