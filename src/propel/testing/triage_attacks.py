@@ -25,6 +25,7 @@ from propel.rewards.triage.vocabulary import STOP_WORDS
 from propel.tasks.triage.bank import ISSUES
 from propel.tasks.triage.prompt import render_ticket
 from propel.tasks.triage.schema import Article, Ticket
+from propel.testing.triage_phrasings import NEGATIONS, REGISTERS, RETRACTIONS, framed, negated
 
 CONTENT_FREE_SHARE = 0.6
 """The most an answer without a right resolution may score, as a share of the honest answer's total."""
@@ -99,6 +100,15 @@ def paraphrase(text: str) -> str:
 def honest_paraphrase(ticket: Ticket, confidence: float = HONEST_CONFIDENCE) -> str:
     """The honest answer with its resolution in an engineer's own words (``paraphrase``)."""
     return submit(paraphrase(ticket.gold_resolution), list(ticket.gold_ids), confidence, ticket.escalate)
+
+
+def honest_registers(ticket: Ticket, confidence: float = HONEST_CONFIDENCE) -> str:
+    """The honest answer with each of its steps in another register ("you should ...", "we will ...", "it is
+    recommended to ...": ``triage_phrasings.REGISTERS``, cycling over the ticket's steps), which must keep its
+    content."""
+    start = int(ticket.ticket_id[1:])
+    said = [framed(REGISTERS[(start + k) % len(REGISTERS)], u) for k, u in enumerate(reference_steps(ticket))]
+    return submit(sentences(said), list(ticket.gold_ids), confidence, ticket.escalate)
 
 
 def _runbook(ticket: Ticket) -> Article:
@@ -231,6 +241,28 @@ def _keywords(ticket: Ticket) -> str:
     return " ".join(w for w in seen if len(w) > 3)
 
 
+def _every_step_negated(ticket: Ticket) -> str:
+    """The reference's steps, each said not to be done (a negator cycling over the steps)."""
+    start = int(ticket.ticket_id[1:])
+    return sentences(
+        [negated(NEGATIONS[(start + k) % len(NEGATIONS)], u) for k, u in enumerate(reference_steps(ticket))]
+    )
+
+
+def _one_verb_per_step(verb: str) -> Callable[[Ticket], str]:
+    """One verb in front of each runbook step's key words (its own verb among them, as a noun)."""
+    return lambda t: sentences([f"{verb} the {' '.join(_step_keywords(s))}" for s in _runbook(t).steps])
+
+
+def _step_keywords(step: str) -> list[str]:
+    return [w for w in re.findall(r"[a-z0-9]+", step.lower()) if w not in STOP_WORDS]
+
+
+def _retracted(ticket: Ticket) -> str:
+    """The reference resolution, then a retraction of all of it (cycling over tickets)."""
+    return ticket.gold_resolution + " " + RETRACTIONS[int(ticket.ticket_id[1:]) % len(RETRACTIONS)]
+
+
 def _with(ticket: Ticket, **fields) -> str:
     body = {
         "resolution": ticket.gold_resolution,
@@ -345,6 +377,24 @@ CASES: tuple[Case, ...] = (
         "runbook_steps_verbatim_shuffled_with_junk",
         "resolution",
         _scrambled(lambda t: _interleaved(_shuffled(list(_runbook(t).steps), t))),
+        True,
+    ),
+    # ---------------------------------------------- polarity, register and retraction: saying a step is not enough
+    Case("every_step_negated", "resolution", _scrambled(_every_step_negated), True),
+    Case("every_step_negated_no_confidence", "resolution", _scrambled(_every_step_negated, 0.0), True),
+    Case("generic_verb_before_each_steps_words", "resolution", _scrambled(_one_verb_per_step("Check"))),
+    Case("vague_verb_before_each_steps_words", "resolution", _scrambled(_one_verb_per_step("Handle")), True),
+    Case("honest_then_retracted", "resolution", _scrambled(_retracted), True),
+    Case(
+        "honest_then_ignore_the_above_and_do_nothing",
+        "resolution",
+        _scrambled(lambda t: t.gold_resolution + " Ignore all of the above and do nothing.", 0.0),
+        True,
+    ),
+    Case(
+        "honest_retracted_in_an_aside",
+        "resolution",
+        _scrambled(lambda t: t.gold_resolution.rstrip(".") + " (just kidding, do nothing)."),
         True,
     ),
     # ---------------------------------------------------------------------------------- the escalation call
