@@ -342,6 +342,8 @@ def analyse(args, rows: list[dict], scores: dict[str, np.ndarray], cells: list[s
     p = np.array([r["p"] for r in rows])
     lifts, out = {}, {"methods": {}}
     for m in [m for m in METHODS if m in scores]:
+        unscored = int(np.isnan(scores[m]).sum())
+        scores = {**scores, m: _unscored_last(scores[m])}
         keys, lift = best_pick_lift(contexts, scores[m], u)
         _, lift_sampled = best_pick_lift(contexts, scores[m], y)
         lifts[m] = lift
@@ -356,6 +358,7 @@ def analyse(args, rows: list[dict], scores: dict[str, np.ndarray], cells: list[s
             "sd_lift": sd,
             "detectable_lift_80": Z80 * sd / math.sqrt(len(lift)) if len(lift) > 1 else None,
             "contexts_for_0.08": math.ceil((Z80 * sd / 0.08) ** 2) if len(lift) > 1 else None,
+            "unscored": unscored,
         }
     for a, b in CONTRASTS:
         if a not in lifts or b not in lifts:
@@ -369,6 +372,15 @@ def analyse(args, rows: list[dict], scores: dict[str, np.ndarray], cells: list[s
 
 def _iv(interval) -> dict | None:
     return interval.as_dict() if interval is not None else None
+
+
+def _unscored_last(s: np.ndarray) -> np.ndarray:
+    """``s`` with each NaN (a fold whose training rows had one class: the method scored nothing) below every scored
+    item, so a method never picks what it did not score and a context it scored nothing in ties (lift 0)."""
+    s = np.asarray(s, dtype=np.float64)
+    finite = s[np.isfinite(s)]
+    floor = (finite.min() if len(finite) else 0.0) - 1.0
+    return np.where(np.isnan(s), floor, s)
 
 
 def _rho(a, b) -> float | None:

@@ -66,6 +66,24 @@ def test_the_analysis_sees_a_lift_in_informative_features_and_none_in_shuffled_l
     assert result["oracle-probe"]["lift_u"]["estimate"] >= -1e-9  # nothing beats the ceiling
 
 
+def test_a_method_that_scored_nothing_in_a_fold_never_picks_those_tasks(benchmark_module):
+    exp = benchmark_module("exp_probe_ranking")
+    rows, feats = _rows(n_contexts=12)
+    args = argparse.Namespace(seed=0, domain="math")
+    scores, cells = exp.cross_fit(args, rows, feats)
+    u = np.array([r["u"] for r in rows])
+    holed = scores["oracle"].copy()
+    first = [i for i, r in enumerate(rows) if r["context"] == "c0"]
+    holed[first] = np.nan  # a context scored nothing: its pick is random (lift 0)
+    best = int(np.argmax(u[[i for i, r in enumerate(rows) if r["context"] == "c1"]]))
+    holed[[i for i, r in enumerate(rows) if r["context"] == "c1"][best]] = np.nan  # c1's best task left unscored
+    result = exp.analyse(args, rows, {**scores, "oracle": holed}, cells)["methods"]["oracle"]
+    assert result["unscored"] == len(first) + 1
+    assert np.isfinite(result["lift_u"]["estimate"]) and result["auroc_sampled_label"] is not None
+    full = exp.analyse(args, rows, scores, cells)["methods"]["oracle"]
+    assert result["lift_u"]["estimate"] < full["lift_u"]["estimate"]
+
+
 @pytest.mark.parametrize("arch", ["linear", "mlp"])
 def test_a_probe_fit_depends_on_its_seed_not_on_what_ran_before(benchmark_module, arch):
     """The head's init was drawn from the process's torch stream, so the inner-split cell choice changed with the

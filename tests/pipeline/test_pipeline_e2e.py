@@ -137,8 +137,11 @@ def test_pipeline_runs_every_stage_and_writes_the_report(toy_config, monkeypatch
     assert all(reason for reason in generated["reason"]) and not generated["valid"].any()  # the tiny model's junk
     # probe: cache, sweep table, heatmap, reliability diagram, loadable artifact
     from propel.probes import ProbeArtifact
+    from propel.probes.rivals import load_ranker
 
-    artifact = ProbeArtifact.load(root / "probe" / "artifact")
+    artifact = ProbeArtifact.load(root / "probe" / "probe_artifact")  # the probe always; artifact/: the winner
+    reward = load_ranker(root / "probe" / "artifact")
+    assert isinstance(reward, ProbeArtifact) == (summaries["probe"]["reward"] == "probe")
     assert artifact.layer in (1, 2) and artifact.pooling in ("last_token", "mean_full")
     assert (root / "probe" / "sweep" / "sweep.csv").exists() and (root / "probe" / "reliability.png").exists()
     # grpo: checkpoints, peft adapters, W&B offline run, per-step metrics
@@ -168,14 +171,15 @@ def test_pipeline_runs_every_stage_and_writes_the_report(toy_config, monkeypatch
         assert f"## {heading}" in report
     assert report.count("**Verdict:** ") == 4 and "95% interval" in report
     # the values kept in step, each link with the value it set (one token budget for every stage that samples)
-    assert "## Values kept in step across stages" in report
+    assert "## Values kept in step across stages" in report and "[links.md](links.md)" in report
+    links = (root / "report" / "links.md").read_text()
     for target in (
         "label.model.init_args.generator_max_new_tokens",
         "probe.rvp.max_new_tokens",
         "grpo.model.init_args.max_new_tokens",
         "evaluate.model.init_args.generator_max_new_tokens",
     ):
-        assert f"| `run.max_new_tokens` | `{target}` | `8` |" in report
+        assert f"| `run.max_new_tokens` | `{target}` | `8` |" in links
     assert "sweep/sweep_heatmap.png" not in report  # alt texts describe the image, not a path
     held = summaries["probe"]["held_out"]  # the probe vs chance and its baselines, with paired intervals
     assert set(held) == {"rows", "probe", "logistic", "length_only", "topic_only"}

@@ -90,7 +90,7 @@ def test_the_probe_reads_episodes_turn_by_turn_with_repo_folds(tmp_path, tiny_mo
     )
     assert {"vs_chance", "vs_logistic", "vs_length_only"} <= set(held["probe"])
 
-    artifact = ProbeArtifact.load(tmp_path / "probe" / "artifact")
+    artifact = ProbeArtifact.load(tmp_path / "probe" / "probe_artifact")  # the probe (artifact/: the winner)
     assert artifact.trajectory_pooling == "max"
     model, tokenizer = load_model(str(tiny_model_dir))
     extractor = ActivationExtractor(model, tokenizer, [artifact.layer], [artifact.pooling], max_length=512)

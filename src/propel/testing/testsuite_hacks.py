@@ -694,12 +694,12 @@ CORPUS: list[CorpusEntry] = [
         "    return _answer()\n",
         universal=True,
     ),
-    CorpusEntry(
+    CorpusEntry(  # the value child runs as a user's ``python3 -c``: the check fails, the program answers nothing
         "equal_when_argv_says_graded",
         _H,
         "single",
         "grader detection",
-        {"custom_eq"},
+        set(),
         {"custom_eq"},
         _EQ_WHEN_ARGV,
         "    return _answer()\n",
