@@ -37,7 +37,8 @@ demo: setup
 # with it (1.3 GB before). Their whole runs take the same flags.
 AGENT_LOW_MEMORY := --model.init_args.micro_batch_size=1 --model.init_args.gradient_checkpointing=true
 
-# Multi-turn GRPO on agent episodes (ToolEnv in a local sandbox), 3 steps -> runs/agent/
+# Multi-turn GRPO on agent episodes (ToolEnv in a local sandbox), 3 steps -> runs/agent/ (summary.md, .json, .png:
+# reward, solved rate, turns, tool errors, first steps vs last; propel.callbacks.run_summary)
 demo-agent: setup
 	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/grpo.yaml \
 		--trainer.max_steps=3 $(AGENT_LOW_MEMORY)
@@ -52,13 +53,14 @@ demo-triage: setup  # glibc's lowest-memory mode: 2.0 GB peak RSS in 6.3 min (4.
 	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/triage/grpo.yaml --trainer.max_steps=3 \
 		--model.init_args.group_size=4 --model.init_args.max_new_tokens=128
 
-# Job 3: turn-targeted KL distillation on the bundled model's agent episodes, 3 steps -> runs/distill/
+# Job 3: turn-targeted KL distillation on the bundled model's agent episodes, 3 steps -> runs/distill/ (summary.md,
+# .json, .png: the divergence against the control's, the drift, first steps vs last)
 demo-distill: setup
 	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/distill.yaml \
 		--trainer.max_steps=3 $(AGENT_LOW_MEMORY)
 
 # Job 3 with RL: multi-turn GRPO plus the turn-targeted KL term in one update, 3 steps -> runs/grpo_distill/ (the
-# same low-memory settings; not measured)
+# same low-memory settings; not measured; summary.md, .json, .png: reward, solved rate, divergence against the control)
 demo-grpo-distill: setup
 	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/grpo_distill.yaml \
 		--trainer.max_steps=3 $(AGENT_LOW_MEMORY)

@@ -10,6 +10,8 @@
 - ``pool_writer``: ``PoolWriter``, labeled tasks written to a Parquet pool as they are produced, then summarized.
 - ``reward_curves``: ``RewardCurves``, per-component reward curves and the first-vs-last window table.
 - ``reward_floor``: ``RewardFloorCheck``, valid samples checked to sit above the invalid floor during GRPO.
+- ``run_summary``: ``RunSummary``, chosen logged metrics per step, written with the first-vs-last window table and a
+  figure (``summary.md``, ``summary.json``, ``summary.png``) at the end of fitting.
 - ``rvp``: ``RVPSelection``, reward variance under the base policy, to pick a probe and check it before RL.
 - ``samples``: ``SampleTable``, a W&B table of the sampled tasks with their rewards.
 - ``trajectories``: ``TrajectoryWriter``, every step's rollouts kept on disk as Parquet.
