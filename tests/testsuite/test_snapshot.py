@@ -13,8 +13,10 @@ import inspect
 import json
 import re
 import sys
+import time
 import types
 from collections import OrderedDict, namedtuple
+from collections.abc import MutableMapping
 from importlib import resources
 
 import pytest
@@ -49,6 +51,96 @@ class Slotted:
 
 class Bag:
     """No constructor of its own: rebuilt from its attributes, each set as a caller would."""
+
+
+class Bound:
+    """What reading a ``Method`` attribute gives (cachetools' ``cachedmethod`` wrapper): its instance kept private."""
+
+    def __init__(self, obj):
+        self._obj, self.n = obj, obj.n
+
+    def __repr__(self):
+        return f"Bound({self.n})"
+
+
+class Method:
+    """A descriptor whose read calls the function it was made with, passing the instance being read (cachetools'
+    ``cachedmethod``: a test's class made with it holds a callback the recorder stands in for)."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, kind=None):
+        return self if obj is None else self.make(obj)
+
+    def __reduce__(self):
+        return getattr, (Methods, self.name)
+
+
+class Methods:
+    """Three such attributes: each read of one read the object again, so a snapshot that read it afresh from each
+    callback's arguments branched three ways per level until the stack ran out (the cachetools recording hung)."""
+
+    def __init__(self, n):
+        self.n = n
+
+
+class Recent(MutableMapping):
+    """A mapping whose lookup is a use (an LRU cache's: the key moves to the end), its storage private."""
+
+    def __init__(self, pairs):
+        self._data = OrderedDict(pairs)
+
+    def __getitem__(self, key):
+        self._data.move_to_end(key)
+        return self._data[key]
+
+    def __setitem__(self, key, value):
+        self._data[key] = value
+
+    def __delitem__(self, key):
+        del self._data[key]
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self):
+        return len(self._data)
+
+    def __repr__(self):
+        return f"Recent({list(self._data.items())})"
+
+
+class KeysOnly:
+    """No ``repr`` of its own: what iterating it gives is all a caller sees of its contents."""
+
+    def __init__(self, pairs):
+        self._data = dict(pairs)
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def keys(self):
+        return self._data.keys()
+
+    def __getitem__(self, key):
+        return self._data[key]
+
+
+class Watched:
+    """An object whose public property runs a (recorded) library function."""
+
+    size = None
+
+    def __init__(self, n):
+        self.n = n
+
+    @property
+    def double(self):
+        return Watched.size(self.n)
 
 
 def made(snaps, cls, *args, **kwargs):
@@ -210,3 +302,77 @@ def test_comparison_is_on_data():
     assert not same(Snapshots().observe(Box([1])), Snapshots().observe(Box([2])))
     for malformed in (None, "x", [], ["f", 3], ["d", [1]], [["s"]], ["S", [["f", "nan"], 7]]):
         assert not same(take(1), malformed)
+
+
+@pytest.mark.timeout(60)
+def test_a_read_that_leads_back_to_the_object_is_part_of_one_bounded_snapshot():
+    """A descriptor read that calls a callback with the object being read (cachetools' ``cachedmethod``) ends at the
+    callback's arguments: the snapshot is one bounded read, not a fresh one per callback call."""
+    recording = Snapshots()
+    make = recording.stand_in(lambda obj: Bound(obj))
+    for name in "abc":
+        method = Method(make)
+        method.__set_name__(Methods, name)
+        setattr(Methods, name, method)
+    try:
+        start = time.perf_counter()
+        one, again, two = (recording.observe(Methods(n)) for n in (1, 1, 2))
+        assert time.perf_counter() - start < 5
+        assert same(one, again) and not same(one, two)  # what a caller reads (methods.a.n, the repr) is there
+        assert one[2][1][0] == [["s", "a"], recording.observe(Bound(Methods(1)))]
+        assert not recording.reading  # the snapshot is closed: the next one starts with a whole budget
+        assert recording.tables[0][1:] == []  # the callback's arguments held the object being read: not keyed
+        # the replaying side reads the same way: its callback is called inside the read and ends at once too
+        replay = Snapshots(tables=json.loads(json.dumps(recording.tables)))
+        for name in "abc":
+            setattr(Methods, name, Method(replay.rebuild(["cb", 0])))
+            getattr(Methods, name).__set_name__(Methods, name)
+        start = time.perf_counter()
+        seen = replay.observe(Methods(1))
+        assert time.perf_counter() - start < 5
+        assert seen[2][1][0] == [["s", "a"], ["raise", "builtins", "LookupError"]]
+    finally:
+        for name in "abc":
+            delattr(Methods, name)
+
+
+def test_a_snapshots_reads_are_not_recorded_as_calls():
+    """A property that runs a target while an object is read is part of reading it: the recorder lets that call
+    pass (the suite's own call of the target is kept)."""
+    from propel.sandbox import processes
+
+    sys.modules.setdefault("propel_box.processes", processes)  # shipped into the package as box_files() does
+    from propel_box.record_runner import Recorder
+
+    snaps = Snapshots()
+    recorder = Recorder(snaps)
+    Watched.size = staticmethod(recorder.wrap(f"{__name__}:double:call", lambda n: 2 * n))
+    try:
+        seen = snaps.observe(Watched(3))
+        assert seen[2] == ["d", [[["s", "double"], ["i", "6"]], [["s", "n"], ["i", "3"]]]]
+        assert recorder.records[f"{__name__}:double:call"] == []
+        assert Watched.size(4) == 8 and len(recorder.records[f"{__name__}:double:call"]) == 1
+    finally:
+        Watched.size = None
+
+
+def test_a_mapping_is_read_without_its_own_lookup():
+    """An LRU-like mapping is not used by being read (no lookup: its order stays), its contents still show where it
+    shows them (its repr); a dict subclass gives its values from the dict itself; another mapping its keys."""
+    observe = Snapshots().observe
+    recent = Recent([(1, "a"), (2, "b")])
+    seen = observe(recent)
+    assert list(recent) == [1, 2]  # no key was moved to the end
+    assert seen[5] == ["l", [["i", "1"], ["i", "2"]]] and seen[4] == ["i", "2"]
+    assert same(seen, observe(Recent([(1, "a"), (2, "b")])))
+    assert not same(seen, observe(Recent([(1, "a"), (2, "c")])))  # another value: its repr shows it
+    assert observe(OrderedDict(a=1))[0] == "r"  # a dict subclass with a reducer of its own is rebuilt as pickle does
+
+    class Counted(dict):
+        pass
+
+    Counted.__qualname__, Counted.__module__ = "Counted", __name__
+    globals()["Counted"] = Counted
+    assert observe(Counted(a=1))[5] == ["l", [["l", [["s", "a"], ["i", "1"]]]]]
+    assert not same(observe(Counted(a=1)), observe(Counted(a=2)))
+    assert observe(KeysOnly({"a": 1}))[5] == ["l", [["s", "a"]]]  # keys only: its values are its lookup's

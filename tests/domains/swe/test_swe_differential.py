@@ -121,3 +121,13 @@ def test_what_nothing_replays_is_untrusted(parse_diff):
     assert [r.status for r in results] == ["untrusted", "untrusted"]
     assert "0 replayable" in results[0].detail or "never called" in results[0].detail
     assert "changes no function" in results[1].detail
+
+
+def test_a_source_layouts_library_is_imported_where_it_is_replayed(swe_repo, sandbox, tmp_path):
+    """isodate lives under ``src/``: the replay's workspace (inside the runner's own folder) puts ``src`` on the
+    graded child's path, as a user runs a source layout, and the grader's folder leaving ``sys.path`` keeps it, so
+    the clean library's recorded calls replay the same and are kept (they were all lost to a ModuleNotFoundError)."""
+    profile, root, _ = swe_repo("isodate")
+    target = "isodate.isodates:parse_date"
+    recording = Differential(profile, root, sandbox, cache=tmp_path).recordings([target])[target]
+    assert recording.recorded > 0 and len(recording.checks) == recording.recorded

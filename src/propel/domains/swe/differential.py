@@ -38,9 +38,10 @@ from propel.sandbox.sandbox import Sandbox
 from propel.testsuite.runner import encode_files
 from propel.testsuite.shipping import framed_records, graded_limits, job, job_limits
 
-RECORD_VERSION = 2
+RECORD_VERSION = 3
 """Bumped when what a recording holds changes (cached recordings of another version are made again); 2: objects as
-their constructor calls, outcomes as a caller sees them, a string-hash seed of the repository's own."""
+their constructor calls, outcomes as a caller sees them, a string-hash seed of the repository's own; 3: a mapping's
+values read only from a dict, a snapshot's own reads part of it (one budget, calls they make not recorded)."""
 STATE = "<state>"
 """The qualname standing for a module's data globals in a target ``module:<state>``."""
 Variant = Mapping[str, "bytes | str | None"]

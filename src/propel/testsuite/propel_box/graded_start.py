@@ -79,6 +79,16 @@ class PlainMain:
             setattr(self.module, top, sys.modules[top])
 
 
+def _grader_path(entry, box, ws):
+    """Whether a ``sys.path`` entry is the grader's: its folder or one in it, other than the workspace (which a
+    runner may make inside its own folder: a source layout's ``PYTHONPATH`` entry, ``ws/src``, is the user's)."""
+    return _inside(entry, box) and not _inside(entry, ws)
+
+
+def _inside(entry, root):
+    return entry == root or entry.startswith(root.rstrip("/") + "/")
+
+
 def start_graded(config, baseline, path):
     """Confine this child and make it plain (see the module docstring): ``(send, graded_dir, main)``, where
     ``send(record)`` writes one framed record to stdout and ``main`` is the plain ``__main__``. ``config`` has
@@ -98,7 +108,7 @@ def start_graded(config, baseline, path):
     runtime = confine.runtime_paths()
     own = [p for p in ("/proc/self", "/proc/thread-self") if os.path.exists(p)]
     abi = confine.restrict(read=runtime + [ws] + own, write=[ws, tmp], read_write_files=[os.devnull], list_only=["/"])
-    if config.get("threads"):  # no new process, threads allowed (else RLIMIT_NPROC as the runner set it)
+    if config.get("threads"):  # no new process, threads allowed (a replay child keeps its job's process limit)
         no_spawn.apply()
     send({"start": abi})
 
@@ -110,7 +120,7 @@ def start_graded(config, baseline, path):
         emit, lambda f: f.startswith(graded_dir), writable=[ws, tmp], readable=runtime + [ws] + own, graded_root=ws
     )
     os.environ.pop("PYTHONHASHSEED", None)  # the runner's fixed seed (a replay's), not a user's variable
-    sys.path[:] = [p for p in path if p != box and not p.startswith(box + "/")]
+    sys.path[:] = [p for p in path if not _grader_path(p, box, ws)]
     main = PlainMain()
     kept = [sys.modules.pop(name) for name in list(sys.modules) if name not in baseline]
     for module in kept:  # a heap walk finds the loop's classes: they name no module of the grader's

@@ -11,7 +11,8 @@ the construction it is. A test's own callables (lambdas, helpers) become callbac
 modules are never referenced. For each module of the targets, its data globals right after import are kept too (a
 function that only runs at import time, such as a table builder, shows there). Recorders are installed when pytest
 configures, before collection, on the target's own name and on every library reference to the same function
-(re-exports, class aliases, closures).
+(re-exports, class aliases, closures). A call a snapshot's own reads make (a property, ``repr`` or descriptor that
+runs a target) is part of reading, as what consuming a result calls is part of its call: it passes unrecorded.
 
 The runner does not judge anything: ``replay_runner`` replays these calls in a graded child and compares there.
 """
@@ -58,7 +59,7 @@ class Recorder:
 
         @functools.wraps(function)
         def recorder(*args, **kwargs):
-            if len(records) >= MAX_CALLS or depth[0] or attempts[0] >= MAX_ATTEMPTS:
+            if len(records) >= MAX_CALLS or depth[0] or attempts[0] >= MAX_ATTEMPTS or snaps.reading:
                 return function(*args, **kwargs)
             attempts[0] += 1
             args = [snaps.stand_in(a) for a in args]

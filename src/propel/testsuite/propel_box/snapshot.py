@@ -13,8 +13,8 @@ carry their calls. A snapshot is a tree of JSON-able lists, in one of two forms:
 - ``observe`` (outcomes and what a call did to its arguments, which are only compared): the same, except that an
   object pickle would rebuild without its constructor is written as what a caller can see of it
   (``["o", class, public attributes, repr, len, items]``: its attributes and properties not named ``_...``, its
-  own ``repr``, its length and items when it has them), never its private state: a repair that adds a memo, a
-  lazily cached attribute or ``__slots__`` is the same object to its callers.
+  own ``repr``, its length and what iterating it gives when it has them, a dict's values too), never its private
+  state: a repair that adds a memo, a lazily cached attribute or ``__slots__`` is the same object to its callers.
 
 A callable argument with no importable name (a lambda or helper of a test) is recorded as a *callback*: the recording
 side passes the function a stand-in that forwards each call and keeps its arguments and outcome (a table,
@@ -26,8 +26,16 @@ Trees are compared as data (``same``), never rebuilt by the trusted side: what a
 as nested lists of strings and numbers, whatever its objects claim about themselves. A value with no snapshot (a
 generator inside a container, an open file, a cycle, a class defined in a test, an object whose constructor call was
 not recorded) raises ``NoSnapshot``; the call that carried it is not replayed.
+
+A snapshot is one bounded read, whatever the code it reads runs: an attribute, ``repr`` or iteration may call into the
+library, a recorded target or a callback (cachetools' ``cachedmethod`` descriptor calls the function it was made with,
+passing the instance being read). A snapshot taken while another is being taken in the same thread (a callback's
+arguments, a constructor's call) is part of it: it draws on the same ``MAX_NODES`` budget, goes on from its depth and
+sees the objects it is inside of as a cycle, so a read that leads back to the object being read ends at once instead
+of reading it afresh, level after level; the recorder lets the calls such reads make pass (``Snapshots.reading``).
 """
 
+import _thread
 import ast
 import base64
 import copyreg
@@ -61,6 +69,8 @@ MAX_MADE = 20_000
 _METHODS = (types.FunctionType, staticmethod, classmethod, types.BuiltinFunctionType, types.MethodDescriptorType)
 _METHODS += (types.WrapperDescriptorType, types.ClassMethodDescriptorType, type)
 """Class attributes that are behaviour, not state (left out of what a caller sees of an object)."""
+_CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
+"""``inspect.CO_VARARGS`` and ``inspect.CO_VARKEYWORDS`` (``inspect`` is not imported where a repair runs)."""
 
 
 class NoSnapshot(TypeError):
@@ -131,6 +141,12 @@ class Snapshots:
         self._callbacks = {}  # id(function) -> (function, table index): the stand-ins and replayed callables
         self._made = {}  # id(object) -> (the object or a weak reference to it, its constructor call's tree)
         self._building = set()
+        self._open = _thread._local()  # .state: [budget, active] of the snapshot this thread is taking, else None
+
+    @property
+    def reading(self):
+        """Whether this thread is taking a snapshot (what runs now is one of its reads, not a call of the suite)."""
+        return getattr(self._open, "state", None) is not None
 
     # ------------------------------------------------------------------------------------------------ taking
     def reference(self, obj):
@@ -152,8 +168,17 @@ class Snapshots:
     def take(self, value, _depth=0, _budget=None, _active=None, _observed=False):
         """The snapshot of ``value`` that ``rebuild`` turns back into an object (see the module docstring); raises
         ``NoSnapshot``."""
-        budget = _budget if _budget is not None else [MAX_NODES]
-        active = _active if _active is not None else set()
+        if _budget is None:
+            state = getattr(self._open, "state", None)
+            if state is not None:  # a read of the snapshot being taken led here: part of it (module docstring)
+                budget, active = state
+                return self.take(value, len(active), budget, active, _observed)
+            self._open.state = [[MAX_NODES], set()]
+            try:
+                return self.take(value, 0, *self._open.state, _observed)
+            finally:
+                self._open.state = None
+        budget, active = _budget, _active if _active is not None else set()
         budget[0] -= 1
         if budget[0] < 0 or _depth > MAX_DEPTH:
             raise NoSnapshot("the value is too large or too deeply nested")
@@ -214,7 +239,15 @@ class Snapshots:
 
     def _seen(self, value, kind, depth, budget, active):
         """``["o", class, {public attribute: observed}, repr, len, items]`` of an object (``["raise", module,
-        qualname]`` in place of what raised when read)."""
+        qualname]`` in place of what raised when read).
+
+        ``items`` is what iterating the object gives; a ``dict`` (or subclass) gives its key and value pairs, read
+        from the dict itself as ``dict(obj)``, ``{**obj}`` or ``json.dumps`` read them. Another mapping's values are
+        not read: its only way to them is its own lookup, which a cache counts as a use (an LRU cache moves the key
+        to the end, an LFU cache counts it, a TTL cache checks the clock), so reading them would change what the
+        recorded suite does next and which key the object evicts. Its values still show where its class shows
+        them to a caller (its ``repr``: cachetools' caches print their data; a public attribute: ``UserDict.data``)
+        and in the recorded outcomes of the suite's own lookups."""
 
         def read(how):
             try:
@@ -224,6 +257,7 @@ class Snapshots:
             except Exception as error:
                 return ["raise", *exception_name(error)]
 
+        shown = self.take(kind, depth, budget, active)  # first: an object of a test's class is not read at all
         attrs = []
         for name in sorted(n for n in dir(value) if isinstance(n, str) and not n.startswith("_")):
             if isinstance(_static(kind, name), _METHODS):
@@ -231,12 +265,12 @@ class Snapshots:
             attrs.append([["s", name], read(lambda name=name: getattr(value, name))])
         text = read(lambda: repr(value)) if kind.__repr__ is not object.__repr__ else None
         size = read(lambda: len(value)) if hasattr(kind, "__len__") else None
-        items = None
-        if hasattr(kind, "keys") and hasattr(kind, "__getitem__"):
-            items = read(lambda: [[k, value[k]] for k in _bounded(value.keys())][:MAX_ITEMS])
+        items = None  # never through the object's own lookup (see above)
+        if isinstance(value, dict):
+            items = read(lambda: [list(pair) for pair in _bounded(dict.items(value))][:MAX_ITEMS])
         elif hasattr(kind, "__iter__"):
             items = read(lambda: _bounded(value)[:MAX_ITEMS])
-        return ["o", self.take(kind, depth, budget, active), ["d", attrs], text, size, items]
+        return ["o", shown, ["d", attrs], text, size, items]
 
     def _reduced(self, value, depth, budget, active, observed):
         try:
@@ -474,15 +508,26 @@ def _parameters(fn):
 
 def _forwarding(parameters):
     """``"(a, b) + tuple(rest), {'k': k, **kw}"``: how a lambda taking ``parameters`` passes them on as ``args,
-    kwargs``; None when ``parameters`` is not a parameter list."""
+    kwargs``; None when ``parameters`` is not a parameter list. Read from the compiled lambda's code object (the
+    box is its own process: the package's parse lock does not reach it, and compiling is what the caller does next
+    anyway). It imports nothing: it runs in the graded child, whose ``sys.modules`` graded code can read."""
     try:
-        spec = ast.parse(f"lambda {parameters}: None", mode="eval").body.args
-    except SyntaxError:
+        consts = compile(f"lambda {parameters}: None", "<string>", "eval").co_consts
+    except (SyntaxError, ValueError):
         return None
-    args = "(" + "".join(f"{a.arg}, " for a in [*spec.posonlyargs, *spec.args]) + ")"
-    if spec.vararg is not None:
-        args = f"{args} + tuple({spec.vararg.arg})"
-    pairs = [f"{a.arg!r}: {a.arg}" for a in spec.kwonlyargs] + ([f"**{spec.kwarg.arg}"] if spec.kwarg else [])
+    code = next((c for c in consts if isinstance(c, types.CodeType)), None)
+    if code is None:
+        return None
+    names = code.co_varnames
+    positional, keyword_only = code.co_argcount, code.co_kwonlyargcount
+    args = "(" + "".join(f"{name}, " for name in names[:positional]) + ")"
+    at = positional + keyword_only
+    if code.co_flags & _CO_VARARGS:
+        args = f"{args} + tuple({names[at]})"
+        at += 1
+    pairs = [f"{name!r}: {name}" for name in names[positional : positional + keyword_only]]
+    if code.co_flags & _CO_VARKEYWORDS:
+        pairs.append(f"**{names[at]}")
     return f"{args}, {{{', '.join(pairs)}}}"
 
 
