@@ -79,6 +79,29 @@ class PlainMain:
             setattr(self.module, top, sys.modules[top])
 
 
+class GradedCalls:
+    """What ``BOOT`` calls and where its results go (``next``, ``returned``, ``raised``): the value and replay
+    children's shared half; each defines ``_steps``, the generator of ``(function, args, kwargs)`` it answers."""
+
+    def __init__(self, send, main):
+        self.send, self.main = send, main
+        self.readline, self.loads = sys.stdin.readline, json.loads
+        self.steps = self._steps()
+        self.result = self.error = None
+
+    def _steps(self):
+        raise NotImplementedError
+
+    def next(self):
+        return next(self.steps)
+
+    def returned(self, value):
+        self.result, self.error = value, None
+
+    def raised(self, error):
+        self.result, self.error = None, error
+
+
 def _grader_path(entry, box, ws):
     """Whether a ``sys.path`` entry is the grader's: its folder or one in it, other than the workspace (which a
     runner may make inside its own folder: a source layout's ``PYTHONPATH`` entry, ``ws/src``, is the user's)."""

@@ -16,7 +16,7 @@ import json
 import sys
 
 from propel_box import snapshot, targets
-from propel_box.graded_start import start_graded
+from propel_box.graded_start import GradedCalls, start_graded
 
 
 def _function(target):
@@ -35,24 +35,12 @@ def _error(error):
         return type(error).__name__
 
 
-class _Calls:
-    """What ``BOOT`` calls and where its results go (``next``, ``returned``, ``raised``)."""
+class _Calls(GradedCalls):
+    """Rebuild each recorded call's arguments and replay it into the library."""
 
     def __init__(self, config, send, main):
-        self.send, self.main = send, main
         self.snaps = snapshot.Snapshots(tables=config.get("tables") or [])
-        self.readline, self.loads = sys.stdin.readline, json.loads
-        self.steps = self._steps()
-        self.result = self.error = None
-
-    def next(self):
-        return next(self.steps)
-
-    def returned(self, value):
-        self.result, self.error = value, None
-
-    def raised(self, error):
-        self.result, self.error = None, error
+        super().__init__(send, main)
 
     def _import(self, module):
         """The import as a user's ``import module`` makes it, from ``BOOT``'s frame (once per module)."""

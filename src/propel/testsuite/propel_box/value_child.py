@@ -14,7 +14,7 @@ import json
 import sys
 
 from propel_box import codec
-from propel_box.graded_start import start_graded
+from propel_box.graded_start import GradedCalls, start_graded
 
 
 def _failure(error):
@@ -25,24 +25,13 @@ def _failure(error):
     return {"raised": type(error).__name__, "message": message, "base": not isinstance(error, Exception)}
 
 
-class _Calls:
-    """What ``BOOT`` calls and where its results go (``next``, ``returned``, ``raised``)."""
+class _Calls(GradedCalls):
+    """Import the model's module, then one ``candidate(*args, **kwargs)`` per request."""
 
     def __init__(self, config, send, graded_dir, main):
-        self.send, self.graded_dir, self.main = send, graded_dir, main
+        self.graded_dir = graded_dir
         self.module, self.entry = config["module"], config["entry"]
-        self.readline, self.loads = sys.stdin.readline, json.loads
-        self.steps = self._steps()
-        self.result = self.error = None
-
-    def next(self):
-        return next(self.steps)
-
-    def returned(self, value):
-        self.result, self.error = value, None
-
-    def raised(self, error):
-        self.result, self.error = None, error
+        super().__init__(send, main)
 
     def _steps(self):
         yield __import__, (self.module,), {}
