@@ -176,3 +176,27 @@ def test_a_planted_degenerate_drift_trips_the_alarm_and_a_steady_run_does_not(ca
     assert drifted.start_metrics["monitor/degenerate"] == 0.0 and drifted.breaches
     assert any("monitor/degenerate_answer_stated 0.000 -> 0.750" in b for b in drifted.breaches)
     assert not fit(collapse_at=100).breaches  # honest all along: no alarm
+
+
+class _Recovering(_Generating):
+    """Its tasks start degenerate (stating their answer) and turn honest from step ``collapse_at`` on."""
+
+    def training_step(self, batch, batch_idx):
+        share = 0.0 if self.global_step + 1 >= self.collapse_at else 0.75
+        self.rollout_state = RolloutState(step=self.global_step, samples=_math_samples(share, seed=self.global_step))
+        return (self.w - batch.mean()) ** 2
+
+
+def test_a_generator_that_degenerates_less_than_it_started_is_no_alarm():
+    detector = CollapseDetector(every_n_steps=2, self_bleu_max=None, distinct_min=None, top_topic_max=None)
+    trainer = pl.Trainer(max_steps=8, callbacks=[detector], logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, accelerator="cpu")  # fmt: skip
+    trainer.fit(_Recovering(5))
+    assert detector.start_metrics["monitor/degenerate"] == 0.75 and detector.last_metrics["monitor/degenerate"] == 0.0
+    assert not any("monitor/degenerate" in b for b in detector.breaches)  # (the honest tasks share one template)
+    # each share alarms in the direction that is degeneration: fewer distinct templates, a larger top topic
+    start = {"monitor/distinct_templates": 0.8, "monitor/top_topic": 0.6, "monitor/top_topic_valid": 0.6}
+    detector.start_metrics = dict(start)
+    assert detector.check({"monitor/distinct_templates": 1.0, "monitor/top_topic": 0.3}) == []
+    fell = detector.check({"monitor/distinct_templates": 0.5, "monitor/top_topic_valid": 0.9})
+    assert len(fell) == 2 and "-0.300" in fell[0] and "+0.300" in fell[1]

@@ -26,9 +26,16 @@ log = logging.getLogger(__name__)
 ACTIONS = ("warn", "stop")
 ALARMS = "collapse_alarms.json"
 """Every alarm of the run, in the trainer's root folder (a list of messages, rewritten at each new one)."""
-DRIFTING = ("monitor/degenerate", "monitor/copies", "monitor/distinct_templates", "monitor/top_template",
-            "monitor/top_topic")  # fmt: skip
-"""The degeneration shares (and their ``_<reason>`` variants) whose drift from the run's start is an alarm."""
+DRIFTING = {"monitor/degenerate": 1, "monitor/copies": 1, "monitor/distinct_templates": -1,
+            "monitor/top_template": 1, "monitor/top_topic": 1}  # fmt: skip
+"""The degeneration shares (and their ``_<reason>`` variants) whose drift from the run's start is an alarm, with the
+direction that is degeneration (+1: rising; -1: falling, as fewer distinct templates): a generator that becomes more
+diverse or less degenerate than it started is not an alarm."""
+
+
+def _degeneration_direction(key: str) -> int:
+    """+1 / -1: the direction in which ``key`` degenerates (``DRIFTING``); 0: not a drifting share."""
+    return next((sign for name, sign in DRIFTING.items() if key.startswith(name)), 0)
 
 
 def degenerate_reason(sample: Sample) -> str | None:
@@ -92,7 +99,8 @@ class CollapseDetector(pl.Callback):
     in-context examples), ``monitor/distinct_templates`` and ``monitor/top_template`` (numbers masked),
     ``monitor/top_topic`` (as ``collapse/top_topic``), and the answer-size distribution (``monitor/answer_log10_q10``,
     ``_median``, ``_q90``, of ``log10(1 + |answer|)``). The first check's values are the run's start; a later check
-    where a share moved more than ``drift_max`` from it is an alarm (``warn`` or ``stop`` as above).
+    where a share moved more than ``drift_max`` from it towards degeneration (``DRIFTING``) is an alarm (``warn`` or
+    ``stop`` as above).
 
     Args:
         every_n_steps: check interval in optimizer steps.
@@ -160,7 +168,7 @@ class CollapseDetector(pl.Callback):
         if self.drift_max is not None:
             for key, start in self.start_metrics.items():
                 now = metrics.get(key)
-                if now is not None and abs(now - start) > self.drift_max:
+                if now is not None and _degeneration_direction(key) * (now - start) > self.drift_max:
                     out.append(f"{key} {start:.3f} -> {now:.3f} ({now - start:+.3f}, beyond {self.drift_max})")
         return out
 
@@ -178,7 +186,7 @@ class CollapseDetector(pl.Callback):
         self.last_metrics = self.measure_samples(samples)
         first = not self.start_metrics
         for key, value in self.last_metrics.items():  # the first check is where the run starts; a degenerate
-            if key.startswith(DRIFTING) and key not in self.start_metrics:  # reason first seen later started at 0
+            if _degeneration_direction(key) and key not in self.start_metrics:  # reason first seen later started at 0
                 self.start_metrics[key] = value if first or not key.startswith("monitor/degenerate_") else 0.0
         pl_module.log_dict(self.last_metrics, on_step=True, on_epoch=False)
         breaches = self.check(self.last_metrics)
