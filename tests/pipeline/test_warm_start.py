@@ -176,3 +176,20 @@ def test_the_warm_start_takes_the_reward_its_section_gives(tmp_path):
 def test_a_gate_arm_without_its_warm_start_or_with_its_own_reward_is_refused(tmp_path, overrides, expected):
     with pytest.raises(ConfigError, match=expected):
         load_pipeline_config(None, [f"workdir={tmp_path / 'run'}", *overrides])
+
+
+def test_a_stage_that_continues_the_warm_start_reports_only_the_alarms_it_raised(tmp_path):
+    """The GRPO stage restores the warm start's collapse detector, alarms included: its summary keeps its own."""
+    from propel.callbacks.collapse import ALARMS
+    from propel.pipeline.stages import stage_alarms
+
+    cfg = load_pipeline_config(None, [f"workdir={tmp_path / 'run'}", *FIRST])
+    early = "propel: mode collapse or degeneration suspected at step 12: monitor/degenerate 0.111 -> 0.364"
+    late = "propel: mode collapse or degeneration suspected at step 30: monitor/degenerate 0.111 -> 0.500"
+    for stage, alarms in (("warm_start", [early]), ("grpo", [early, late]), ("gate_arm", [early])):
+        (cfg.root / stage).mkdir(parents=True)
+        (cfg.root / stage / ALARMS).write_text(json.dumps(alarms))
+    assert stage_alarms(cfg, "warm_start") == [early]
+    assert stage_alarms(cfg, "grpo") == [late] and stage_alarms(cfg, "gate_arm") == []
+    no_warm = load_pipeline_config(None, [f"workdir={tmp_path / 'run'}"])  # no warm start: nothing is inherited
+    assert stage_alarms(no_warm, "grpo") == [early, late]

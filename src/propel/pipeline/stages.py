@@ -209,6 +209,18 @@ def start_checkpoint(cfg: PipelineConfig, name: str) -> Path | None:
     return warm
 
 
+def stage_alarms(cfg: PipelineConfig, name: str) -> list[str]:
+    """The monitors' alarms a GRPO stage raised itself: a stage that continues the warm start restores its
+    detector's state, alarms included, so the warm start's own alarms are left out (its section reports them)."""
+
+    def read(stage: str) -> list[str]:
+        path = cfg.root / stage / ALARMS
+        return json.loads(path.read_text()) if path.exists() else []
+
+    inherited = set(read(WARM_START)) if name in ("grpo", GATE_ARM) and WARM_START in cfg.stages else set()
+    return [alarm for alarm in read(name) if alarm not in inherited]
+
+
 def run_warm_start(cfg: PipelineConfig) -> dict:
     """GRPO against the validity gate alone into ``workdir/warm_start``; the GRPO stage continues it."""
     return run_grpo(cfg, WARM_START)
@@ -244,7 +256,7 @@ def run_grpo(cfg: PipelineConfig, name: str = "grpo") -> dict:
         "adapter": latest_adapter(out / "adapters"),
         "curves": {"reward": reward, "valid_rate": valid, "kl": kl},
         "collapse": _collapse_points(metrics),
-        "alarms": json.loads((out / ALARMS).read_text()) if (out / ALARMS).exists() else [],
+        "alarms": stage_alarms(cfg, name),
         "signal_cost": signal_cost(
             metrics,
             0
