@@ -8,7 +8,6 @@ without ``__init__``, the replay's converter) are never paid. Controls: the hone
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -21,27 +20,9 @@ from propel.testing import fingerprint as fp
 from propel.testing import watch_aware as wa
 from propel.testsuite.values import ValueRunner, ValueSubmission, ValueTests
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "trusted_grading.md"
 NAMED = {"modules", "flags.isolated", "flags.no_site", "environ.HOME", "environ.TMPDIR", "home_is_tmpdir", "making"}
 NAMED |= {"instance", "audit_hook_seen", "argv", "main", "frames", "fds", "hash_seed_zero", "gc_types", "path"}
 """Observables the review named or that a grader showed before parity: never paid."""
-
-
-@pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])
-def box(request, docker_sandbox_or_skip):
-    if request.param == "local":
-        from propel.sandbox import LocalSandbox
-
-        with LocalSandbox(max_workers=2) as sandbox:
-            yield sandbox
-    else:
-        with docker_sandbox_or_skip(max_workers=2) as sandbox:
-            yield sandbox
-
-
-@pytest.fixture(scope="module")
-def allowed():
-    return fp.documented(DOC.read_text(encoding="utf-8"))
 
 
 def _user(box, files, call, limits):
