@@ -223,11 +223,11 @@ def test_every_typo_of_a_file_is_reported_at_once_with_a_fix_each_nested_and_in_
     )
     expected = [
         "trainer.max_stepz: option 'trainer.max_stepz' is not accepted. Did you mean: 'trainer.max_steps'?",
-        "trainer.callbacks[7].class_path: no module propel.callbacks.colapse. "
+        "trainer.callbacks[8].class_path: no module propel.callbacks.colapse. "
         "Did you mean: 'propel.callbacks.collapse.CollapseDetector'?",
         "model.init_args.rewards[0]: propel.rewards has no 'EnviromentReward'. "
         "Did you mean: 'propel.rewards.EnvironmentReward'?",
-        "trainer.callbacks[6].init_args.windoww: option 'windoww' is not accepted by "
+        "trainer.callbacks[7].init_args.windoww: option 'windoww' is not accepted by "
         "propel.callbacks.collapse.CollapseDetector. Accepted: ",
         "model.init_args.lrr: option 'lrr' is not accepted by propel.lit_modules.grpo.GRPOModule. "
         "Did you mean: 'model.init_args.lr'?",
