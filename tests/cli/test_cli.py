@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from tests.cli.light_run import run_light
+
 PROPEL = [sys.executable, "-m", "propel.cli"]
 
 
@@ -270,15 +272,7 @@ def test_building_propel_cli_directly_silences_adverts():
 def test_a_job_before_its_inputs_exist_says_what_to_run_first(tmp_path, args, expected):
     """From an empty folder, a job that reads an earlier job's output ends in one line naming the commands that
     write it, before anything heavy loads (it used to be a 20-frame traceback from the reward's setup)."""
-    code = (
-        "import sys\nfrom propel.cli import main\n"
-        f"try:\n    main({list(args)!r})\n"
-        "except SystemExit as e:\n    assert e.code == 2, e.code\n"
-        "heavy = [m for m in ('torch', 'lightning', 'transformers') if m in sys.modules]\n"
-        "assert not heavy, heavy"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = run_light(list(args), tmp_path)
     lines = out.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"propel: error: {expected}"), out.stderr
     assert not any(tmp_path.iterdir())  # nothing written

@@ -105,17 +105,9 @@ def test_documented_compare_command_runs(tmp_path):
 @pytest.mark.parametrize("flag", ["--help", "--version"])
 def test_top_level_flags_answer_without_heavy_imports(flag):
     """``propel --help``/``--version`` answer from the entry module alone: no torch, Lightning or transformers."""
-    import subprocess
-    import sys
+    from tests.cli.light_run import run_light
 
-    code = (
-        "import sys; from propel.cli import main\n"
-        f"try:\n    main([{flag!r}])\nexcept SystemExit as e:\n    assert e.code == 0\n"
-        "heavy = [m for m in ('torch', 'lightning', 'transformers', 'vllm') if m in sys.modules]\n"
-        "assert not heavy, heavy"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = run_light([flag], ROOT, exit_code=0)
     if flag == "--help":
         from propel.cli.main import subcommands
 

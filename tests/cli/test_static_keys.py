@@ -1,7 +1,5 @@
 """Misspelled keys refused from the classes' source before any heavy import, agreeing with jsonargparse."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from propel.cli.static_keys import (
 )
 from propel.errors import ConfigError
 from propel.testing.plain_configs import read_config_files
+from tests.cli.light_run import run_light
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "configs/grpo/base.yaml"
@@ -144,16 +143,7 @@ def test_a_later_class_path_replaces_the_section_and_unknown_classes_pass():
 )
 def test_a_bad_key_fails_fast_without_heavy_imports(argv, expected):
     """The error is printed before torch, Lightning, transformers or vLLM are imported."""
-    code = (
-        "import sys\nfrom propel.cli import main\n"
-        f"try:\n    main({argv!r})\n"
-        "except SystemExit as e:\n    assert e.code == 2, e.code\n"
-        "heavy = [m for m in ('torch', 'lightning', 'transformers', 'vllm') if m in sys.modules]\n"
-        "assert not heavy, heavy"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert expected in out.stderr
+    assert expected in run_light(argv, ROOT).stderr
 
 
 def test_a_typo_in_a_nested_mapping_or_a_fragment_fails_fast(tmp_path):
@@ -170,14 +160,8 @@ def test_a_typo_in_a_nested_mapping_or_a_fragment_fails_fast(tmp_path):
     }
     for name, message in expected.items():
         argv = ["fit", "-c", "grpo/base", "-c", "math/grpo", "-c", str(tmp_path / name)]
-        code = (
-            "import sys\nfrom propel.cli import main\n"
-            f"try:\n    main({argv!r})\n"
-            "except SystemExit as e:\n    assert e.code == 2, e.code\n"
-            "assert 'torch' not in sys.modules and 'lightning' not in sys.modules"
-        )
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
-        assert out.returncode == 0 and message in out.stderr, out.stderr[-2000:]
+        err = run_light(argv, ROOT).stderr
+        assert message in err, err[-2000:]
 
 
 def test_nested_dataclass_arguments_are_read_from_the_annotation():
@@ -237,22 +221,14 @@ def test_every_typo_of_a_file_is_reported_at_once_with_a_fix_each_nested_and_in_
         "Did you mean: 'data.init_args.env.init_args.max_turns'?",
     ]
     argv = ["fit", "-c", "grpo/base", "-c", "agent/grpo", "-c", str(tmp_path / "typos.yaml")]
-    code = (
-        "import sys, time\nfrom propel.cli import main\nstart = time.monotonic()\n"
-        f"try:\n    main({argv!r})\n"
-        "except SystemExit as e:\n    assert e.code == 2, e.code\n"
-        "heavy = [m for m in ('torch', 'lightning', 'transformers') if m in sys.modules]\n"
-        "assert not heavy, heavy\nprint(time.monotonic() - start)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = run_light(argv, ROOT)
     lines = out.stderr.splitlines()
     assert lines[0] == f"propel: {len(expected)} config errors (see `propel fit --help`):", out.stderr
     assert len(lines) == len(expected) + 1, out.stderr
     for line, want in zip(lines[1:], expected, strict=True):
         assert line.startswith(f"  {want}"), (line, want)
     assert "every_n_steps" in lines[4]  # CollapseDetector's keys, since none is close to 'windoww'
-    assert float(out.stdout) < 5, out.stdout  # from the source: a fraction of a second on an idle machine
+    assert out.seconds < 5, out.seconds  # from the source: a fraction of a second on an idle machine
 
 
 def test_short_class_names_resolve_as_jsonargparse_resolves_them_and_a_near_miss_is_named():
