@@ -50,24 +50,30 @@ def _parts(pool: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(pool.glob("part-*.parquet"))}
 
 
+def _stop_once_a_part_is_written(cmd: list[str], folder, sig, job: str) -> tuple[int, str, float]:
+    """Run ``cmd``, send ``sig`` once its first part file is in ``folder``; its exit code, stderr and the seconds
+    from the signal to its exit."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not list(folder.glob("part-*.parquet")) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, f"{job} ended before any part was written: make it longer"
+        proc.send_signal(sig)
+        sent = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        return proc.returncode, err, time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_sigterm_mid_labeling_stops_promptly_and_the_rerun_completes_the_same_pool(tmp_path, tiny_model_dir):
     cmd = [sys.executable, "-m", "propel.cli", "predict", "-c", "configs/math/label.yaml"]
     cmd += ["-c", str(_overlay(tmp_path, tiny_model_dir))]
     pool = tmp_path / "pool"
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 240
-        while not list(pool.glob("part-*.parquet")) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert proc.poll() is None, "labeling ended before any part was written: make it longer"
-        proc.send_signal(signal.SIGTERM)
-        sent = time.monotonic()
-        _, err = proc.communicate(timeout=60)
-        stopped_in = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == EXIT_SIGTERM, err[-3000:]
+    returncode, err, stopped_in = _stop_once_a_part_is_written(cmd, pool, signal.SIGTERM, "labeling")
+    assert returncode == EXIT_SIGTERM, err[-3000:]
     assert "stopped by SIGTERM; the labeled pool holds " in err and "Traceback" not in err, err[-3000:]
     assert stopped_in < 15, f"took {stopped_in:.1f}s to stop after SIGTERM"
     kept = _parts(pool)
@@ -108,18 +114,8 @@ def test_ctrl_c_mid_evaluation_counts_the_tasks_on_disk_and_names_the_evaluation
     (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(overlay))
     cmd = [sys.executable, "-m", "propel.cli", "test", "-c", "configs/math/eval.yaml"]
     cmd += ["-c", str(tmp_path / "overlay.yaml")]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 240
-        while not list(out.glob("part-*.parquet")) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert proc.poll() is None, "evaluation ended before any part was written: make it longer"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err[-3000:]
+    returncode, err, _ = _stop_once_a_part_is_written(cmd, out, signal.SIGINT, "evaluation")
+    assert returncode == 130, err[-3000:]
     rows = sum(len(pd.read_parquet(p)) for p in out.glob("part-*.parquet"))
     assert 0 < rows < N_TASKS
     said = re.search(r"SIGINT; the evaluation holds (\d+) of 24 tasks in (\S+): rerun `propel test .*` to resume", err)
