@@ -194,6 +194,11 @@ def latest_adapter(folder: Path) -> str | None:
     return str(adapters[-1]) if adapters else None
 
 
+def continues_warm_start(cfg: PipelineConfig, name: str) -> bool:
+    """Whether stage ``name`` continues the warm start's run: the GRPO stage and the gate arm of a run that has one."""
+    return name in ("grpo", GATE_ARM) and WARM_START in cfg.stages
+
+
 def start_checkpoint(cfg: PipelineConfig, name: str) -> Path | None:
     """Where a GRPO run starts: its own ``last.ckpt`` when it was cut short; else, for the GRPO stage of a run with a
     warm start, the warm start's final checkpoint (its LoRA weights, optimizer state, random state and stream
@@ -201,7 +206,7 @@ def start_checkpoint(cfg: PipelineConfig, name: str) -> Path | None:
     last = cfg.root / name / "checkpoints" / "last.ckpt"
     if last.exists():
         return last
-    if name not in ("grpo", GATE_ARM) or WARM_START not in cfg.stages:
+    if not continues_warm_start(cfg, name):
         return None
     warm = cfg.root / WARM_START / "checkpoints" / "last.ckpt"
     if read_summary(cfg, WARM_START) is None or not warm.exists():
@@ -217,7 +222,7 @@ def stage_alarms(cfg: PipelineConfig, name: str) -> list[str]:
         path = cfg.root / stage / ALARMS
         return json.loads(path.read_text()) if path.exists() else []
 
-    inherited = set(read(WARM_START)) if name in ("grpo", GATE_ARM) and WARM_START in cfg.stages else set()
+    inherited = set(read(WARM_START)) if continues_warm_start(cfg, name) else set()
     return [alarm for alarm in read(name) if alarm not in inherited]
 
 
