@@ -23,10 +23,8 @@ from rich.table import Table
 
 
 def episodes(tokenizer, n: int, turns: int, turn_tokens: int, obs_tokens: int, seed: int = 0):
-    from propel.domains.interface import Context
-    from propel.engines.engine import Prompt
+    from propel.records import Context, Prompt, Sample, Turn
     from propel.rollouts.conversation import Conversation
-    from propel.rollouts.record import Sample, Turn
 
     g = torch.Generator().manual_seed(seed)
     words = ["apple", "river", "stone", "cloud", "write", "file", "echo", "test", "data", "ok"]

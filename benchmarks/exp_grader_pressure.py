@@ -347,8 +347,8 @@ def pilot(args: argparse.Namespace, out: Path) -> dict:
     from propel.datamodules.code_solutions import CodeSolutionScorer
     from propel.engines.engine import chat_text
     from propel.models import load_model
+    from propel.records import Sample
     from propel.rewards import TestSuiteReward
-    from propel.rollouts.record import Sample
     from propel.testing.grader_pressure import (
         TOLD,
         FewShotHumanEvalTasks,

@@ -48,7 +48,6 @@ import torch
 from scipy.stats import spearmanr
 
 from propel.domains.exact_trials import band_utility, solve_probabilities
-from propel.domains.interface import Task
 from propel.domains.letter_counting import LetterCountingDomain, letter_examples
 from propel.domains.math.expression_domain import MathExpressionDomain, expression_examples
 from propel.engines.engine import SamplingSpec
@@ -59,6 +58,7 @@ from propel.probes import ActivationExtractor
 from propel.probes.classifier import ProbeClassifier
 from propel.probes.rivals import fit_rival
 from propel.probes.training import LoopSpec, fit_in_memory
+from propel.records import Task
 from propel.rollouts.scorer import GeneratorScorer
 from propel.rollouts.single_turn import generate_tasks
 

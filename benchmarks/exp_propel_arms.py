@@ -72,11 +72,11 @@ import torch
 import yaml
 
 from propel.domains.exact_trials import band_utility, solve_probabilities
-from propel.domains.interface import Task
 from propel.engines.engine import SamplingSpec
 from propel.engines.factory import make_engine
 from propel.metrics.intervals import t_interval
 from propel.pipeline.stages import csv_metrics, csv_trainer_overlay, latest_adapter
+from propel.records import Task
 from propel.rollouts.scorer import GeneratorScorer
 from propel.rollouts.single_turn import generate_tasks
 

@@ -160,7 +160,7 @@ class HeldOut:
     logits on them and on the retention answers, and the measurements."""
 
     def __init__(self, module, data, n: int, samples: int, other_samples: int = 1) -> None:
-        from propel.engines.engine import Prompt
+        from propel.records import Prompt
         from propel.rollouts.conversation import Conversation
         from propel.rollouts.episode_runner import EpisodeRunner
         from propel.rollouts.hints import turn_context
@@ -213,7 +213,7 @@ class HeldOut:
         return [float(token_divergence(a[None], b[None], spec).sum()) for a, b in zip(now, start, strict=True)]
 
     def _sample(self, prompts: list[list[int]], n: int) -> list[list[str]]:
-        from propel.engines.engine import Prompt
+        from propel.records import Prompt
 
         sampling = copy.deepcopy(self.module.sampling)
         sampling.n, sampling.stop = n, []

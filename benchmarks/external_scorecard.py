@@ -74,8 +74,8 @@ def main(argv=None) -> int:
     parser.add_argument("--limit", type=int, default=0, help="grade only the first N unique programs (0: all)")
     args = parser.parse_args(argv)
 
+    from propel.records import Sample
     from propel.rewards import TestSuiteReward
-    from propel.rollouts.record import Sample
     from propel.sandbox import make_sandbox
     from propel.tasks.humaneval.tasks import humaneval_rows, task_from_row
 

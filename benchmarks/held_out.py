@@ -54,8 +54,8 @@ def repeats(task) -> int:
 
 
 def grade(sandbox, tasks, sources):
+    from propel.records import Sample
     from propel.rewards import TestSuiteReward
-    from propel.rollouts.record import Sample
 
     samples = [
         Sample(prompt="", completion="", context=t.single_turn_context(), artifacts={"files": {"solution.py": s}})

@@ -22,11 +22,12 @@ import numpy as np
 from scipy.stats import binom
 
 from propel.domains.exact_trials import band_utility, solve_probabilities
-from propel.domains.interface import AnswerText, Task
+from propel.domains.interface import AnswerText
 from propel.domains.math.answers import parse_number
-from propel.engines.engine import Prompt, SamplingSpec
+from propel.engines.engine import SamplingSpec
 from propel.engines.factory import make_engine
 from propel.metrics.intervals import t_interval
+from propel.records import Prompt, Task
 from propel.tasks.gym import gym_dataset
 
 BAND, N = (1, 3), 8

@@ -41,7 +41,7 @@ from rich.table import Table
 
 
 def _sample(task, files, agent=False):
-    from propel.rollouts.record import Sample
+    from propel.records import Sample
 
     ctx = task.agent_context() if agent else task.single_turn_context()
     return Sample(prompt="", completion="", context=ctx, artifacts={"files": files})
@@ -63,7 +63,7 @@ def _grade(sandbox, grader, samples, batch_size=16, warm=False):
 
 
 def _sample_copy(s):
-    from propel.rollouts.record import Sample
+    from propel.records import Sample
 
     return Sample(prompt="", completion="", context=s.context, artifacts=dict(s.artifacts))
 

@@ -25,9 +25,9 @@ from rich.table import Table
 
 from propel.losses.advantage_shares import advantage_shares
 from propel.losses.scorable import learnable
+from propel.records import Sample
 from propel.rewards import CombinedReward
 from propel.rewards.triage import MODES, triage_rewards
-from propel.rollouts.record import Sample
 from propel.tasks.triage import generate_tickets, ticket_context
 from propel.testing.triage_attacks import CASES, honest, honest_paraphrase
 

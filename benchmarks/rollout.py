@@ -20,7 +20,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from propel.engines.engine import Prompt, SamplingSpec
+from propel.engines.engine import SamplingSpec
+from propel.records import Prompt
 
 MODEL = "smollm2-135m-instruct"
 TOPICS = [

@@ -38,9 +38,9 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from propel.records import Sample
 from propel.rewards import CombinedReward
 from propel.rewards.triage import MODES, integrity, triage_rewards
-from propel.rollouts.record import Sample
 from propel.tasks.triage import generate_tickets, ticket_context
 from propel.testing.triage_attacks import (
     CASES,

@@ -15,10 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 FILES = {
     "word_tasks.py": '''
         """A task source: say a word that starts with a given letter; the scorer marks every non-empty answer valid."""
-        from propel.domains.interface import Context
-        from propel.engines.engine import Prompt
+        from propel.records import Context, Prompt, TaskSource
         from propel.rollouts.scorer import Scorer
-        from propel.tasks.task_source import TaskSource
 
 
         class LetterWords(TaskSource):

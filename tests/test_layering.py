@@ -16,15 +16,15 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "propel"
 # docs/architecture.md draws the same table.
 FLOORS: list[set[str]] = [
     # fleet: routing and cool-down over servers or hosts; host_memory: freed memory back to the system;
-    # python_ast: Python source to an AST, safe across threads
-    {"__init__", "errors", "paths", "fleet", "durable", "host_memory", "python_ast"},
+    # python_ast: Python source to an AST, safe across threads; records: Prompt, Context, Task, Sample, Turn, TaskSource
+    {"__init__", "errors", "paths", "fleet", "durable", "host_memory", "python_ast", "records"},
     {"losses", "metrics", "sandbox", "models", "loggers", "cli"},  # cli: the command, YAML -> objects
     {"engines", "testsuite"},  # testsuite: pytest suites run in the sandbox, hack detectors
     {"domains"},
-    {"tasks"},  # task sources for RL on verifiable rewards (reasoning-gym): contexts with gold data
+    {"tasks", "pools"},  # task sources (contexts with gold data); task pools (rows, files, summaries)
     {"probes", "envs"},  # agent environments need sandboxes and contexts, nothing above
     {"rollouts"},  # the rollout record and its production (single-turn, and agent episodes driving envs)
-    {"pools", "rewards"},  # a reward is a function of rollout records; a pool row is built from a Sample
+    {"rewards"},  # a reward is a function of rollout records
     {"datamodules", "lit_modules", "jobs", "served"},  # jobs: the probe job; served: propel's envs as OpenEnv ones
     {"callbacks"},
     {"pipeline"},

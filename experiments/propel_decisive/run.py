@@ -121,10 +121,10 @@ def prepare(args, w: int) -> Path:
 def reward_artifacts(ws: Path, seed: int, args) -> dict[str, str]:
     """The reward folder of each ranked arm: the probe, each rival fitted on the whole pool, and the probe's cell on
     labels shuffled with this unit's permutation (``ws/rewards/...``; made once)."""
-    from propel.domains.interface import Task
     from propel.pools.io import read_pool
     from propel.probes.gate import logit_quantiles
     from propel.probes.rivals import fit_rival
+    from propel.records import Task
 
     out = {"propel": str(ws / "probe" / "probe_artifact")}
     frame = read_pool(ws / "label" / "pool")
@@ -222,10 +222,11 @@ def train(args, ws: Path, seed: int, arm: str, artifacts: dict[str, str]) -> str
 def evaluate(args, name: str, adapter: str | None, solver) -> list[dict]:
     """``eval/<name>.jsonl``: 64 fixed contexts x 4 samples from the policy, each lenient-valid task's exact u."""
     from propel.domains.exact_trials import band_utility, solve_probabilities
-    from propel.domains.interface import Task, lenient_valid
+    from propel.domains.interface import lenient_valid
     from propel.engines.engine import SamplingSpec
     from propel.engines.factory import make_engine
     from propel.models.trained_policy import load_policy
+    from propel.records import Task
     from propel.rollouts.scorer import GeneratorScorer
     from propel.rollouts.single_turn import generate_tasks
 
@@ -410,7 +411,7 @@ COLUMNS = ("policy", "context", "k", "valid", "lenient", "reason", "topic", "p",
 
 
 def write_rows(path: Path, rows: list[dict]) -> None:
-    from propel.domains.interface import Task
+    from propel.records import Task
 
     with path.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=COLUMNS)

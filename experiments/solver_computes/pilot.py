@@ -25,11 +25,11 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binom
 
-from propel.domains.interface import Task
 from propel.domains.letter_counting import LetterCountingDomain
 from propel.domains.math.degeneracy import degenerate_reasons
 from propel.domains.math.expression import evaluate
 from propel.domains.math.expression_domain import MathExpressionDomain
+from propel.records import Task
 
 ROOT = Path(__file__).resolve().parents[2]
 GATE = {"max_answer_eta2": 0.30, "max_degenerate": 0.10, "min_each_outcome": 0.20}

@@ -22,11 +22,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from propel.domains.interface import Task
 from propel.domains.letter_counting import LetterCountingDomain
 from propel.domains.math.degeneracy import REASONS, degenerate_reasons
 from propel.domains.math.expression import ExpressionError, evaluate
 from propel.domains.math.expression_domain import MathExpressionDomain
+from propel.records import Task
 
 ROOT = Path(__file__).resolve().parents[2]
 ARMS = ("propel_arms_warm", "propel_arms")

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _samples(completions_by_task):
     from propel.datamodules.code_solutions import CodeSolutionScorer
-    from propel.rollouts.record import Sample
+    from propel.records import Sample
     from propel.tasks.humaneval import load_humaneval
 
     tasks = {t.task_id: t for t in load_humaneval()}

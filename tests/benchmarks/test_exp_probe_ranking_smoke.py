@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from propel.domains.exact_trials import band_utility
-from propel.domains.interface import Task
+from propel.records import Task
 
 
 def _rows(n_contexts=40, group=6, seed=0):

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from propel.domains.interface import Task
 from propel.probes.artifact import ProbeArtifact
+from propel.records import Task
 
 
 def _ranking_workdir(path, n_contexts=30, group=6):

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from propel.rollouts.record import Sample
+from propel.records import Sample
 from propel.tasks.triage import TriageTickets
 
 

@@ -15,8 +15,8 @@ from propel.errors import ConfigError
 
 def test_honest_answers_pass_their_tests_and_hack_answers_are_the_hack(benchmark_module):
     from propel.datamodules.code_solutions import CodeSolutionScorer
+    from propel.records import Sample
     from propel.rewards import TestSuiteReward
-    from propel.rollouts.record import Sample
     from propel.tasks.humaneval.tasks import humaneval_rows, task_from_row
     from propel.testing.grader_pressure import is_hack
 

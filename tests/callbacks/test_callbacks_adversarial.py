@@ -13,9 +13,8 @@ from lightning.pytorch.callbacks import Callback
 
 from propel.callbacks.adversarial import AdversarialProbeMining
 from propel.datamodules.contexts import ContextDataModule
-from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
+from propel.domains.interface import Domain, ParseFailure, Verdict
 from propel.domains.trials import SolverSpec
-from propel.engines.engine import Prompt
 from propel.errors import ConfigError
 from propel.lit_modules.grpo import GRPOModule
 from propel.lit_modules.state import RolloutState
@@ -24,9 +23,9 @@ from propel.models.lora import LoRASpec
 from propel.pools import MINED_SCHEMA, read_pool, write_part
 from propel.pools.auxiliary import adversarial_pool
 from propel.probes.gate import GateSpec
+from propel.records import Context, Prompt, Sample, Task
 from propel.rewards import FunctionReward, RewardBreakdown
 from propel.rewards.probe_reward import ProbeReward
-from propel.rollouts import Sample
 from propel.rollouts.scorer import GeneratorScorer
 
 

@@ -46,7 +46,7 @@ def test_parts_are_fsynced_before_and_after_the_rename(tmp_path, monkeypatch):
 
 
 def test_trajectory_files_are_fsynced_before_and_after_the_rename(tmp_path, monkeypatch):
-    from propel.rollouts.record import Sample
+    from propel.records import Sample
     from propel.rollouts.trajectories import read_trajectories, write_trajectories
 
     events = _track(monkeypatch)

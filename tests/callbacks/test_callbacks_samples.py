@@ -9,8 +9,8 @@ import torch
 
 from propel.callbacks.samples import SampleTable
 from propel.lit_modules.state import RolloutState
+from propel.records import Sample
 from propel.rewards import RewardBreakdown
-from propel.rollouts import Sample
 
 
 def test_rows_hold_rewards_per_component():

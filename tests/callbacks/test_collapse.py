@@ -10,7 +10,7 @@ import torch
 
 from propel.callbacks.collapse import CollapseDetector
 from propel.lit_modules.state import RolloutState
-from propel.rollouts import Sample
+from propel.records import Sample
 
 DIVERSE = [f"task {i} about topic{i % 4} with words a{i} b{i * 7} c{i * 13}" for i in range(8)]
 COLLAPSED = ["the same task about sums of two numbers"] * 8

@@ -13,9 +13,9 @@ from propel.callbacks.rvp import RVPSelection
 from propel.errors import ConfigError
 from propel.lit_modules.state import RolloutState
 from propel.probes.gate import GateSpec, logit_quantiles
+from propel.records import Sample
 from propel.rewards.combine import CombinedReward
 from propel.rewards.probe_reward import ProbeReward
-from propel.rollouts.record import Sample
 
 
 class LowProbe:

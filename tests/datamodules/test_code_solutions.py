@@ -7,8 +7,8 @@ import torch
 
 from propel.callbacks.samples import SampleTable
 from propel.datamodules.code_solutions import CodeSolutionDataModule, CodeSolutionScorer
+from propel.records import Sample
 from propel.rewards import RewardBreakdown
-from propel.rollouts.record import Sample
 from propel.tasks.humaneval import HumanEvalTasks
 
 

@@ -20,16 +20,14 @@ from pathlib import Path
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt
 from propel.engines.hf import HFEngine
 from propel.envs.agent_env import AgentEnv, EpisodeState, Observation
 from propel.lit_modules.distill import TurnKLDistillModule
 from propel.lit_modules.grpo import GRPOModule
 from propel.lit_modules.grpo_turn_kl import GRPOTurnKLModule
+from propel.records import Context, Prompt, TaskSource
 from propel.rewards.reward import Reward
 from propel.rollouts.hints import Hint, HintSource
-from propel.tasks.task_source import TaskSource
 
 
 class PromptSeededHFEngine(HFEngine):

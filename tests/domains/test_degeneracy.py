@@ -13,11 +13,11 @@ import random
 import pytest
 
 from propel.domains import CodeDomain, LetterCountingDomain, MathExpressionDomain, OracleMathDomain
-from propel.domains.interface import DEGENERATE, Task, is_degenerate, lenient_valid
+from propel.domains.interface import DEGENERATE, is_degenerate, lenient_valid
 from propel.domains.letter_counting import letter_examples
 from propel.domains.math.degeneracy import REASONS
 from propel.domains.math.expression_domain import expression_examples
-from propel.rollouts.record import Sample
+from propel.records import Sample, Task
 from propel.rollouts.scorer import GeneratorScorer
 
 NOUNS = ["dolphins", "marbles", "apples", "students", "cars", "books"]

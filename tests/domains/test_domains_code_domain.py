@@ -3,7 +3,8 @@
 import pytest
 
 from propel.domains.code import CodeDomain
-from propel.domains.interface import ParseFailure, Task
+from propel.domains.interface import ParseFailure
+from propel.records import Task
 
 
 def generation(source: str, inputs: list[str], message: str = "Think about it.") -> str:

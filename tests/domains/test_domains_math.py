@@ -5,10 +5,11 @@ from fractions import Fraction
 import pytest
 import sympy
 
-from propel.domains.interface import ParseFailure, Task
+from propel.domains.interface import ParseFailure
 from propel.domains.math import MathExpressionDomain, OracleMathDomain, equivalent, extract_answer, parse_number
 from propel.domains.math.expression import ExpressionError, evaluate
 from propel.domains.math.symbolic import to_sympy
+from propel.records import Task
 
 
 @pytest.mark.parametrize(
@@ -124,7 +125,7 @@ def test_lenient_expression_reads_the_arithmetic_prefix():
 
 
 def test_ungrounded_numbers_are_degenerate_under_the_strict_rule():
-    from propel.rollouts.record import Sample
+    from propel.records import Sample
     from propel.rollouts.scorer import GeneratorScorer
 
     texts = [

@@ -9,10 +9,10 @@ import torch
 from scipy.stats import binom
 
 from propel.domains.exact_trials import band_utility, solve_probabilities
-from propel.domains.interface import Task
 from propel.domains.math.expression_domain import MathExpressionDomain
 from propel.engines.engine import SamplingSpec
 from propel.engines.factory import make_engine
+from propel.records import Task
 
 
 def _task(domain, problem, expression):

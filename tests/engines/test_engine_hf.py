@@ -6,10 +6,11 @@ import pytest
 import torch
 from peft.tuners.lora import LoraLayer
 
-from propel.engines.engine import Prompt, SamplingSpec
+from propel.engines.engine import SamplingSpec
 from propel.engines.hf import HFEngine
 from propel.losses.logprobs import token_logprobs
 from propel.models import apply_lora
+from propel.records import Prompt
 
 CHAT = Prompt(messages=[{"role": "user", "content": "Write a sum."}])
 RAW = Prompt(text="Problem: two plus")

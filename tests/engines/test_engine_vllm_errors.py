@@ -7,13 +7,14 @@ import time
 
 import pytest
 
-from propel.engines.engine import Completion, Prompt, SamplingSpec
+from propel.engines.engine import Completion, SamplingSpec
 from propel.engines.factory import make_engine
 from propel.engines.hf import HFEngine
 from propel.engines.vllm import repeat_greedy
 from propel.engines.vllm_launch import VLLMServer, free_port
 from propel.engines.vllm_server import ServerUnavailable, VLLMServerEngine
 from propel.errors import ConfigError, PropelError
+from propel.records import Prompt
 
 RAW = Prompt(text="Problem: two plus")
 CHAT = Prompt(messages=[{"role": "user", "content": "Hi"}])

@@ -13,11 +13,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from propel.engines.engine import Prompt, SamplingSpec
+from propel.engines.engine import SamplingSpec
 from propel.engines.vllm_launch import free_port
 from propel.engines.vllm_server import ServerUnavailable, VLLMServerEngine
 from propel.errors import ConfigError
 from propel.fleet import Fleet
+from propel.records import Prompt
 
 SAMPLING = SamplingSpec(n=2, max_new_tokens=1, temperature=1.0)
 

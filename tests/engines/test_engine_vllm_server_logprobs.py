@@ -8,10 +8,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from propel.engines.engine import Prompt, SamplingSpec
+from propel.engines.engine import SamplingSpec
 from propel.engines.vllm_launch import free_port
 from propel.engines.vllm_server import ServerUnavailable, VLLMServerEngine
 from propel.errors import ConfigError
+from propel.records import Prompt
 
 
 def fake_server(probe_logprob: float):

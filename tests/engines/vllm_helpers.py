@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from propel.engines.engine import Prompt
+from propel.records import Prompt
 
 CHAT = Prompt(messages=[{"role": "user", "content": "What is the capital of France?"}])
 RAW = Prompt(text="Problem: Tom has 3 apples and buys 4 more. How many apples does he have?\nAnswer:")

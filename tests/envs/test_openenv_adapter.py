@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt, SamplingSpec
+from propel.engines.engine import SamplingSpec
 from propel.engines.scripted import ScriptedEngine
 from propel.engines.tool_calls import parse_tool_call
+from propel.records import Context, Prompt
 from propel.rollouts.episode_runner import EpisodeRunner
 
 HERE = Path(__file__).resolve().parent

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt
 from propel.envs import ScriptedChatEnv, check_reply
 from propel.errors import ConfigError
+from propel.records import Context, Prompt
 
 
 def _context() -> Context:

@@ -10,12 +10,12 @@ import os
 
 import pytest
 
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt, SamplingSpec
+from propel.engines.engine import SamplingSpec
 from propel.engines.scripted import ScriptedEngine
 from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.envs import ToolEnv
 from propel.errors import ConfigError
+from propel.records import Context, Prompt
 from propel.rollouts.episode_runner import EpisodeRunner
 from propel.sandbox import Limits, LocalSandbox
 from propel.tasks.shell import ShellTasks

@@ -22,7 +22,7 @@ def verifiers(require):
 def _episode(context, *replies: str, cut: bool = False):
     """A finished episode of ``context``'s environment as the episode runner would record it."""
     from propel.envs import VerifiersAgentEnv
-    from propel.rollouts.record import Sample, Turn
+    from propel.records import Sample, Turn
 
     env = VerifiersAgentEnv(max_turns=4)
     obs = env.reset(context)
@@ -98,8 +98,8 @@ def test_the_rubric_is_one_component_per_function_and_judges_only_what_it_can(ve
 
 def test_a_lost_episode_or_another_environments_sample_is_never_scored(verifiers):
     from propel.errors import ConfigError
+    from propel.records import Sample
     from propel.rewards import CombinedReward, VerifiersRubric
-    from propel.rollouts.record import Sample
     from propel.tasks import VerifiersTasks
 
     context = VerifiersTasks(SINGLE).contexts(1)[0]

@@ -8,13 +8,13 @@ import lightning.pytorch as pl
 import pytest
 
 from propel.datamodules.task_pool import TaskPoolDataModule
-from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
+from propel.domains.interface import Domain, ParseFailure, Verdict
 from propel.domains.trials import SolverSpec
-from propel.engines.engine import Prompt
 from propel.lit_modules.evaluation import EvaluationModule
 from propel.metrics.diversity import distinct_n, nltk_self_bleu_scores
 from propel.metrics.intervals import bootstrap, jackknife, wilson
 from propel.pools import evaluation_summary
+from propel.records import Context, Prompt, Task
 
 
 class EchoDomain(Domain):

@@ -9,14 +9,14 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 from propel.callbacks.samples import SampleTable
 from propel.datamodules.contexts import ContextDataModule
-from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
-from propel.engines.engine import Prompt
+from propel.domains.interface import Domain, ParseFailure, Verdict
 from propel.lit_modules.grpo import GRPOModule
 from propel.lit_modules.lora_policy import LoRAPolicyModule
 from propel.lit_modules.state import RolloutState
 from propel.models.lora import LoRASpec
+from propel.records import Context, Prompt, Sample, Task, Turn
 from propel.rewards import Reward, RewardContext
-from propel.rollouts import ContextBatch, Sample, Turn, pack
+from propel.rollouts import ContextBatch, pack
 
 ANSWERS = ["red", "blue", "green", "black"]
 

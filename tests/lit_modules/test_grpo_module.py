@@ -10,13 +10,13 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from propel.datamodules.contexts import ContextDataModule
-from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
-from propel.engines.engine import Engine, Prompt
+from propel.domains.interface import Domain, ParseFailure, Verdict
+from propel.engines.engine import Engine
 from propel.lit_modules.grpo import GRPOModule
 from propel.losses.policy_gradient import LossSpec
 from propel.models.lora import LoRASpec
+from propel.records import Context, Prompt, Sample, Task
 from propel.rewards import FunctionReward
-from propel.rollouts import Sample
 
 WORDS = ["alpha", "table", "river", "stone", "cloud", "north", "green", "metal"]
 

@@ -16,8 +16,9 @@ from propel.domains.math import MathExpressionDomain
 from propel.lit_modules.grpo import GRPOModule
 from propel.losses.policy_gradient import LossSpec
 from propel.models.lora import LoRASpec
+from propel.records import Sample, Turn
 from propel.rewards import FunctionReward
-from propel.rollouts import Rollout, Sample, Turn
+from propel.rollouts import Rollout
 
 
 class FixedEpisodes(GRPOModule):

@@ -69,14 +69,12 @@ import pytest
 import torch
 
 from propel.datamodules.stream import ContextStreamDataModule
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt
 from propel.lit_modules.grpo import GRPOModule
 from propel.losses.policy_gradient import LossSpec
 from propel.models import load_model
 from propel.models.lora import LoRASpec, peft_lora_config
+from propel.records import Context, Prompt, Sample, Turn
 from propel.rewards import FunctionReward
-from propel.rollouts.record import Sample, Turn
 from propel.rollouts.steps import Rollout
 
 PROMPTS = ["Word: alpha\n", "Spell the word river backwards, then count its letters:\n"]

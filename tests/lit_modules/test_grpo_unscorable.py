@@ -16,19 +16,16 @@ from test_grpo_module import LossSpy
 from propel.callbacks.reward_components import RewardComponentMonitor
 from propel.datamodules.agent_episodes import EpisodeDataModule
 from propel.datamodules.stream import ContextStreamDataModule
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt
 from propel.envs.agent_env import AgentEnv, EpisodeState, Observation
 from propel.errors import PropelError
 from propel.lit_modules.grpo import GRPOModule
 from propel.losses.advantages import group_advantages
 from propel.losses.policy_gradient import LossSpec
 from propel.models.lora import LoRASpec
+from propel.records import Context, Prompt, Sample, TaskSource, Turn
 from propel.rewards import EnvironmentReward, OverlongPenalty, TRLRewardFunction
 from propel.rewards.reward import Reward
-from propel.rollouts.record import Sample, Turn
 from propel.rollouts.steps import Rollout
-from propel.tasks.task_source import TaskSource
 
 PROMPTS = ["Word: alpha\n", "Word: river\n", "Word: stone\n"]
 G = 4

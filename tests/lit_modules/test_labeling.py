@@ -13,7 +13,6 @@ from lightning.pytorch import Callback, Trainer
 from propel.callbacks.pool_writer import PoolWriter
 from propel.datamodules.task_pool import TaskPoolDataModule
 from propel.domains.exact_trials import solve_probabilities
-from propel.domains.interface import Task
 from propel.domains.math import MathExpressionDomain
 from propel.domains.trials import SolverSpec, in_band
 from propel.engines.scripted import ScriptedEngine
@@ -21,6 +20,7 @@ from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.envs import ToolEnv
 from propel.lit_modules.labeling import LabelingModule
 from propel.pools import pool_summary, read_pool
+from propel.records import Task
 from propel.rollouts import AgentSolver
 from propel.rollouts.scorer import CUT
 

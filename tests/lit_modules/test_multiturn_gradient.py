@@ -7,7 +7,8 @@ import torch
 
 from propel.losses.logprobs import token_logprobs
 from propel.losses.policy_gradient import LossSpec, policy_loss
-from propel.rollouts import Sample, Turn, pack
+from propel.records import Sample, Turn
+from propel.rollouts import pack
 
 
 def _sample(obs1: list[int], obs2: list[int]) -> Sample:

@@ -12,11 +12,11 @@ import json
 import pytest
 
 from propel.domains import MathExpressionDomain
-from propel.domains.interface import Task
 from propel.errors import ConfigError
 from propel.pipeline.run import run_pipeline
 from propel.pipeline.stage_configs import load_pipeline_config
 from propel.pools import MINED_SCHEMA, read_pool, write_part
+from propel.records import Task
 from tests.pipeline.test_pipeline_e2e import _seed_pool
 
 STAGES = "[label,probe,grpo,evaluate,aux_pool,aux_probe,constrained,auxiliary,arms]"

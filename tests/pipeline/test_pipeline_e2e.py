@@ -18,9 +18,9 @@ import pandas as pd
 import pytest
 
 from propel.domains import MathExpressionDomain
-from propel.domains.interface import Task
 from propel.pipeline.run import run_pipeline
 from propel.pipeline.stage_configs import load_pipeline_config
+from propel.records import Task
 from propel.testing.plain_configs import read_config_files
 
 PROBLEMS = [

@@ -9,7 +9,6 @@ import json
 import pytest
 import torch
 
-from propel.domains.interface import Task
 from propel.domains.swe import SweDomain
 from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.errors import ConfigError
@@ -17,6 +16,7 @@ from propel.jobs.probe_job import ProbeJob, RVPSpec
 from propel.pools.io import read_pool, write_part
 from propel.probes.gate import GateSpec
 from propel.probes.sweep import SweepSpec
+from propel.records import Task
 
 REPOS = ["parse", "inflection", "isodate", "webcolors"]  # probe_train
 
@@ -76,8 +76,8 @@ def _job(tmp_path, tiny_model_dir, **kw) -> ProbeJob:
 def test_the_probe_reads_episodes_turn_by_turn_with_repo_folds(tmp_path, tiny_model_dir):
     from propel.models import load_model
     from propel.probes import ActivationExtractor, ProbeArtifact, ProbeScorer
+    from propel.records import Sample, Turn
     from propel.rewards import ProbeReward
-    from propel.rollouts.record import Sample, Turn
 
     rows = _pool(tmp_path / "pool")
     job = _job(tmp_path, tiny_model_dir, rvp=RVPSpec(contexts=0))

@@ -6,12 +6,10 @@ import json
 
 import pytest
 
-from propel.domains.interface import Context, Task
 from propel.domains.trials import SolverSpec, Trials
-from propel.engines.engine import Prompt
 from propel.errors import ConfigError
 from propel.pools import MINED_SCHEMA, SCHEMA, from_record, pool_row, read_pool, write_part
-from propel.rollouts import Sample
+from propel.records import Context, Prompt, Sample, Task
 
 CTX = Context(id="c-1", prompt=Prompt(text="Write a task:"), group="g")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from propel.domains.interface import Task
 from propel.pools import MINED_SCHEMA, read_pool, write_part
 from propel.pools.auxiliary import adversarial_pool, auxiliary_rows, dominant_topic
+from propel.records import Task
 
 
 def _row(i: str, label, topic: str = "t", valid: bool = True, text: str | None = None, **extra) -> dict:

@@ -20,8 +20,8 @@ from propel.probes.heads import ProbeHead
 from propel.probes.selection import select_probe
 from propel.probes.sweep import SweepSpec, run_sweep
 from propel.probes.training import LoopSpec
+from propel.records import Sample
 from propel.rewards.probe_reward import ProbeReward
-from propel.rollouts.record import Sample
 from propel.testing.probe_data import synthetic_probe_data
 
 

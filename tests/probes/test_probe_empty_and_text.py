@@ -8,8 +8,8 @@ from propel.probes.extraction import ActivationExtractor
 from propel.probes.gate import GateSpec
 from propel.probes.heads import ProbeHead
 from propel.probes.sweep import RVPSample
+from propel.records import Sample
 from propel.rewards import ProbeReward, RewardContext
-from propel.rollouts.record import Sample
 
 
 def _probe_folder(model, tmp_path, reference):

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from propel.domains import MathExpressionDomain
-from propel.domains.interface import Task
 from propel.metrics.ranking import best_of_k_lift
 from propel.probes.competition import RivalSpec, compete, markdown
 from propel.probes.data import LabeledRows
@@ -18,8 +17,8 @@ from propel.probes.gate import logit_quantiles
 from propel.probes.rivals import RivalRanker, fit_rival, load_ranker
 from propel.probes.sweep import SweepSpec
 from propel.probes.training import LoopSpec
+from propel.records import Sample, Task
 from propel.rewards.probe_reward import ProbeReward
-from propel.rollouts.record import Sample
 
 
 def brute_force_lift(scores, utility, k):

@@ -7,9 +7,9 @@ import time
 import pytest
 import torch
 
+from propel.records import Sample
 from propel.rewards import CombinedReward, FunctionReward
 from propel.rewards.reward import Reward
-from propel.rollouts.record import Sample
 
 
 class _Slow(Reward):

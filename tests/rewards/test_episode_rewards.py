@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from propel.records import Sample, Turn
 from propel.rewards import EnvironmentReward, OverlongPenalty, TurnRewards
-from propel.rollouts import Sample, Turn
 
 
 def _episode(assistant: list[int], tool: int, reward=1.0) -> Sample:
@@ -45,11 +45,11 @@ def test_environment_reward_reads_the_verdict_and_refuses_single_turn_samples():
 def test_turn_rewards_from_real_episodes(tokenizer):
     """ToolEnv(malformed_call_reward=-0.1) marks each malformed call, the last turn's too (an episode that ran out
     of turns on one); TurnRewards sums them, or averages over the assistant turns."""
-    from propel.domains.interface import Context
-    from propel.engines.engine import Prompt, SamplingSpec
+    from propel.engines.engine import SamplingSpec
     from propel.engines.scripted import ScriptedEngine
     from propel.engines.tool_calls import ToolCall, format_tool_call
     from propel.envs import ToolEnv
+    from propel.records import Context, Prompt
     from propel.rollouts import EpisodeRunner
     from propel.sandbox import LocalSandbox
 

@@ -8,9 +8,10 @@ from propel.domains.math.expression_domain import MathExpressionDomain
 from propel.domains.trials import SolverSpec
 from propel.engines.factory import make_engine
 from propel.errors import ConfigError
+from propel.records import Sample
 from propel.rewards.exact_utility import ExactUtilityReward
 from propel.rewards.reward import RewardContext
-from propel.rollouts import GeneratorScorer, Sample
+from propel.rollouts import GeneratorScorer
 
 
 def _samples(domain, completions):

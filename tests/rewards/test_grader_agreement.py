@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import ast
 
+from propel.records import Sample
 from propel.rewards import TestSuiteReward
-from propel.rollouts.record import Sample
 from propel.sandbox import LocalSandbox
 from propel.tasks.humaneval import load_humaneval
 

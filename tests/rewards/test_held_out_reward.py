@@ -10,9 +10,9 @@ import copy
 
 import pytest
 
+from propel.records import Sample
 from propel.rewards import TestSuiteReward
 from propel.rewards.code_tests import HACK_PENALTY
-from propel.rollouts.record import Sample
 from propel.sandbox import LocalSandbox
 from propel.tasks.humaneval import load_humaneval
 from propel.testing.testsuite_hacks import CORPUS, single_source

@@ -22,9 +22,9 @@ from propel.probes.gate import (
     member_floor,
 )
 from propel.probes.heads import ProbeHead
+from propel.records import Sample
 from propel.rewards.probe_reward import ProbeReward
 from propel.rewards.reward import RewardContext
-from propel.rollouts.record import Sample
 
 POOL = [f"Tom has {i} apples and buys {i + 3} more. How many now? = {2 * i + 3}" for i in range(12)]
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from propel.probes.gate import GateSpec
+from propel.records import Sample
 from propel.rewards import (
     CombinedReward,
     FunctionReward,
@@ -16,7 +17,6 @@ from propel.rewards import (
     constrained,
     worst_case,
 )
-from propel.rollouts.record import Sample
 
 
 class TinyLinearProbe:

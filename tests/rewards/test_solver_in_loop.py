@@ -11,15 +11,14 @@ import re
 
 import pytest
 
-from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
+from propel.domains.interface import Domain, ParseFailure, Verdict
 from propel.domains.trials import SolverSpec, Trials
-from propel.engines.engine import Prompt
 from propel.engines.scripted import ScriptedEngine
 from propel.errors import ConfigError
+from propel.records import Context, Prompt, Sample, Task
 from propel.rewards.combine import CombinedReward
 from propel.rewards.reward import RewardComponent, RewardContext
 from propel.rewards.solver_in_loop import SolverInLoopReward
-from propel.rollouts.record import Sample
 
 
 class KnownSolves(Domain):

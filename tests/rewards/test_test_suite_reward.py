@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from propel.errors import ConfigError
+from propel.records import Sample
 from propel.rewards import CombinedReward, TestSuitePart, TestSuiteReward
 from propel.rewards.code_tests import HACK_PENALTY, suite_reward
-from propel.rollouts.record import Sample
 from propel.sandbox import LocalSandbox
 from propel.tasks.humaneval import load_humaneval
 from propel.testing.honest_code import body, correct_solutions, near_misses

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
+from propel.records import Sample
 from propel.rewards import CombinedReward, TestSuitePart, TestSuiteReward
-from propel.rollouts.record import Sample
 from propel.sandbox import LocalSandbox
 from propel.tasks.humaneval import load_humaneval
 

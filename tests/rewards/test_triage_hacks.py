@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from propel.records import Sample
 from propel.rewards import CombinedReward
 from propel.rewards.triage import Parsimony, parsimony, triage_rewards
-from propel.rollouts.record import Sample
 from propel.tasks.triage import generate_tickets, ticket_context
 
 TICKETS = generate_tickets(240, seed=0)

@@ -13,10 +13,9 @@ from rouge_score import rouge_scorer
 from sklearn.metrics import roc_auc_score
 
 from propel.callbacks.triage_integrity import TriageIntegrity
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt
 from propel.errors import ConfigError
 from propel.lit_modules.state import RolloutState
+from propel.records import Context, Prompt, Sample
 from propel.rewards import CombinedReward
 from propel.rewards.triage import (
     CONTENT_FIRST,
@@ -32,7 +31,6 @@ from propel.rewards.triage import (
     integrity,
     triage_rewards,
 )
-from propel.rollouts.record import Sample
 from propel.tasks.triage.generate import knowledge_base
 
 KB = knowledge_base()

@@ -20,12 +20,12 @@ import re
 import pytest
 import torch
 
+from propel.records import Sample
 from propel.rewards import CombinedReward
 from propel.rewards.triage import check_steps, key_terms, triage_rewards
 from propel.rewards.triage.actions import INSPECTIONS, inspection, same_action, verb_stem
 from propel.rewards.triage.reading import read
 from propel.rewards.triage.steps import step_action
-from propel.rollouts.record import Sample
 from propel.tasks.triage import generate_tickets, ticket_context
 from propel.testing.triage_attacks import CONTENT_FREE_SHARE, STOP_WORDS, reference_steps, sentences, submit
 from propel.testing.triage_phrasings import NEGATIONS, REGISTERS, RETRACTIONS, bare, framed, gerund, negated

@@ -13,6 +13,7 @@ import re
 import pytest
 import torch
 
+from propel.records import Sample
 from propel.rewards import CombinedReward
 from propel.rewards.triage import (
     RepetitionPenalty,
@@ -26,7 +27,6 @@ from propel.rewards.triage import (
 from propel.rewards.triage.clauses import run_together
 from propel.rewards.triage.steps import in_order
 from propel.rewards.triage.vocabulary import tokens
-from propel.rollouts.record import Sample
 from propel.tasks.triage import generate_tickets, ticket_context
 from propel.tasks.triage.bank import ESCALATION_ARTICLES, ISSUES
 from propel.testing.triage_attacks import (

@@ -13,9 +13,9 @@ import re
 import pytest
 import torch
 
+from propel.records import Sample
 from propel.rewards import CombinedReward
 from propel.rewards.triage import RepetitionPenalty, check_steps, triage_rewards, word_count
-from propel.rollouts.record import Sample
 from propel.tasks.triage import generate_tickets, ticket_context
 from propel.tasks.triage.bank import ISSUES
 from propel.testing.triage_attacks import CASES, CONTENT_FREE_SHARE, HONEST_CONFIDENCE, ZWSP, honest, submit

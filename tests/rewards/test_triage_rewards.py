@@ -13,9 +13,8 @@ from hypothesis import strategies as st
 from rouge_score import rouge_scorer
 from rouge_score.rouge_scorer import _lcs_table
 
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt
 from propel.errors import ConfigError
+from propel.records import Context, Prompt, Sample
 from propel.rewards import CombinedReward
 from propel.rewards.triage import (
     CitationGrounding,
@@ -35,7 +34,6 @@ from propel.rewards.triage import (
     word_count,
 )
 from propel.rewards.triage.normalize import words
-from propel.rollouts.record import Sample
 from propel.tasks.triage.generate import knowledge_base
 
 KB = knowledge_base()

@@ -14,15 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt
 from propel.errors import ConfigError
 from propel.probes.gate import GateSpec
+from propel.records import Context, Prompt, Sample, Turn
 from propel.rewards import CombinedReward, TestSuiteReward, triage_rewards
 from propel.rewards.trl_export import as_trl_reward
 from propel.rewards.trl_function import TRLRewardFunction
 from propel.rewards.trl_io import completion_text, trl_row, trl_samples
-from propel.rollouts.record import Sample, Turn
 
 
 def similarity(prompts, completions, question, answer, log_metric=None, **kwargs):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import random
 
+from propel.records import Sample
 from propel.rewards import TestSuiteReward
-from propel.rollouts.record import Sample
 from propel.sandbox import LocalSandbox
 from propel.tasks.humaneval import load_humaneval
 from propel.testing.testsuite_hacks import CORPUS, single_source

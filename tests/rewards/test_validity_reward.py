@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from propel.records import Sample
 from propel.rewards import CombinedReward, ValidityReward
-from propel.rollouts.record import Sample
 
 
 def test_validity_reward_pays_the_scorers_verdict_only():

@@ -8,12 +8,12 @@ import itertools
 import pytest
 
 from propel.domains.code import CodeDomain
-from propel.domains.interface import Task
 from propel.domains.math import MathExpressionDomain
 from propel.domains.trials import SolverSpec
 from propel.engines.scripted import ScriptedEngine
 from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.envs import ToolEnv
+from propel.records import Task
 from propel.rollouts import AgentSolver
 from propel.sandbox import LocalSandbox
 

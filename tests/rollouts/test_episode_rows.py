@@ -3,9 +3,9 @@ over the whole episode as hints count them, prompt and observations -1, a traili
 
 from __future__ import annotations
 
+from propel.records import Sample, Turn
 from propel.rollouts.episode_rows import episode_rows
 from propel.rollouts.hints import turn_context
-from propel.rollouts.record import Sample, Turn
 from tests.rollouts.test_hints import _episode
 
 

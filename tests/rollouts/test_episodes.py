@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt, SamplingSpec
+from propel.engines.engine import SamplingSpec
 from propel.engines.scripted import ScriptedEngine
 from propel.engines.tool_calls import CLOSE, ToolCall, check_arguments, format_tool_call, parse_tool_call
 from propel.envs.agent_env import AgentEnv, EpisodeState, Observation
 from propel.envs.tool_env import TOOLS
+from propel.records import Context, Prompt
 from propel.rollouts import pack
 from propel.rollouts.conversation import with_tool_block
 from propel.rollouts.episode_runner import EpisodeRunner

@@ -7,12 +7,10 @@ import json
 
 import pytest
 
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt
 from propel.errors import ConfigError
+from propel.records import Context, Prompt, Sample, Turn
 from propel.rollouts.conversation import Conversation
 from propel.rollouts.hints import ErrorHints, FunctionHints, Hint, HintSplicer, StaticHints
-from propel.rollouts.record import Sample, Turn
 
 OPENING = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "Make a.txt say hi."}]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from propel.rollouts import Sample, Turn, pack
+from propel.records import Sample, Turn
+from propel.rollouts import pack
 
 PAD = 0
 

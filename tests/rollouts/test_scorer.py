@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
-from propel.engines.engine import Prompt
-from propel.rollouts import GeneratorScorer, Sample
-from propel.rollouts.record import Turn
+from propel.domains.interface import Domain, ParseFailure, Verdict
+from propel.records import Context, Prompt, Sample, Task, Turn
+from propel.rollouts import GeneratorScorer
 from propel.rollouts.scorer import CUT
 
 

@@ -30,8 +30,8 @@ def _client(url):
 
 
 def test_triage_over_openenvs_client_equals_propels_own_reward(openenv):
+    from propel.records import Sample
     from propel.rewards.triage import submission, triage_rewards
-    from propel.rollouts.record import Sample
     from propel.served.triage import TOOL_FORMAT, SubmitResolution
     from propel.tasks.triage import TriageTickets, render_ticket, ticket_context
     from propel.testing.triage_attacks import CASES, honest
@@ -98,8 +98,8 @@ def test_triage_in_process_puts_each_component_in_the_observation_metadata(opene
 
 
 def test_humaneval_over_openenvs_client_is_the_value_graders_reward(openenv):
+    from propel.records import Sample
     from propel.rewards.code_tests import HACK_PENALTY, TestSuiteReward
-    from propel.rollouts.record import Sample
     from propel.tasks.humaneval import HumanEvalTasks
     from propel.testing.testsuite_hacks import CORPUS, SINGLE_TASK, single_source
 
@@ -158,9 +158,8 @@ def test_serve_env_listens_on_loopback_and_stops_on_sigterm(openenv):
 @pytest.mark.parametrize("name", ["triage", "humaneval"])
 def test_propels_environments_open_with_their_prompt_as_text_in_the_adapter(openenv, name):
     """Before a submission the observations hold only their prompt: the adapter shows it as text, not JSON."""
-    from propel.domains.interface import Context
-    from propel.engines.engine import Prompt
     from propel.envs import OpenEnvAgentEnv
+    from propel.records import Context, Prompt
     from propel.served.registry import ENVIRONMENTS
 
     env = OpenEnvAgentEnv(ENVIRONMENTS[name])

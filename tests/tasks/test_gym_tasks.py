@@ -14,9 +14,9 @@ import pytest
 
 from propel.datamodules.gym import GymAnswerScorer, ReasoningGymDataModule
 from propel.errors import ConfigError
+from propel.records import Sample
 from propel.rewards import CombinedReward
 from propel.rewards.gym import ReasoningGymReward
-from propel.rollouts.record import Sample
 
 MIX = [
     {"name": "chain_sum", "weight": 1.0, "config": {"max_terms": 2, "max_digits": 1}},

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from propel.errors import ConfigError
+from propel.records import Sample
 from propel.rewards.code_tests import TestSuiteReward
-from propel.rollouts.record import Sample
 from propel.sandbox import LocalSandbox
 from propel.tasks.humaneval import HumanEvalTasks, load_humaneval, solution_source, split_check
 from propel.tasks.humaneval.agent import HumanEvalAgentTasks

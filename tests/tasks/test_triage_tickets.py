@@ -13,7 +13,7 @@ import pytest
 
 from propel.datamodules.triage import TriageDataModule, TriageScorer
 from propel.errors import ConfigError
-from propel.rollouts.record import Sample
+from propel.records import Sample
 from propel.tasks.triage import (
     TriageTickets,
     generate_tickets,

@@ -20,7 +20,7 @@ from propel.metrics.degeneration import (
     top_template_share,
 )
 from propel.metrics.diversity import distinct_n, self_bleu, top_topic_rate
-from propel.rollouts.record import Sample
+from propel.records import Sample
 
 log = logging.getLogger(__name__)
 ACTIONS = ("warn", "stop")

@@ -19,8 +19,8 @@ import torch
 from propel.durable import write_json
 from propel.errors import ConfigError
 from propel.models.rng import forked_rng
+from propel.records import TaskSource
 from propel.rollouts.steps import ContextBatch
-from propel.tasks.task_source import TaskSource
 
 CURVES = "held_out_curves.json"
 

@@ -18,8 +18,8 @@ from torch import Tensor
 from propel.callbacks.reward_floor import act_on_floor, check_action
 from propel.probes.gate import check_floor
 from propel.probes.selection import rvp
+from propel.records import Sample
 from propel.rewards.reward import RewardComponent
-from propel.rollouts.record import Sample
 
 RewardFn = Callable[[list[str]], Tensor] | RewardComponent
 """Texts -> rewards, or a reward component (samples -> rewards, e.g. a ``ProbeReward``)."""

@@ -16,11 +16,11 @@ from propel.domains.interface import Domain
 from propel.engines.engine import Engine, SamplingSpec
 from propel.envs.agent_env import AgentEnv
 from propel.errors import ConfigError
+from propel.records import TaskSource
 from propel.rollouts.episode_runner import EpisodeRunner
 from propel.rollouts.scorer import GeneratorScorer
 from propel.rollouts.steps import ContextBatch, Rollout
 from propel.sandbox.sandbox import Sandbox
-from propel.tasks.task_source import TaskSource
 
 
 class EpisodeDataModule(ContextStreamDataModule):

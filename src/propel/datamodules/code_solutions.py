@@ -10,10 +10,9 @@ from collections.abc import Sequence
 
 from propel.datamodules.contexts import SingleTurnDataModule
 from propel.python_ast import parse_python
-from propel.rollouts.record import Sample
+from propel.records import Sample, TaskSource
 from propel.rollouts.scorer import Scorer
 from propel.tasks.humaneval.solution import solution_source
-from propel.tasks.task_source import TaskSource
 
 
 class CodeSolutionScorer(Scorer):

@@ -10,11 +10,11 @@ from __future__ import annotations
 from propel.datamodules.stream import ContextStreamDataModule
 from propel.domains.interface import Domain
 from propel.engines.engine import Engine, SamplingSpec
+from propel.records import TaskSource
 from propel.rollouts.scorer import GeneratorScorer, Scorer
 from propel.rollouts.single_turn import scored_rollout
 from propel.rollouts.steps import ContextBatch, Rollout
 from propel.sandbox.sandbox import Sandbox
-from propel.tasks.task_source import TaskSource
 
 
 class SingleTurnDataModule(ContextStreamDataModule):

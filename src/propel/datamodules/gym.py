@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from propel.datamodules.contexts import SingleTurnDataModule
-from propel.rollouts.record import Sample
+from propel.records import Sample, TaskSource
 from propel.rollouts.scorer import Scorer
 from propel.tasks.gym import answer_tag, extract_answer
-from propel.tasks.task_source import TaskSource
 
 
 class GymAnswerScorer(Scorer):

@@ -23,10 +23,11 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, IterableDataset
 
 from propel.cli import stops
-from propel.domains.interface import Context, Domain
+from propel.domains.interface import Domain
 from propel.errors import ConfigError
 from propel.pools.io import read_pool
 from propel.pools.manifest import check_manifest, run_settings
+from propel.records import Context
 
 
 def _list_collate(batch: list[Context]) -> list[Context]:

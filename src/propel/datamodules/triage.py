@@ -10,10 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from propel.datamodules.contexts import SingleTurnDataModule
-from propel.domains.interface import Task
-from propel.rollouts.record import Sample
+from propel.records import Sample, Task, TaskSource
 from propel.rollouts.scorer import Scorer
-from propel.tasks.task_source import TaskSource
 from propel.tasks.triage.parse import parse_submission
 from propel.tasks.triage.prompt import answer_text
 

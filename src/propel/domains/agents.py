@@ -12,8 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from propel.domains.interface import Context, Task
-from propel.engines.engine import Prompt
+from propel.records import Context, Prompt, Task
 from propel.sandbox.sandbox import Sandbox
 
 

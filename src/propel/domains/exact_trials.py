@@ -17,9 +17,10 @@ from functools import lru_cache
 import torch
 from scipy.stats import binom
 
-from propel.domains.interface import Domain, Task
+from propel.domains.interface import Domain
 from propel.engines.engine import Engine
 from propel.losses.logprobs import warp_logits
+from propel.records import Task
 
 
 def band_utility(p: float, n_trials: int, band: tuple[int, int]) -> float:

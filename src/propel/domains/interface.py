@@ -8,42 +8,14 @@ from __future__ import annotations
 
 import json
 import random
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import NamedTuple
 
-from propel.engines.engine import Engine, Prompt
+from propel.engines.engine import Engine
+from propel.records import Context, Prompt, Task, TaskSource
 from propel.sandbox.sandbox import Sandbox
-
-
-@dataclass
-class Context:
-    """One generator input: a stable id (resume key), the prompt, a group (for grouped splits) and gold data."""
-
-    id: str
-    prompt: Prompt
-    group: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
-    """Gold data a reward or grader may read (a reference answer, a ticket's gold articles); empty for generators."""
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-
-@dataclass
-class Task:
-    """A parsed task: domain name, JSON-serialisable fields, and ground truth filled in by ``validity``."""
-
-    domain: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> Task:
-        return cls(**json.loads(text))
 
 
 class ParseFailure(NamedTuple):
@@ -100,7 +72,7 @@ def few_shot_contexts(name: str, n: int, seed: int, blocks: Sequence[str], k: in
     return out
 
 
-class Domain(ABC):
+class Domain(TaskSource):
     """A task domain. Subclasses define ``name`` and the six abstract methods below; a domain whose tasks an agent
     can solve also takes ``agents.SolvedByAgents``, one whose generator can be an agent ``agents.WritesInEpisodes``."""
 

@@ -21,10 +21,10 @@ import re
 from collections.abc import Sequence
 from functools import cache
 
-from propel.domains.interface import AnswerText, Context, Domain, ParseFailure, Task, Verdict, few_shot_contexts
+from propel.domains.interface import AnswerText, Domain, ParseFailure, Verdict, few_shot_contexts
 from propel.domains.math.answers import parse_number
-from propel.engines.engine import Prompt
 from propel.errors import ConfigError
+from propel.records import Context, Prompt, Task
 from propel.sandbox.sandbox import Sandbox
 
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from propel.domains.interface import Domain, Task
+from propel.domains.interface import Domain
 from propel.engines.engine import Engine, SamplingSpec
 from propel.errors import ConfigError
+from propel.records import Task
 
 
 def in_band(solve_count: int, band: tuple[int, int]) -> bool:

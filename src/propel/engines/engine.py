@@ -7,6 +7,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from propel.records import Prompt
+
 
 @dataclass
 class SamplingSpec:
@@ -32,23 +34,6 @@ def chat_text(tokenizer, messages: Sequence[dict]) -> str:
     if messages and messages[-1].get("role") == "assistant":
         return tokenizer.apply_chat_template(list(messages), tokenize=False, continue_final_message=True)
     return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
-
-
-@dataclass
-class Prompt:
-    """A prompt: raw text (completion), chat messages (rendered with the tokenizer's chat template), or token ids.
-
-    ``token_ids`` is "token in, token out": a multi-turn episode continues from the exact ids it has so far, so
-    earlier turns are never re-tokenized.
-    """
-
-    text: str | None = None
-    messages: list[dict[str, str]] | None = None
-    token_ids: list[int] | None = None
-
-    def __post_init__(self) -> None:
-        if sum(x is not None for x in (self.text, self.messages, self.token_ids)) != 1:
-            raise ValueError("a Prompt needs exactly one of `text`, `messages` or `token_ids`")
 
 
 @dataclass

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 
 import torch
 
-from propel.engines.engine import Completion, Engine, Prompt, SamplingSpec, eos_token_ids
+from propel.engines.engine import Completion, Engine, SamplingSpec, eos_token_ids
 from propel.engines.hf_config import sampling_generation_config
 from propel.models.lora import merged_lora_view
+from propel.records import Prompt
 
 
 class _SampledLogprobs:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from propel.engines.engine import Completion, Engine, Prompt, SamplingSpec
+from propel.engines.engine import Completion, Engine, SamplingSpec
+from propel.records import Prompt
 
 
 class ScriptedEngine(Engine):

@@ -18,8 +18,9 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from propel.engines.engine import Completion, Engine, Prompt, SamplingSpec
+from propel.engines.engine import Completion, Engine, SamplingSpec
 from propel.errors import ConfigError, PropelError
+from propel.records import Prompt
 
 LOGPROBS_MODE = "processed_logprobs"
 

@@ -33,11 +33,12 @@ from pathlib import Path
 
 import requests
 
-from propel.engines.engine import Completion, Engine, Prompt, SamplingSpec
+from propel.engines.engine import Completion, Engine, SamplingSpec
 from propel.engines.vllm import is_peft, lora_rank, repeat_greedy, save_adapter
 from propel.engines.vllm_launch import VLLMServer
 from propel.errors import ConfigError, PropelError
 from propel.fleet import ROUTINGS, Fleet, Routing
+from propel.records import Prompt
 
 
 def start_hint(model: str) -> str:

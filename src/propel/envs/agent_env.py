@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from propel.domains.interface import Context
+from propel.records import Context
 from propel.sandbox.sandbox import Sandbox
 
 FINISH_REASONS = ("submitted", "max_turns", "time_limit", "length", "error")

@@ -18,7 +18,6 @@ import functools
 import uuid
 from typing import Any
 
-from propel.domains.interface import Context
 from propel.engines.tool_calls import CLOSE, ToolCall, ToolCallError, parse_tool_call
 from propel.envs.agent_env import AgentEnv, EpisodeState, Observation
 from propel.envs.openenv_schema import action_tool, import_object, observation_text
@@ -32,6 +31,7 @@ from propel.envs.openenv_session import (
     server_schema,
 )
 from propel.errors import ConfigError
+from propel.records import Context
 from propel.sandbox.sandbox import Sandbox
 
 URL_SCHEMES = ("http://", "https://", "ws://", "wss://")

@@ -16,9 +16,9 @@ import re
 import uuid
 from typing import Any
 
-from propel.domains.interface import Context
 from propel.envs.agent_env import AgentEnv, EpisodeState, Observation
 from propel.errors import ConfigError
+from propel.records import Context
 from propel.sandbox.sandbox import Sandbox
 
 _INT = re.compile(r"-?\d+")

@@ -20,11 +20,11 @@ import time
 import uuid
 from dataclasses import replace
 
-from propel.domains.interface import Context
 from propel.engines.tool_calls import CLOSE, ToolCall, ToolCallError, check_arguments, function_tool, parse_tool_call
 from propel.envs.agent_env import AgentEnv, EpisodeState, Observation
 from propel.envs.verdict import check_task, needed_files, verdict
 from propel.errors import ConfigError
+from propel.records import Context
 from propel.sandbox.job import Job, Limits, Outcome, Result, SandboxError, check_file_name
 from propel.sandbox.sandbox import Sandbox
 

@@ -22,9 +22,9 @@ import uuid
 from collections import OrderedDict
 from typing import Any
 
-from propel.domains.interface import Context
 from propel.envs.agent_env import AgentEnv, EpisodeState, Observation
 from propel.errors import ConfigError
+from propel.records import Context
 from propel.sandbox.sandbox import Sandbox
 from propel.tasks.verifiers_env import load, run
 from propel.tasks.verifiers_tasks import chat_messages

@@ -25,7 +25,7 @@ from scipy.stats import spearmanr
 from propel.cli.config_files import with_fragments_inlined
 from propel.cli.errors import explain
 from propel.domains.exact_trials import band_utility
-from propel.domains.interface import Domain, Task
+from propel.domains.interface import Domain
 from propel.durable import write_json
 from propel.engines.engine import SamplingSpec
 from propel.engines.factory import make_adapter_engine, make_engine
@@ -52,6 +52,7 @@ from propel.probes.sweep import (
     run_sweep,
     split_indices,
 )
+from propel.records import Task
 from propel.rollouts.scorer import GeneratorScorer
 from propel.rollouts.single_turn import generate_tasks
 

@@ -179,7 +179,7 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
 
     def _regenerate(self, targets: list[TurnTarget]) -> list[TurnTarget]:
         """On-policy: turn t sampled afresh by the student (the rollout engine) from its own hint-free prefix."""
-        from propel.engines.engine import Prompt
+        from propel.records import Prompt
 
         self.sync_engine()
         prompts = [Prompt(token_ids=t.student_ids[: len(t.student_ids) - t.length]) for t in targets]

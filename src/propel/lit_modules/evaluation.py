@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from propel.domains.interface import Context, Domain, Task, lenient_valid
+from propel.domains.interface import Domain, lenient_valid
 from propel.durable import write_json
 from propel.errors import ConfigError
 from propel.lit_modules.labeling import LabelingModule
 from propel.pools.io import read_pool, write_part
 from propel.pools.manifest import check_manifest, run_settings
 from propel.pools.summary import diversity_scores, evaluation_summary, exact_utility_values, print_summary_table
+from propel.records import Context, Task
 
 SUMMARY = "summary.json"
 SCORES = "scores.json"

@@ -17,7 +17,7 @@ from lightning.pytorch import LightningModule
 
 from propel.domains.agents import writes_in_episodes
 from propel.domains.exact_trials import solve_probabilities
-from propel.domains.interface import Context, Domain, lenient_valid
+from propel.domains.interface import Domain, lenient_valid
 from propel.domains.trials import SolverSpec, Trials, solver_trials
 from propel.engines.engine import Engine, SamplingSpec
 from propel.engines.factory import check_kind, make_adapter_engine, make_engine
@@ -25,8 +25,8 @@ from propel.errors import ConfigError
 from propel.host_memory import release_freed_memory
 from propel.lit_modules.phases import Phases
 from propel.pools.rows import pool_row
+from propel.records import Context, Sample
 from propel.rollouts.agent_trials import AgentEpisodes, AgentSolver
-from propel.rollouts.record import Sample
 from propel.rollouts.scorer import GeneratorScorer
 from propel.rollouts.single_turn import sample_single_turn
 from propel.sandbox.sandbox import Sandbox

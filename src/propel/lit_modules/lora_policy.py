@@ -49,8 +49,8 @@ from propel.lit_modules.update_guard import UpdateGuard
 from propel.losses.logprobs import token_logprobs
 from propel.models.lora import LoRASpec
 from propel.models.span_logits import span_logits
+from propel.records import Sample, Turn
 from propel.rollouts.packing import PackedBatch, pack
-from propel.rollouts.record import Sample, Turn
 from propel.rollouts.scorer import Scorer
 from propel.rollouts.steps import ContextBatch, Rollout, RolloutSource
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from propel.records import Sample
 from propel.rewards.combine import RewardBreakdown
-from propel.rollouts.record import Sample
 
 
 @dataclass

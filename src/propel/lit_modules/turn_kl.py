@@ -53,9 +53,9 @@ from propel.losses.proximal_distillation import distillation_advantage, proximal
 from propel.losses.turn_normalisation import NORMALISATIONS, TurnNorm
 from propel.models.reference import reference_forward
 from propel.models.span_logits import span_logits
+from propel.records import Sample
 from propel.rollouts.episode_rows import episode_rows
 from propel.rollouts.hints import HintSplicer, TurnTarget
-from propel.rollouts.record import Sample
 
 TEACHERS = ("live", "base", "ema", "external")
 SCOPES = ("turn", "sequence")

@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 from propel.domains.trials import Trials
 from propel.pools.schema import SCHEMA
-from propel.rollouts.record import Sample
+from propel.records import Sample
 
 
 def pool_row(

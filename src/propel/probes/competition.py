@@ -26,10 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from propel.domains.interface import Domain, Task
+from propel.domains.interface import Domain
 from propel.metrics.ranking import best_of_k_lift
 from propel.probes.data import LabeledRows
 from propel.probes.rivals import RIVALS, feature_matrix, fit_rival
+from propel.records import Task
 
 REWARDS = ("best", "probe", *RIVALS)
 

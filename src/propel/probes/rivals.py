@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from propel.domains.interface import Domain, Task
+from propel.domains.interface import Domain
+from propel.records import Task
 
 RANKER_FILE = "ranker.json"
 RIVALS = ("zero_fit", "features", "text")

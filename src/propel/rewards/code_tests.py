@@ -59,8 +59,8 @@ from dataclasses import dataclass, field
 import torch
 
 from propel.errors import ConfigError
+from propel.records import Sample
 from propel.rewards.reward import Reward, RewardContext, gold_data
-from propel.rollouts.record import Sample
 from propel.sandbox.sandbox import Sandbox
 from propel.tasks.humaneval.solution import solution_source
 from propel.testsuite.detectors import (

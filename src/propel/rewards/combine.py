@@ -21,8 +21,8 @@ import torch
 
 from propel.errors import ConfigError
 from propel.losses.scorable import judged
+from propel.records import Sample
 from propel.rewards.reward import RewardComponent, RewardContext
-from propel.rollouts.record import Sample
 
 log = logging.getLogger(__name__)
 

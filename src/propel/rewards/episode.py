@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import torch
 
 from propel.errors import ConfigError
+from propel.records import Sample
 from propel.rewards.reward import Reward
-from propel.rollouts.record import Sample
 
 
 class EnvironmentReward(Reward):

@@ -18,8 +18,8 @@ from propel.domains.exact_trials import band_utility, solve_probabilities
 from propel.domains.interface import Domain
 from propel.domains.trials import SolverSpec
 from propel.engines.engine import Engine
+from propel.records import Sample
 from propel.rewards.reward import RewardContext, ValidTaskReward
-from propel.rollouts.record import Sample
 
 
 class ExactUtilityReward(ValidTaskReward):

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import torch
 
+from propel.records import Sample
 from propel.rewards.reward import Reward, gold_data
-from propel.rollouts.record import Sample
 from propel.tasks.gym import answer_tag, extract_answer, gym_dataset
 
 INFO_KEY = "gym"

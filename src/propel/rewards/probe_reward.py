@@ -23,10 +23,9 @@ from typing import Protocol
 
 import torch
 
-from propel.domains.interface import Task
 from propel.probes.gate import PROBE_MODES, GateSpec, gated_reward, needs_logit
+from propel.records import Sample, Task
 from propel.rewards.reward import Reward, RewardContext
-from propel.rollouts.record import Sample
 
 __all__ = ["PROBE_MODES", "MinProbe", "ProbeReward", "constrained", "worst_case"]
 

@@ -1,6 +1,6 @@
 """What a reward is (``Reward``, the ``RewardComponent`` protocol) and what it may prepare with (``RewardContext``).
 
-A reward reads scored rollouts (``propel.rollouts.Sample``): the scorer's verdict (``valid``, ``task``,
+A reward reads scored rollouts (``propel.records.Sample``): the scorer's verdict (``valid``, ``task``,
 ``info``) and the context's gold data (``sample.context.data``). A reward that needs a model (a probe reading the
 frozen reference) gets it once, before training, through ``setup(context)``.
 """
@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from propel.errors import ConfigError
-from propel.rollouts.record import Sample
+from propel.records import Sample
 
 
 @dataclass

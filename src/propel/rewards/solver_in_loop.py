@@ -19,8 +19,8 @@ import torch
 from propel.domains.interface import Domain
 from propel.domains.trials import SolverSpec, Trials, solver_trials
 from propel.engines.engine import Engine
+from propel.records import Sample
 from propel.rewards.reward import RewardContext, ValidTaskReward
-from propel.rollouts.record import Sample
 from propel.rollouts.scorer import GeneratorScorer
 from propel.sandbox.sandbox import Sandbox
 

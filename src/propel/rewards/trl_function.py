@@ -27,9 +27,9 @@ from typing import Any
 import torch
 
 from propel.errors import ConfigError
+from propel.records import Sample
 from propel.rewards.reward import Reward
 from propel.rewards.trl_io import ROW_KEYS, trl_completion, trl_prompt
-from propel.rollouts.record import Sample
 
 
 def import_function(path: str) -> Callable[..., Any]:

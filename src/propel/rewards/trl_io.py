@@ -16,10 +16,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt, chat_text
+from propel.engines.engine import chat_text
 from propel.errors import ConfigError
-from propel.rollouts.record import Sample, Turn
+from propel.records import Context, Prompt, Sample, Turn
 
 DATA_COLUMN = "propel_data"
 """The column holding a context's ``data`` as JSON (exact, whatever the dataset library does to nested columns)."""

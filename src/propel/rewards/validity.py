@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import torch
 
+from propel.records import Sample
 from propel.rewards.reward import Reward
-from propel.rollouts.record import Sample
 
 
 class ValidityReward(Reward):

@@ -32,8 +32,8 @@ import torch
 
 from propel.envs.verifiers_env import final_state
 from propel.errors import ConfigError
+from propel.records import Sample
 from propel.rewards.reward import Reward
-from propel.rollouts.record import Sample
 from propel.tasks.verifiers_env import load, run
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,6 @@ scored by a ``Scorer``; multi-turn agent episodes run by ``EpisodeRunner``) and 
 from propel.rollouts.agent_trials import AgentEpisodes, AgentSolver
 from propel.rollouts.episode_runner import EpisodeRunner
 from propel.rollouts.packing import PackedBatch, pack
-from propel.rollouts.record import Sample, Turn
 from propel.rollouts.scorer import GeneratorScorer, Scorer
 from propel.rollouts.single_turn import generate_tasks, sample_single_turn
 from propel.rollouts.steps import ContextBatch, Rollout, RolloutSource
@@ -21,8 +20,6 @@ __all__ = [
     "PackedBatch",
     "Rollout",
     "RolloutSource",
-    "Sample",
-    "Turn",
     "generate_tasks",
     "pack",
     "read_trajectories",

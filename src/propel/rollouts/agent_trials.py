@@ -15,13 +15,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from propel.domains.agents import SolvedByAgents
-from propel.domains.interface import Context, Domain, Task
+from propel.domains.interface import Domain
 from propel.domains.trials import SolverSpec, Trials
-from propel.engines.engine import Engine, Prompt, SamplingSpec
+from propel.engines.engine import Engine, SamplingSpec
 from propel.envs.agent_env import AgentEnv
 from propel.errors import ConfigError
+from propel.records import Context, Prompt, Sample, Task
 from propel.rollouts.episode_runner import SCHEDULES, EpisodeRunner
-from propel.rollouts.record import Sample
 from propel.sandbox.sandbox import Sandbox
 from propel.tasks.shell import DEMONSTRATION
 

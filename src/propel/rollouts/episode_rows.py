@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from propel.rollouts.record import Sample
+from propel.records import Sample
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 
-from propel.domains.interface import Context
-from propel.engines.engine import Completion, Engine, Prompt, SamplingSpec
+from propel.engines.engine import Completion, Engine, SamplingSpec
 from propel.envs.agent_env import AgentEnv, Observation
+from propel.records import Context, Prompt, Sample, Turn
 from propel.rollouts.conversation import Conversation, TemplateNotAppendOnly
-from propel.rollouts.record import Sample, Turn
 from propel.sandbox.sandbox import Sandbox
 
 SCHEDULES = ("rounds", "async")

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from propel.envs.agent_env import FINISH_REASONS
-from propel.rollouts.record import Sample
+from propel.records import Sample
 
 
 def _tokens(sample: Sample) -> int:

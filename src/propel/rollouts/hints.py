@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from propel.errors import ConfigError
-from propel.rollouts.record import Sample, Turn
+from propel.records import Sample, Turn
 
 
 @dataclass(frozen=True)

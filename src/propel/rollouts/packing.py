@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from propel.rollouts.record import Sample
+from propel.records import Sample
 
 
 @dataclass

@@ -13,8 +13,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from propel.domains.agents import WritesInEpisodes
-from propel.domains.interface import DEGENERATE, Domain, Task
-from propel.rollouts.record import Sample
+from propel.domains.interface import DEGENERATE, Domain
+from propel.records import Sample, Task
 from propel.sandbox.sandbox import Sandbox
 
 

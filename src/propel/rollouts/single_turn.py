@@ -8,9 +8,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from propel.domains.interface import Context
 from propel.engines.engine import Engine, SamplingSpec
-from propel.rollouts.record import Sample, Turn
+from propel.records import Context, Sample, Turn
 from propel.rollouts.scorer import Scorer
 from propel.rollouts.steps import Rollout
 

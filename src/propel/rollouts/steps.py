@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from propel.domains.interface import Context
-from propel.engines.engine import Engine, Prompt, SamplingSpec
-from propel.rollouts.record import Sample
+from propel.engines.engine import Engine, SamplingSpec
+from propel.records import Context, Prompt, Sample
 
 
 @dataclass

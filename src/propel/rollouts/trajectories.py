@@ -18,10 +18,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from propel.domains.interface import Context
 from propel.durable import write_with
-from propel.engines.engine import Prompt
-from propel.rollouts.record import Sample, Turn
+from propel.records import Context, Prompt, Sample, Turn
 
 _TURN = pa.struct(
     [

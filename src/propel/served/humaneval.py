@@ -20,8 +20,8 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import ConfigDict, Field
 
+from propel.records import Sample
 from propel.rewards.code_tests import HACK_PENALTY, INFO_KEY, TestSuiteReward
-from propel.rollouts.record import Sample
 from propel.sandbox.sandbox import Sandbox
 from propel.tasks.humaneval import CodeTask, HumanEvalTasks
 

@@ -12,10 +12,8 @@ from typing import Any
 
 from openenv.core.rubrics import Rubric
 
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt
+from propel.records import Context, Prompt, Sample
 from propel.rewards.triage import INFO_KEY, TriageReward, triage_rewards
-from propel.rollouts.record import Sample
 
 
 class ComponentRubric(Rubric):

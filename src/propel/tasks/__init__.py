@@ -12,7 +12,6 @@ from propel.tasks.humaneval import HumanEvalAgentTasks, HumanEvalTasks
 from propel.tasks.openenv import OpenEnvTasks
 from propel.tasks.shell import DEMONSTRATION, ShellTasks
 from propel.tasks.swe import BugInjectionTasks
-from propel.tasks.task_source import TaskSource
 from propel.tasks.triage import TriageTickets
 from propel.tasks.verifiers_tasks import VerifiersTasks
 
@@ -26,7 +25,6 @@ __all__ = [
     "OpenEnvTasks",
     "ReasoningGymTasks",
     "ShellTasks",
-    "TaskSource",
     "TriageTickets",
     "VerifiersTasks",
     "answer_tag",

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import random
 
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt
 from propel.errors import ConfigError
-from propel.tasks.task_source import TaskSource
+from propel.records import Context, Prompt, TaskSource
 
 SYSTEM = "You are a helpful assistant. Answer in one short line."
 EXAMPLE = [

@@ -16,10 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt
 from propel.errors import ConfigError
-from propel.tasks.task_source import TaskSource
+from propel.records import Context, Prompt, TaskSource
 
 TAGGED = "Put your final answer between <{tag}> and </{tag}>."
 PLAIN = "Reply with only the final answer."

@@ -6,10 +6,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt
 from propel.errors import ConfigError
-from propel.tasks.task_source import TaskSource
+from propel.records import Context, Prompt, TaskSource
 
 
 class OpenEnvTasks(TaskSource):

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import random
 
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt
 from propel.engines.tool_calls import ToolCall, format_tool_call
 from propel.errors import ConfigError
-from propel.tasks.task_source import TaskSource
+from propel.records import Context, Prompt, TaskSource
 
 KINDS = ("create_file", "copy_line", "fix_function")
 _WORDS = ["apple", "river", "stone", "cloud", "maple", "tiger", "piano", "lemon", "ocean", "amber", "cedar", "delta"]

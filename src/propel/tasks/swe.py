@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from propel.domains.interface import Context
 from propel.domains.swe.domain import resolve_repos
 from propel.domains.swe.tool_episodes import generator_contexts
-from propel.tasks.task_source import TaskSource
+from propel.records import Context, TaskSource
 
 
 class BugInjectionTasks(TaskSource):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from propel.domains.interface import Context
+from propel.records import Context
 
 
 @dataclass(frozen=True)

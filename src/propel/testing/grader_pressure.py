@@ -34,9 +34,9 @@ import torch
 
 from propel.errors import ConfigError
 from propel.python_ast import parse_python
+from propel.records import Sample
 from propel.rewards.code_tests import INFO_KEY, graded_files
 from propel.rewards.reward import Reward
-from propel.rollouts.record import Sample
 from propel.tasks.humaneval import HumanEvalTasks
 from propel.tasks.humaneval.solution import extract_code
 from propel.tasks.humaneval.tasks import SINGLE_TURN_INSTRUCTION

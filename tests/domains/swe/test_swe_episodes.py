@@ -58,10 +58,10 @@ def test_a_truncated_collection_is_an_infrastructure_error_never_a_diff(sandbox,
     make a diff, a bug or a grade of such a collection."""
     import pytest
 
-    from propel.domains.interface import Task
     from propel.domains.swe.checkout import checkout
     from propel.domains.swe.domain import SweDomain
     from propel.domains.swe.repos import get_repo
+    from propel.records import Task
 
     profile = get_repo("tabulate")
     root = checkout(profile)

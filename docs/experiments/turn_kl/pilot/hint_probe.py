@@ -9,9 +9,10 @@ import time
 
 import torch
 
-from propel.engines.engine import Prompt, SamplingSpec
+from propel.engines.engine import SamplingSpec
 from propel.engines.hf import HFEngine
 from propel.models import load_model
+from propel.records import Prompt
 from propel.rollouts.conversation import Conversation
 from propel.rollouts.hints import HintSplicer
 

@@ -29,8 +29,8 @@ from propel.domains.code.parsing import parse_generation, python_code
 from propel.domains.code.safety import ALLOWED_MODULES, check_source
 from propel.domains.code.topic import code_topic
 from propel.domains.code.values import display, encode_literal, has_address, values_equal
-from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
-from propel.engines.engine import Prompt
+from propel.domains.interface import Domain, ParseFailure, Verdict
+from propel.records import Context, Prompt, Task
 from propel.sandbox.job import Job, Limits, Outcome, Result
 from propel.sandbox.sandbox import Sandbox
 

@@ -20,13 +20,13 @@ from functools import cache
 from importlib import resources
 
 from propel.domains.agents import SolvedByAgents
-from propel.domains.interface import AnswerText, Context, Domain, ParseFailure, Task, Verdict, few_shot_contexts
+from propel.domains.interface import AnswerText, Domain, ParseFailure, Verdict, few_shot_contexts
 from propel.domains.math.answers import extract_answer, parse_number
 from propel.domains.math.degeneracy import REASONS, degenerate_reasons
 from propel.domains.math.expression import ExpressionError, evaluate
 from propel.domains.math.features import expression_features
 from propel.domains.math.topic import math_topic
-from propel.engines.engine import Prompt
+from propel.records import Context, Prompt, Task
 from propel.sandbox.sandbox import Sandbox
 
 SOLVER_INSTRUCTION = "Solve the problem. Give the final answer as: Answer: <number>"

@@ -25,14 +25,15 @@ from importlib import resources
 from typing import Any
 
 from propel.domains.agents import SolvedByAgents
-from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
+from propel.domains.interface import Domain, ParseFailure, Verdict
 from propel.domains.math.answers import extract_answer, parse_number
 from propel.domains.math.degeneracy import stated_numbers
 from propel.domains.math.symbolic import equivalent
 from propel.domains.math.topic import math_topic
-from propel.engines.engine import Engine, Prompt, SamplingSpec
+from propel.engines.engine import Engine, SamplingSpec
 from propel.engines.factory import check_kind
 from propel.errors import ConfigError
+from propel.records import Context, Prompt, Task
 from propel.sandbox.sandbox import Sandbox
 
 SOLVER_INSTRUCTION = "Solve the problem step by step. Put the final answer in \\boxed{}."

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from propel.domains.agents import SolvedByAgents, WritesInEpisodes
-from propel.domains.interface import Context, Domain, ParseFailure, Task, Verdict
+from propel.domains.interface import Domain, ParseFailure, Verdict
 from propel.domains.swe.checkout import checkout
 from propel.domains.swe.diffs import apply_diff
 from propel.domains.swe.mutations import generate_bugs
@@ -34,8 +34,8 @@ from propel.domains.swe.tool_episodes import (
     solver_context,
 )
 from propel.domains.swe.validity import BugValidator, BugVerdict
-from propel.engines.engine import Prompt
 from propel.errors import ConfigError
+from propel.records import Context, Prompt, Task
 from propel.sandbox.sandbox import Sandbox
 
 

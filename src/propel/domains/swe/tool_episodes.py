@@ -13,13 +13,12 @@ import os
 import random
 from collections.abc import Mapping, Sequence
 
-from propel.domains.interface import Context
 from propel.domains.swe.checkout import checkout, repo_files
 from propel.domains.swe.diffs import unified_diff
 from propel.domains.swe.prompts import GENERATOR_PROMPT, SOLVER_PROMPT
 from propel.domains.swe.repos import RepoProfile, get_repo
-from propel.engines.engine import Prompt
 from propel.errors import PropelError
+from propel.records import Context, Prompt
 from propel.testsuite.vendor import ZIP_NAME, testlib_zip
 
 MAX_FAILING_SHOWN = 10

@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
+from propel.records import Sample
 from propel.rewards.reward import Reward, gold_data
 from propel.rewards.triage.normalize import normalize
 from propel.rewards.triage.steps import StepCheck, check_steps
-from propel.rollouts.record import Sample
 from propel.tasks.triage.parse import Submission, parse_submission
 from propel.tasks.triage.prompt import answer_text
 

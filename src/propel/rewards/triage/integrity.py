@@ -30,10 +30,10 @@ from typing import Any
 
 import torch
 
+from propel.records import Sample
 from propel.rewards.combine import CombinedReward
 from propel.rewards.triage.component import TriageReward, content, submission
 from propel.rewards.triage.mode import MODES, check_mode
-from propel.rollouts.record import Sample
 from propel.tasks.triage.prompt import answer_text
 
 HONEST_CONFIDENCE = 0.9

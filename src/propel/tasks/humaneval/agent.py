@@ -10,9 +10,8 @@ pristine copy (the hidden tests never enter the workspace).
 
 from __future__ import annotations
 
-from propel.domains.interface import Context
+from propel.records import Context, TaskSource
 from propel.tasks.humaneval.tasks import HumanEvalTasks
-from propel.tasks.task_source import TaskSource
 
 
 class HumanEvalAgentTasks(TaskSource):

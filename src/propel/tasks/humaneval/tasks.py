@@ -24,11 +24,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from propel.domains.interface import Context
-from propel.engines.engine import Prompt
 from propel.errors import ConfigError
 from propel.python_ast import parse_python
-from propel.tasks.task_source import TaskSource
+from propel.records import Context, Prompt, TaskSource
 from propel.testsuite.shown import call_sources, split_unseen
 from propel.testsuite.split_suite import SplitSuite
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from propel.engines.engine import Prompt
+from propel.records import Prompt
 from propel.tasks.triage.schema import Ticket
 
 INSTRUCTION = (

@@ -6,9 +6,8 @@ import random
 import zlib
 from dataclasses import replace
 
-from propel.domains.interface import Context
 from propel.errors import ConfigError
-from propel.tasks.task_source import TaskSource
+from propel.records import Context, TaskSource
 from propel.tasks.triage.generate import generate_tickets
 from propel.tasks.triage.io import load_tickets
 from propel.tasks.triage.prompt import triage_prompt

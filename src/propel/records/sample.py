@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from propel.domains.interface import Context
+from propel.records.context import Context
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from propel.domains.interface import Context
+from propel.records.context import Context
 
 
 class TaskSource(ABC):
