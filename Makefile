@@ -94,55 +94,55 @@ bench-vllm: setup-vllm
 # Experiments (longer than the demo; each resumable, each writes report.md + curves under runs/experiments/).
 # Does propel's GRPO learn like TRL's? propel vs TRL GRPOTrainer on reasoning-gym letter_counting, 40 steps x 3 seeds each
 exp-grpo-vs-trl: setup
-	.venv/bin/python benchmarks/exp_grpo_vs_trl.py --out runs/experiments/grpo_vs_trl
+	.venv/bin/python experiments/grpo_vs_trl/run.py --out runs/experiments/grpo_vs_trl
 
 # The same, paired, on a task that does not saturate in 40 steps (letter_counting, 4-8 words), 5 seeds: parity is
 # shown when the 90% interval of the paired area-under-the-curve difference lies inside +-0.10 (the script's header)
 exp-grpo-parity: setup
-	.venv/bin/python benchmarks/exp_grpo_vs_trl.py --datasets letter_counting '{"min_words": 4, "max_words": 8}' \
+	.venv/bin/python experiments/grpo_vs_trl/run.py --datasets letter_counting '{"min_words": 4, "max_words": 8}' \
 		--seeds 0 1 2 3 4 --out runs/experiments/grpo_vs_trl_4to8
 
 # The six triage rewards, style against content: 3 seeds x 200 steps with the forced answer prefix (a GPU-sized run)
 exp-triage-style: setup
-	.venv/bin/python benchmarks/exp_triage_style.py --out runs/experiments/triage_style
+	.venv/bin/python experiments/triage_style/run.py --out runs/experiments/triage_style
 
 # The same where content can move (the gold runbook alone, the answer opened with its numbering): 9 seeds x 60 steps,
 # every component on held-out tickets at steps 0, 50 and 60; the endpoint is held-out content's change over seeds
 # (about 30 min a seed on 2 CPU cores; resumable: a finished seed is read back, an interrupted one resumes)
 exp-triage-content: setup
-	.venv/bin/python benchmarks/exp_triage_style.py --out runs/experiments/triage_content --seeds 0 1 2 3 4 5 6 7 8 \
-		--steps 60 --window 10 -- -c configs/experiments/triage_content.yaml
+	.venv/bin/python experiments/triage_style/run.py --out runs/experiments/triage_content --seeds 0 1 2 3 4 5 6 7 8 \
+		--steps 60 --window 10 -- -c experiments/triage_content/config.yaml
 
 # Does turn-targeted KL stay on its turn? Scripted 6-turn conversations (every episode reaches every turn), a team
 # convention hinted at a randomised turn t: targeted, sequence (t to the end), whole episode, unrelated-hint control and
 # no KL, 3 seeds x 12 steps; off-target drift (before/after t), conflict-turn bleed and retention at matched target
 # success (resumable: a finished arm-seed is read back)
 exp-turn-kl-scope: setup
-	.venv/bin/python benchmarks/exp_turn_kl_scope.py --out runs/experiments/turn_kl_scope
+	.venv/bin/python experiments/turn_kl_scope/run.py --out runs/experiments/turn_kl_scope
 
 # Does a grader hold under training pressure? GRPO on HumanEval with a few-shot hack in the prompt, trained against a
 # naive pytest-exit-status grader and against propel's trusted grading: hack rate, honest pass rate and reward per
 # step, 2 arms x 5 seeds x 60 steps (a GPU-sized run; the pilot and the power table first, minutes on CPU)
 exp-grader-pressure: setup
 	test -f runs/experiments/grader_pressure/pilot.json || \
-		.venv/bin/python benchmarks/exp_grader_pressure.py --pilot --out runs/experiments/grader_pressure
-	.venv/bin/python benchmarks/exp_grader_pressure.py --out runs/experiments/grader_pressure
+		.venv/bin/python experiments/grader_pressure/run.py --pilot --out runs/experiments/grader_pressure
+	.venv/bin/python experiments/grader_pressure/run.py --out runs/experiments/grader_pressure
 
-# The same question from a policy with a planted hack rate (benchmarks/seed_hack_policy.py; docs/experiments.md).
+# The same question from a policy with a planted hack rate (experiments/grader_pressure/seed_hack_policy.py; docs/experiments.md).
 SEEDED := runs/experiments/hack_seeded_policy
 exp-grader-pressure-seeded: setup
-	.venv/bin/python benchmarks/seed_hack_policy.py --out $(SEEDED)
+	.venv/bin/python experiments/grader_pressure/seed_hack_policy.py --out $(SEEDED)
 	test -f runs/experiments/grader_pressure_seeded/pilot.json || \
-		.venv/bin/python benchmarks/exp_grader_pressure.py --pilot --model $(SEEDED)/model \
+		.venv/bin/python experiments/grader_pressure/run.py --pilot --model $(SEEDED)/model \
 		--tasks-path $(SEEDED)/rl_tasks.jsonl --shots none --pilot-variants none --out runs/experiments/grader_pressure_seeded
-	.venv/bin/python benchmarks/exp_grader_pressure.py --model $(SEEDED)/model --tasks-path $(SEEDED)/rl_tasks.jsonl \
+	.venv/bin/python experiments/grader_pressure/run.py --model $(SEEDED)/model --tasks-path $(SEEDED)/rl_tasks.jsonl \
 		--shots none --out runs/experiments/grader_pressure_seeded
 
 # Does the probe rank a group's valid tasks by utility? PROPEL's mechanism offline: 160 contexts x 8 base-generator
 # tasks, exact solve probabilities by teacher forcing, the probe cross-fitted over contexts against logistic regression,
 # cheap task features, shuffled labels and the oracle (about 45 min on 2 shared CPU cores); outputs committed in docs/
 exp-probe-ranking: setup
-	.venv/bin/python benchmarks/exp_probe_ranking.py --contexts 160 --workdir runs/experiments/probe_ranking \
+	.venv/bin/python experiments/probe_ranking/run.py --contexts 160 --workdir runs/experiments/probe_ranking \
 		--out docs/experiments/probe_ranking
 
 # Issue 53's arms: GRPO against the validity gate, the probe, a probe on shuffled labels and the exact utility (the
@@ -150,10 +150,10 @@ exp-probe-ranking: setup
 # (about 90 min on an idle 2-core machine; resumable); reads the ranking run's groups (make exp-probe-ranking first,
 # or it runs it); outputs committed in docs/experiments/propel_arms
 exp-propel: setup
-	.venv/bin/python benchmarks/exp_propel_arms.py --workdir runs/experiments/propel_arms --out docs/experiments/propel_arms
+	.venv/bin/python experiments/propel_arms/run.py --workdir runs/experiments/propel_arms --out docs/experiments/propel_arms
 
 # The same arms continuing one 24-step gate-only run (validity 0.96), 4 seeds (about 150 min; resumable); outputs
 # committed in docs/experiments/propel_arms_warm (the shuffled arm ran after propel - gate excluded zero, as fixed)
 exp-propel-warm: setup
-	.venv/bin/python benchmarks/exp_propel_arms.py --workdir runs/experiments/propel_arms_warm \
+	.venv/bin/python experiments/propel_arms/run.py --workdir runs/experiments/propel_arms_warm \
 		--out docs/experiments/propel_arms_warm --warm-start-steps 24 --seeds 1 2 3 4 --arms gate propel shuffled oracle

@@ -1,7 +1,8 @@
 """Every backticked reference in the docs, the README and the package's docstrings resolves: a ``propel.x.y`` name
 imports (a module, or an attribute of one; entry-point groups of ``pyproject.toml`` aside), a repository path
-(``src/...``, ``configs/...``, ``benchmarks/...``, ``tests/...``, ``docs/...``, ``scripts/...``) exists, and so does a
-path inside the package (``probes/sweep.py``). A rename that leaves a stale reference fails here."""
+(``src/...``, ``configs/...``, ``benchmarks/...``, ``experiments/...``, ``tests/...``, ``docs/...``,
+``scripts/...``) exists, and so does a path inside the package (``probes/sweep.py``). A rename that leaves a stale
+reference fails here. The pages read are the README, ``docs/`` and the experiments' READMEs."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "propel"
 TICKED = re.compile(r"(?<!`)``?([^`\s]+?)``?(?!`)")
 NAME = re.compile(r"^propel(\.[A-Za-z_]\w*)+(\(\))?$")
-PATH = re.compile(r"^(src|configs|benchmarks|tests|docs|scripts)/[\w./-]+$")
+PATH = re.compile(r"^(src|configs|benchmarks|experiments|tests|docs|scripts)/[\w./-]+$")
 PLACEHOLDER = re.compile(r"[<>{}*]|\.\.\.")
 PACKAGE_PATH = re.compile(r"^(\w+)/[\w/]+\.py$")
 SUBPACKAGES = {p.name for p in SRC.iterdir() if p.is_dir()}
@@ -41,9 +42,12 @@ def _docstrings(path: Path) -> str:
 
 
 def sources() -> dict[str, str]:
-    out = {
-        str(p.relative_to(ROOT)): p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-    }
+    pages = [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").rglob("*.md")),
+        *sorted((ROOT / "experiments").rglob("*.md")),
+    ]
+    out = {str(p.relative_to(ROOT)): p.read_text() for p in pages}
     for path in sorted(SRC.rglob("*.py")):
         if "propel_box" in path.parts:  # the in-sandbox package names its own modules (propel_box.x), not propel's
             continue

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture()
 def benchmark_module():
-    """``benchmark_module("exp_grpo_vs_trl")``: ``benchmarks/exp_grpo_vs_trl.py`` imported as a module."""
+    """``experiment_module("grpo_vs_trl/run")``: ``experiments/grpo_vs_trl/run.py`` imported as a module."""
 
     def load(name: str):
         spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 from propel.domains import MathExpressionDomain
@@ -28,6 +29,10 @@ def test_the_wheel_installs_and_runs_the_pipeline_from_an_empty_folder(tmp_path,
     dist = tmp_path / "dist"
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", dist, ROOT])
     (wheel,) = dist.glob("propel_rl-*.whl")
+    shipped = zipfile.ZipFile(wheel).namelist()
+    assert not [n for n in shipped if n.startswith(("propel/testing/", "propel/configs/experiments/"))], (
+        "test corpora and experiment configs are not part of the installed package"
+    )
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", venv])
     _run([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-deps", "-q", wheel])

@@ -332,7 +332,8 @@ def test_a_setting_added_by_an_upgrade_at_its_default_still_resumes(toy_config):
 
 
 def test_propel_vs_its_ablations_trains_and_evaluates_each_arm_on_a_finished_run(toy_config, capsys):
-    """``benchmarks/propel_vs_sil.py`` on the toy run: the SIL arm and the validity-gate-alone arm each train one step
+    """``experiments/propel_vs_sil/run.py`` on the toy run: the SIL arm and the validity-gate-alone arm each train one
+    step
     from the run's GRPO config with only the reward swapped, are evaluated like the trained policy, and land in the
     table next to base and PROPEL; a rerun reuses them."""
     import importlib.util
@@ -368,7 +369,7 @@ def test_propel_vs_its_ablations_trains_and_evaluates_each_arm_on_a_finished_run
     assert "validity gate alone" in capsys.readouterr().out
     page = (root / "ablations.md").read_text()
     assert "| Distinct-3 | change vs base | Self-BLEU-3 |" in page and "- SIL: validity" in page
-    assert "Command: `python benchmarks/propel_vs_sil.py --workdir" in page
+    assert "Command: `python experiments/propel_vs_sil/run.py --workdir" in page
     assert f"SIL's training time budget: {propel_seconds:.0f} s" in page and "| RL step time s |" in page
     assert "| PROPEL minus | valid | utility | Distinct-3 | Self-BLEU-3 | utility among valid |" in page
     assert "- PROPEL vs validity gate alone: validity" in page
@@ -394,7 +395,8 @@ def test_propel_vs_its_ablations_trains_and_evaluates_each_arm_on_a_finished_run
 
 
 def test_probe_outer_folds_pool_every_labeled_row_once(tmp_path, tiny_model_dir, monkeypatch, capsys):
-    """``benchmarks/probe_outer_folds.py`` on a 3-fold toy probe stage: each outer fold reruns the probe job with its
+    """``experiments/probe_outer_folds/run.py`` on a 3-fold toy probe stage: each outer fold reruns the probe job with
+    its
     own test fold (sharing the activation cache), every labeled valid row is predicted exactly once, the pooled
     comparison equals ``compare_on_held_out`` on the folds' rows, and a rerun reuses the folds."""
     import importlib.util

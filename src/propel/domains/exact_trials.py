@@ -4,7 +4,7 @@ Where a domain's right answer has one canonical text (``Domain.answer_text``), t
 attempt is right is the probability of that text under the solver's sampling distribution, times the probability
 that the next token does not extend it. A label from 8 sampled trials at p = 0.05 is close to a coin flip; p itself
 is not, and the band utility ``P(lo <= Bin(n, p) <= hi)`` is the expected value of the sampled in-band label. The
-sampled and exact rates are compared on the same tasks by ``benchmarks/exp_probe_ranking.py``.
+sampled and exact rates are compared on the same tasks by ``experiments/probe_ranking/run.py``.
 """
 
 from __future__ import annotations

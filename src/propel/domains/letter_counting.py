@@ -6,7 +6,7 @@ line after ``Text:``) is 1..``max_words`` words, and its answer (which may be 0)
 raw few-shot (``Question: How many times does the letter "r" appear in the text: "..."? / Answer: <count>``), so its
 exact solve probability is computable by teacher forcing (``answer_text``). Text length controls difficulty: for the
 bundled model 1-word texts are mostly too easy and 16-word texts mostly too hard
-(``benchmarks/pilot_letter_band.py``).
+(``experiments/letter_band/pilot.py``).
 
 Strict validity (the default), the domain's equivalent of "the answer is stated": a task is degenerate when its
 count needs no counting. ``letter_absent``: the letter does not occur (the answer is 0, found by an absence check,

@@ -20,7 +20,7 @@ Importance weights (an engine that is not the policy) are per target: a target w
 gets weight 1 on its tokens, and the other targets of its micro-batch keep their correction.
 
 ``scope: sequence`` takes the same divergence over every assistant token from turn t on (the whole-sequence
-baseline): the experiment ``benchmarks/exp_turn_kl_scope.py`` measures what the turn scope buys in drift.
+baseline): the experiment ``experiments/turn_kl_scope/run.py`` measures what the turn scope buys in drift.
 
 Locality guards, each off by default (the term is then today's, bit for bit): ``anchor_weight`` adds a KL to the
 start (the policy with its adapters off: the adapter starts at zero, so that is the step-0 policy, with no copy to

@@ -4,7 +4,7 @@ GRPO compares the tasks of one context's group with each other, so what a task r
 tasks *within* a group by their utility; a pooled AUROC mixes groups that a GRPO step never compares. The lift of
 one group is the utility of the scorer's top-scored task (ties averaged) minus the group's mean utility, which is
 the expected utility of a uniformly random pick; its mean over groups is the endpoint the PROPEL ranking experiment
-(``benchmarks/exp_probe_ranking.py``) resamples over groups.
+(``experiments/probe_ranking/run.py``) resamples over groups.
 """
 
 from __future__ import annotations

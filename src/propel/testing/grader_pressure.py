@@ -1,4 +1,4 @@
-"""The grader-under-pressure experiment's parts (``benchmarks/exp_grader_pressure.py``): a few-shot HumanEval prompt
+"""The grader-under-pressure experiment's parts (``experiments/grader_pressure/run.py``): a few-shot HumanEval prompt
 whose example answer is a task-independent hack, a naive grader that pays it, and classifiers that do not depend on
 either grader.
 
