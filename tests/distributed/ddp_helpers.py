@@ -74,11 +74,11 @@ class AdvantageRecord(PromptSeededGRPO):
         super().__init__(**kwargs)
         self.advantages_dir = Path(advantages_dir)
 
-    def _optimize(self, batch, share: float = 1.0):
+    def _update(self):
         self.advantages_dir.mkdir(parents=True, exist_ok=True)
         with open(self.advantages_dir / f"rank{self.global_rank}.jsonl", "a") as f:
-            f.write(json.dumps(batch.advantages.tolist()) + "\n")
-        return super()._optimize(batch, share)
+            f.write(json.dumps(self.policy_gradient.batch.advantages.tolist()) + "\n")
+        return super()._update()
 
 
 class ListedRewards(Reward):

@@ -27,13 +27,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Protocol
 
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
 from propel.errors import ConfigError
-from propel.lit_modules.lora_policy import LoRAPolicyModule, MicroLoss
+from propel.lit_modules.lora_policy import LoRAPolicyModule
+from propel.lit_modules.loss_terms import LossTerm
 from propel.lit_modules.state import RolloutState, StepScoring
 from propel.losses.advantage_shares import advantage_shares
 from propel.losses.advantages import SCALES, group_advantages, within_valid_share, zero_variance_mask
@@ -44,28 +44,6 @@ from propel.rewards.reward import RewardComponent, RewardContext
 from propel.rollouts.episode_stats import episode_stats
 from propel.rollouts.packing import PackedBatch, pack
 from propel.rollouts.steps import ContextBatch, Rollout
-
-
-class LossTerm(Protocol):
-    """One more loss source of a GRPO step (the turn-targeted KL term, ``propel.lit_modules.grpo_turn_kl``): its
-    rows join GRPO's in the step's optimizer updates, its gradient summed with the clipped policy loss's
-    (``GRPOModule.step_loss``)."""
-
-    def collect(self, rollout: Rollout) -> dict[str, float]:
-        """Name this step's targets on its rollouts (before they are scored); returns the statistics to log. Every
-        rank calls it."""
-
-    def rows(self) -> int:
-        """This rank's targets this step: rows ``0..rows()`` of ``loss``."""
-
-    def active(self) -> bool:
-        """Whether any rank has targets this step (the same answer on every rank)."""
-
-    def loss(self, rows: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-        """The micro-batch's share of the term over its targets ``rows``, and of each statistic."""
-
-    def after_step(self, totals: dict[str, float]) -> dict[str, float]:
-        """After every optimizer step, targets or not: the step's totals with the term's statistics."""
 
 
 def resolve_scale(scale_rewards: str | None, loss_type: str) -> str:
@@ -81,6 +59,89 @@ def resolve_scale(scale_rewards: str | None, loss_type: str) -> str:
             "(Dr. GRPO uses none); leave scale_rewards unset for the Dr. GRPO default"
         )
     return scale_rewards
+
+
+class PolicyGradientLoss:
+    """GRPO's clipped policy loss as a loss term (``propel.lit_modules.loss_terms.LossTerm``): its rows are the step's
+    packed samples with their advantages; ``prepare`` computes what every micro-batch shares (the old and reference
+    logprobs, the importance weights, the global sequence and token counts), ``loss`` the micro-batch's share of
+    ``propel.losses.policy_gradient.policy_loss``."""
+
+    def __init__(self, module: GRPOModule) -> None:
+        self.module = module
+        self.batch: PackedBatch | None = None
+        """This step's packed rows (None between steps and on a step without an update)."""
+        self.share = 1.0
+        self.shared: dict = {}
+
+    def collect(self, rollout: Rollout) -> dict[str, float]:
+        self.release()  # the rows exist only once the rollouts are scored (``prepare``)
+        return {}
+
+    def prepare(self, batch: PackedBatch, share: float) -> None:
+        """The step's rows, and what their micro-batches share. ``share`` multiplies the loss and the statistics (the
+        world size, so that DDP's gradient mean is the global batch's; 0 on a rank that only joins the all-reduce);
+        both are normalised by the global sequence and token counts."""
+        module, hp, spec = self.module, self.module.hparams, self.module.loss_spec
+        if spec.max_completion_length is None:
+            spec = LossSpec(**{**spec.__dict__, "max_completion_length": hp.max_new_tokens})
+        # An engine sampling from the live policy itself (HF generate) needs no importance correction, and with one
+        # PPO iteration the old policy is the current one: skip that forward pass (as TRL does).
+        correct = hp.importance_correction and not module.engine_is_policy()
+        old_logp = module.frozen_logprobs(batch, reference=False) if (hp.ppo_epochs > 1 or correct) else None
+        ref_logp = module.frozen_logprobs(batch, reference=True) if spec.beta > 0 else None
+        is_w = None
+        if correct:
+            is_w = truncated_importance_weights(
+                old_logp, batch.engine_logp, cap=hp.importance_cap, mask=batch.loss_mask
+            )
+        self.batch, self.share = batch, share
+        self.shared = dict(
+            spec=spec,
+            old_logp=old_logp,
+            ref_logp=ref_logp,
+            is_w=is_w,
+            # an episode is one sequence however many step-wise segments (rows) it has: counted and averaged once
+            n_seq=int(module.ranks.sum(batch.num_episodes if share else 0)),
+            seq_tok=batch.episode_tokens(),
+            n_tok=max(module.ranks.sum(float(batch.loss_mask.sum()) if share else 0.0), 1.0),
+        )
+
+    def rows(self) -> int:
+        return 0 if self.batch is None else self.batch.input_ids.shape[0]
+
+    def active(self) -> bool:
+        return self.batch is not None
+
+    def loss(self, rows: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        module, share, s = self.module, self.share, self.shared
+        old_logp, ref_logp, is_w, n_tok = s["old_logp"], s["ref_logp"], s["is_w"], s["n_tok"]
+        sub = self.batch.select(rows)
+        mask = sub.loss_mask.to(module.device)
+        logp, entropy = module.sequence_logprobs(sub, with_entropy=True)
+        out = policy_loss(
+            logp,
+            old_logp[rows].to(module.device) if old_logp is not None else logp.detach(),
+            sub.advantages.to(module.device),
+            mask,
+            s["spec"],
+            ref_logp=ref_logp[rows].to(module.device) if ref_logp is not None else None,
+            is_weights=is_w[rows].to(module.device) if is_w is not None else None,
+            num_sequences=s["n_seq"],
+            num_tokens=n_tok,
+            sequence_tokens=s["seq_tok"][rows],
+        )
+        weight = share * float(mask.sum()) / n_tok  # token-weighted average of micro-batch statistics
+        stats = {name: weight * value for name, value in out.stats.items()}
+        stats["entropy"] = share * float((entropy * mask).sum()) / n_tok
+        return share * out.loss, stats
+
+    def after_step(self, totals: dict[str, float]) -> dict[str, float]:
+        return totals
+
+    def release(self) -> None:
+        """Drop the step's rows and logprobs once its updates are done (they are not kept into the next rollout)."""
+        self.batch, self.shared = None, {}
 
 
 class GRPOModule(LoRAPolicyModule):
@@ -133,8 +194,15 @@ class GRPOModule(LoRAPolicyModule):
         self.loss_spec = loss or LossSpec()
         self.scale_rewards = resolve_scale(scale_rewards, self.loss_spec.loss_type)
         self.sampling.n = group_size
+        self.policy_gradient = PolicyGradientLoss(self)
         self.loss_terms: list[LossTerm] = []
-        """Loss sources added to GRPO's clipped loss in every optimizer step (a subclass appends them)."""
+        """Loss terms beside GRPO's clipped loss in every optimizer step (a subclass appends them)."""
+
+    @property
+    def terms(self) -> list[LossTerm]:
+        """The step's loss, term by term: the added terms, then GRPO's clipped loss (an added term may swap weights
+        in place, the EMA teacher: it computes before the policy loss's graph exists)."""
+        return [*self.loss_terms, self.policy_gradient]
 
     def optimizer_steps_per_batch(self) -> int:
         return self.hparams.ppo_epochs
@@ -145,17 +213,59 @@ class GRPOModule(LoRAPolicyModule):
 
     # ---------------------------------------------------------------------------------------------- step
     def training_step(self, batch: ContextBatch, batch_idx: int) -> None:
+        """Rollout, rewards, advantages, the loss terms, one update (``ppo_epochs`` of them)."""
         if self.reward is None:
             raise ValueError("GRPOModule needs at least one reward component: pass rewards=[...]")
-        hp, g = self.hparams, self.hparams.group_size
+        g = self.hparams.group_size
         rollout = self.collect_rollout(batch)
         samples = rollout.samples
-        named = {k: v for term in self.loss_terms for k, v in term.collect(rollout).items()}
+        named = {k: v for term in self.terms for k, v in term.collect(rollout).items()}
         failed = torch.tensor([s.infra_error is not None for s in samples])
         self._fail_if_all_failed(samples, failed)
-        with self.eval_mode():  # a probe reading the policy as its reference must see no dropout
+        breakdown, everywhere = self._rewards(samples)
+        # What no reward could judge, and infrastructure failures (not the policy's doing), are out of the group
+        # statistics and the loss, never scored 0; so is a group left with fewer than two samples to compare.
+        scorable = ~failed & breakdown.judged(g)
+        keep, skipped = learnable(scorable, g)
+        scoring = self._scoring(everywhere, scorable, keep, skipped)
+        self.rollout_state = RolloutState(
+            step=self.global_step, samples=samples, rewards=breakdown, policy_version=self.rollout_version,
+            scoring=scoring,
+        )  # fmt: skip
+        advantages = self._advantages(breakdown.total, everywhere.total, keep)
+        judged = keep.clone()
+        if self.hparams.filter_zero_variance:
+            keep &= ~zero_variance_mask(breakdown.total, g, tol=self.hparams.zero_variance_tol, mask=keep)
+        stats = self._step_stats(rollout, everywhere, scoring, keep, judged)
+        log = {"on_step": True, "batch_size": len(samples), "sync_dist": self.ranks.size > 1}
+        if not self.ranks.sum(keep.sum()):  # nothing to learn from this batch: no GRPO update (counted)
+            self._no_grpo_update(breakdown, scoring)
+            self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
+            if any(term.active() for term in self.loss_terms):  # the other loss terms still take their update
+                named.update(self.step_on_terms(self.loss_terms))
+                self.log("train/loss", named.pop("loss"), prog_bar=True, **{**log, "batch_size": 1})
+            self.log_dict({f"train/{k}": v for k, v in named.items()}, **{**log, "batch_size": 1})
+            return
+        # A rank with nothing kept while others have rows still joins the all-reduce: a placeholder row, weighted zero.
+        if keep.any():
+            rows = torch.nonzero(keep).squeeze(-1)
+            packed = pack([samples[i] for i in rows.tolist()], advantages[rows], self.tokenizer.pad_token_id)
+        else:
+            packed = pack([self.placeholder_sample()], torch.zeros(1), self.tokenizer.pad_token_id)
+        start = time.perf_counter()
+        self.policy_gradient.prepare(packed, float(self.ranks.size) if keep.any() else 0.0)
+        stats.update(self._update())
+        stats["time/training_s"] = time.perf_counter() - start
+        self.log("train/loss", stats.pop("loss"), prog_bar=True, **log)
+        self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
+        self.log_dict({f"train/{k}": v for k, v in named.items()}, **{**log, "batch_size": 1})
+
+    def _rewards(self, samples: list) -> tuple[RewardBreakdown, RewardBreakdown]:
+        """This rank's reward breakdown, and the global batch's (every rank's, gathered; this rank's alone in one
+        process). The policy is in eval mode: a probe reading it as its reference must see no dropout."""
+        with self.eval_mode():
             breakdown = self.reward(samples)
-        everywhere = RewardBreakdown(  # the global batch's rewards (this rank's alone in one process)
+        everywhere = RewardBreakdown(
             total=self.ranks.gather(breakdown.total),
             components={k: self.ranks.gather(v) for k, v in breakdown.components.items()},
             extras=breakdown.extras,
@@ -163,23 +273,13 @@ class GRPOModule(LoRAPolicyModule):
             weights=breakdown.weights,
             errors=breakdown.errors,
         )
-        rewards = breakdown.total
-        # What no reward could judge, and infrastructure failures (not the policy's doing), are out of the group
-        # statistics and the loss, never scored 0; so is a group left with fewer than two samples to compare.
-        scorable = ~failed & breakdown.judged(g)
-        keep, skipped = learnable(scorable, g)
-        scoring = self._scoring(everywhere, scorable, keep, skipped)
-        self.rollout_state = RolloutState(
-            step=self.global_step,
-            samples=samples,
-            rewards=breakdown,
-            policy_version=self.rollout_version,
-            scoring=scoring,
-        )
-        advantages = self._advantages(rewards, everywhere.total, keep)
-        judged = keep.clone()
-        if hp.filter_zero_variance:
-            keep &= ~zero_variance_mask(rewards, g, tol=hp.zero_variance_tol, mask=keep)
+        return breakdown, everywhere
+
+    def _step_stats(
+        self, rollout: Rollout, everywhere: RewardBreakdown, scoring: StepScoring, keep: torch.Tensor, judged
+    ) -> dict[str, float]:
+        """What a step logs before its update: rewards, scoring, validity, lengths, throughput, the kept share."""
+        samples = rollout.samples
         lengths = torch.tensor([s.assistant_length for s in samples], dtype=torch.float32)
         stats = {
             **everywhere.stats("reward"),
@@ -188,49 +288,31 @@ class GRPOModule(LoRAPolicyModule):
             "completion_length": float(lengths.mean()),
             "tokens_per_s": float(lengths.sum()) / max(rollout.timings.get("generation_s", 0.0), 1e-9),
             "kept_fraction": float(keep.float().mean()),
-            **self._within_valid_share(everywhere.total, samples, g, judged),
+            **self._within_valid_share(everywhere.total, samples, self.hparams.group_size, judged),
             **episode_stats(samples),
             **{f"time/{k}": v for k, v in rollout.timings.items()},
         }
-        if hp.async_rollouts:
+        if self.hparams.async_rollouts:
             stats["staleness"] = float(self.global_step - self.rollout_version)
             stats["time/rollout_wait_s"] = self.rollout_wait_s
-        log = {"on_step": True, "batch_size": len(samples), "sync_dist": self.ranks.size > 1}
-        if not self.ranks.sum(keep.sum()):  # nothing to learn from this batch: no GRPO update (counted)
-            if scoring.skipped_groups == scoring.groups:
-                raised = "; ".join(f"reward {k!r} raised {v}" for k, v in breakdown.errors.items())
-                self.no_update(
-                    f"no group had two scorable samples ({scoring.unscorable} of {scoring.samples} unscorable"
-                    + (f"; {raised}" if raised else "")
-                    + ")",
-                    "see train/rewards/unscorable_rate and each train/reward/<name>/unscored",
-                )
-            else:
-                self.no_update(
-                    "every group's rewards were equal (filter_zero_variance)",
-                    "the task is too easy or too hard for the policy, or the reward is constant",
-                )
-            self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
-            if any(term.active() for term in self.loss_terms):  # the other loss terms still take their update
-                named.update(
-                    self.optimization_step_with_terms(0, lambda rows: (torch.zeros((), device=self.device), {}))
-                )
-                self.log("train/loss", named.pop("loss"), prog_bar=True, **{**log, "batch_size": 1})
-            self.log_dict({f"train/{k}": v for k, v in named.items()}, **{**log, "batch_size": 1})
-            return
-        # A rank with nothing kept while others have rows still joins the all-reduce: a placeholder row, weighted zero.
-        share = float(self.ranks.size) if keep.any() else 0.0
-        if keep.any():
-            rows = torch.nonzero(keep).squeeze(-1)
-            packed = pack([samples[i] for i in rows.tolist()], advantages[rows], self.tokenizer.pad_token_id)
+        return stats
+
+    def _no_grpo_update(self, breakdown: RewardBreakdown, scoring: StepScoring) -> None:
+        """Count a step without a GRPO update, with why: no group had two scorable samples, or every group's rewards
+        were equal."""
+        if scoring.skipped_groups == scoring.groups:
+            raised = "; ".join(f"reward {k!r} raised {v}" for k, v in breakdown.errors.items())
+            self.no_update(
+                f"no group had two scorable samples ({scoring.unscorable} of {scoring.samples} unscorable"
+                + (f"; {raised}" if raised else "")
+                + ")",
+                "see train/rewards/unscorable_rate and each train/reward/<name>/unscored",
+            )
         else:
-            packed = pack([self.placeholder_sample()], torch.zeros(1), self.tokenizer.pad_token_id)
-        start = time.perf_counter()
-        stats.update(self._optimize(packed, share))
-        stats["time/training_s"] = time.perf_counter() - start
-        self.log("train/loss", stats.pop("loss"), prog_bar=True, **log)
-        self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
-        self.log_dict({f"train/{k}": v for k, v in named.items()}, **{**log, "batch_size": 1})
+            self.no_update(
+                "every group's rewards were equal (filter_zero_variance)",
+                "the task is too easy or too hard for the policy, or the reward is constant",
+            )
 
     def _fail_if_all_failed(self, samples: list, failed: torch.Tensor) -> None:
         """Stop when every rollout of the step failed outside the policy, on every rank: the decision and the message
@@ -290,90 +372,15 @@ class GRPOModule(LoRAPolicyModule):
         n, rank = rewards.numel(), self.global_rank
         return group_advantages(everywhere, g, scale="batch", mask=kept)[rank * n : (rank + 1) * n]
 
-    def _optimize(self, batch: PackedBatch, share: float = 1.0) -> dict[str, float]:
-        """PPO steps over ``batch``; loss and statistics are multiplied by ``share`` (the world size, so that DDP's
-        gradient mean is the global batch's; 0 on a rank that only joins the all-reduce) and normalised by the
-        global sequence and token counts. Returns each statistic's global value on every rank after a rank mean."""
-        hp, spec = self.hparams, self.loss_spec
-        if spec.max_completion_length is None:
-            spec = LossSpec(**{**spec.__dict__, "max_completion_length": hp.max_new_tokens})
-        # An engine sampling from the live policy itself (HF generate) needs no importance correction, and with one
-        # PPO iteration the old policy is the current one: skip that forward pass (as TRL does).
-        correct = hp.importance_correction and not self.engine_is_policy()
-        old_logp = self.frozen_logprobs(batch, reference=False) if (hp.ppo_epochs > 1 or correct) else None
-        ref_logp = self.frozen_logprobs(batch, reference=True) if spec.beta > 0 else None
-        is_w = None
-        if correct:
-            is_w = truncated_importance_weights(
-                old_logp, batch.engine_logp, cap=hp.importance_cap, mask=batch.loss_mask
-            )
-        n_rows = batch.input_ids.shape[0]
-        # an episode is one sequence however many step-wise segments (rows) it has: counted and averaged once
-        n_seq = int(self.ranks.sum(batch.num_episodes if share else 0))
-        seq_tok = batch.episode_tokens()
-        n_tok = max(self.ranks.sum(float(batch.loss_mask.sum()) if share else 0.0), 1.0)
-
-        def micro_loss(rows: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-            sub = batch.select(rows)
-            mask = sub.loss_mask.to(self.device)
-            logp, entropy = self.sequence_logprobs(sub, with_entropy=True)
-            out = policy_loss(
-                logp,
-                old_logp[rows].to(self.device) if old_logp is not None else logp.detach(),
-                sub.advantages.to(self.device),
-                mask,
-                spec,
-                ref_logp=ref_logp[rows].to(self.device) if ref_logp is not None else None,
-                is_weights=is_w[rows].to(self.device) if is_w is not None else None,
-                num_sequences=n_seq,
-                num_tokens=n_tok,
-                sequence_tokens=seq_tok[rows],
-            )
-            weight = share * float(mask.sum()) / n_tok  # token-weighted average of micro-batch statistics
-            stats = {name: weight * value for name, value in out.stats.items()}
-            stats["entropy"] = share * float((entropy * mask).sum()) / n_tok
-            return share * out.loss, stats
-
+    def _update(self) -> dict[str, float]:
+        """``ppo_epochs`` optimizer steps on the step's terms (``step_on_terms``). Returns each statistic's global
+        value on every rank after a rank mean."""
         totals: dict[str, float] = {}
-        for _ in range(hp.ppo_epochs):
-            totals = self.optimization_step_with_terms(n_rows, micro_loss)
+        try:
+            for _ in range(self.hparams.ppo_epochs):
+                totals = self.step_on_terms(self.terms)
+        finally:
+            self.policy_gradient.release()
         if not all(math.isfinite(v) for v in totals.values()):
             raise FloatingPointError(f"non-finite GRPO statistics: {totals}")
         return totals
-
-    def optimization_step_with_terms(self, n_rows: int, grpo_loss: MicroLoss) -> dict[str, float]:
-        """One optimizer step on the step's whole loss (``step_loss``): GRPO's rows ``0..n_rows`` and after them each
-        loss term's targets, in one index space cut into micro-batches, gradients summed before the one clipped
-        update; then each term's ``after_step`` (every optimizer step, targets or not)."""
-        spans, end = [], n_rows
-        for term in self.loss_terms:
-            spans.append((term, end, end + term.rows()))
-            end += term.rows()
-        totals = self.optimization_step(end, self.step_loss(n_rows, grpo_loss, spans) if end > n_rows else grpo_loss)
-        for term in self.loss_terms:
-            totals = term.after_step(totals)
-        return totals
-
-    @staticmethod
-    def step_loss(n_rows: int, grpo_loss: MicroLoss, spans: list[tuple[LossTerm, int, int]]) -> MicroLoss:
-        """The combined loss of a micro-batch whose ``rows`` index GRPO's rows (``< n_rows``) and each term's
-        targets (its ``[start, end)`` span): ``sum of the terms' losses + GRPO's clipped loss``, each already its
-        share of the step's normalisation. The terms go first: the EMA teacher swaps weights in place, before any
-        graph of the micro-batch exists."""
-
-        def loss(rows: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-            total, stats = None, {}
-            for term, start, end in spans:
-                mine = rows[(rows >= start) & (rows < end)] - start
-                if len(mine):
-                    part, part_stats = term.loss(mine)
-                    total = part if total is None else total + part
-                    stats.update(part_stats)
-            ours = rows[rows < n_rows]
-            if len(ours):
-                part, part_stats = grpo_loss(ours)
-                total = part if total is None else total + part
-                stats.update(part_stats)
-            return total, stats
-
-        return loss

@@ -5,14 +5,14 @@ clipped policy update).
 Each step's episodes are scored and turned into GRPO's clipped loss as ``GRPOModule`` does; the same episodes are handed
 to the hint source, and its targets add ``kl_coefficient`` times the turn-t divergence over the step's divisor
 (``TurnKLTerm``; with ``anchor_weight`` also the anchor on the targeted episodes' other turns) to the loss. The term is
-one more loss source of GRPO's step (``TurnKLLoss``, a ``LossTerm``): the combined loss is written once, in
-``GRPOModule.step_loss``; the micro-batches run over GRPO's rows first and the targets after, so the gradients of both
-terms are summed before the one clipped update. Every term is logged on its own (``train/clipped_ratio``, ``train/kl``
-... for GRPO, ``train/distill/loss``, ``train/distill/divergence``, ``train/distill/control_divergence`` for the turn
-term). The turn's tokens are the rollout's own samples, so the term is on-policy by construction; with an engine that is
-not the policy (vLLM) each token is weighted by the truncated importance ratio policy/engine. A step where GRPO takes no
-update (every group filtered for zero variance) still takes the turn term's. The EMA teacher is updated after every
-optimizer step, including steps without targets.
+one more loss term of GRPO's step (``TurnKLLoss``, a ``LossTerm``, listed before GRPO's clipped loss): the step's terms
+are summed in one place (``propel.lit_modules.loss_terms.summed_loss``); the micro-batches run over the targets first
+and GRPO's rows after, so the gradients of both terms are summed before the one clipped update. Every term is logged on
+its own (``train/clipped_ratio``, ``train/kl`` ... for GRPO, ``train/distill/loss``, ``train/distill/divergence``,
+``train/distill/control_divergence`` for the turn term). The turn's tokens are the rollout's own samples, so the term is
+on-policy by construction; with an engine that is not the policy (vLLM) each token is weighted by the truncated
+importance ratio policy/engine. A step where GRPO takes no update (every group filtered for zero variance) still takes
+the turn term's. The EMA teacher is updated after every optimizer step, including steps without targets.
 
 Data-parallel: whether there are targets is decided on the global count and the turn term is normalised by the
 global target token count times the world size (``TurnKLTerm``); a rank without targets, or without any row at all,
@@ -33,7 +33,7 @@ from propel.rollouts.steps import Rollout
 
 
 class TurnKLLoss:
-    """The turn-targeted KL term as one more loss source of a GRPO step (``propel.lit_modules.grpo.LossTerm``):
+    """The turn-targeted KL term as one more loss source of a GRPO step (``propel.lit_modules.loss_terms.LossTerm``):
     targets named on the step's own rollouts (and the anchor's rows on their other turns), the term's loss over the
     step's divisor (``TurnKLSpec.normalisation``), the EMA teacher's update after every optimizer step. The term's
     computation is ``term``'s (``TurnKLTerm``)."""

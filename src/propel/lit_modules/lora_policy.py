@@ -42,6 +42,7 @@ from propel.engines.factory import check_kind, make_policy_engine
 from propel.errors import ConfigError
 from propel.host_memory import release_freed_memory
 from propel.lit_modules.async_rollouts import AsyncRollouts
+from propel.lit_modules.loss_terms import LossTerm, spans, summed_loss
 from propel.lit_modules.phases import Phases
 from propel.lit_modules.ranks import Ranks
 from propel.lit_modules.state import RolloutState
@@ -450,6 +451,16 @@ class LoRAPolicyModule(pl.LightningModule):
         with self.weights_lock:  # the async rollout worker never reads half-updated weights
             opt.step()
         opt.zero_grad(set_to_none=True)
+        return totals
+
+    def step_on_terms(self, terms: list[LossTerm]) -> dict[str, float]:
+        """One optimizer step on the sum of ``terms`` (``propel.lit_modules.loss_terms``): their rows in one index
+        space, cut into micro-batches, gradients summed before the one clipped update; then each term's
+        ``after_step`` (every optimizer step, rows or not)."""
+        placed, n_rows = spans(terms)
+        totals = self.optimization_step(n_rows, summed_loss(placed))
+        for term in terms:
+            totals = term.after_step(totals)
         return totals
 
     def _clip_grad_norm(self, opt, max_norm: float) -> None:

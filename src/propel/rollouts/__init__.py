@@ -1,4 +1,4 @@
-"""Rollouts: the record of what a policy did (``Sample``, ``Turn``), how it is produced (single-turn generation
+"""Rollouts: how the record of what a policy did (``propel.records.Sample``) is produced (single-turn generation
 scored by a ``Scorer``; multi-turn agent episodes run by ``EpisodeRunner``) and how it becomes training tensors
 (``pack``) or files (``write_trajectories``)."""
 

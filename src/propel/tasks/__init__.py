@@ -1,4 +1,4 @@
-"""Where tasks come from: every task source in one room (``TaskSource``: ``contexts(n, seed)``).
+"""Where tasks come from: every task source in one room (``propel.records.TaskSource``: ``contexts(n, seed)``).
 
 HumanEval's coding problems (single-turn and as agent workspaces), IT-triage tickets, reasoning-gym's procedural
 datasets, the tiny shell tasks, SWE bug-injection episodes, OpenEnv episodes and verifiers environments' datasets. A
