@@ -53,7 +53,13 @@ def parse_variant(text: str) -> tuple[int, bool]:
 
 
 def overlay(
-    root: Path, steps: int, micro_batch_size: int, checkpointing: bool, probe: str | None, contexts: int = 2
+    root: Path,
+    steps: int,
+    micro_batch_size: int,
+    checkpointing: bool,
+    probe: str | None,
+    contexts: int = 2,
+    model: str | None = None,
 ) -> dict:
     reward = (
         {"class_path": "propel.rewards.probe_reward.ProbeReward", "init_args": {"artifact": probe}}
@@ -67,6 +73,7 @@ def overlay(
                 "micro_batch_size": micro_batch_size,
                 "gradient_checkpointing": checkpointing,
                 "rewards": [reward],
+                **({"model": model} if model else {}),
             }
         },
         "data": {"init_args": {"contexts_per_step": contexts}},
@@ -74,13 +81,19 @@ def overlay(
 
 
 def run_variant(
-    root: Path, steps: int, micro_batch_size: int, checkpointing: bool, probe: str | None, contexts: int = 2
+    root: Path,
+    steps: int,
+    micro_batch_size: int,
+    checkpointing: bool,
+    probe: str | None,
+    contexts: int = 2,
+    model: str | None = None,
 ) -> dict:
     """One ``propel fit`` child: its peak RSS (MiB), mean step time after the first, mean loss, wall time."""
     root.mkdir(parents=True)
     path = root / "overlay.yaml"
     path.write_text(
-        yaml.safe_dump(overlay(root, steps, micro_batch_size, checkpointing, probe, contexts), sort_keys=False)
+        yaml.safe_dump(overlay(root, steps, micro_batch_size, checkpointing, probe, contexts, model), sort_keys=False)
     )
     cmd = [
         sys.executable,
@@ -134,13 +147,14 @@ def main(argv=None) -> list[dict]:
     p.add_argument("--json", type=Path, default=None, help="also write the results here")
     p.add_argument("--keep", default=None, help="keep the runs' folders here (default: a temporary folder)")
     p.add_argument("--contexts-per-step", type=int, default=2, help="prompts per step (G=8 answers each)")
+    p.add_argument("--model", default=None, help="another model than the demo's (a folder); the smoke test's tiny one")
     a = p.parse_args(argv)
     work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="grpo_memory-"))
     results = []
     try:
         for k, (size, ckpt) in enumerate(a.variants):
             name = f"{k}-{size}-{'on' if ckpt else 'off'}"
-            results.append(run_variant(work / name, a.steps, size, ckpt, a.probe, a.contexts_per_step))
+            results.append(run_variant(work / name, a.steps, size, ckpt, a.probe, a.contexts_per_step, a.model))
             print(json.dumps(results[-1]), flush=True)
     finally:
         if not a.keep:
