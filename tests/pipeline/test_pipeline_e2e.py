@@ -342,7 +342,7 @@ def test_propel_vs_its_ablations_trains_and_evaluates_each_arm_on_a_finished_run
     import yaml
 
     spec = importlib.util.spec_from_file_location(
-        "propel_vs_sil", Path(__file__).resolve().parents[2] / "benchmarks" / "propel_vs_sil.py"
+        "propel_vs_sil", Path(__file__).resolve().parents[2] / "experiments" / "propel_vs_sil" / "run.py"
     )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
@@ -412,7 +412,7 @@ def test_probe_outer_folds_pool_every_labeled_row_once(tmp_path, tiny_model_dir,
     )  # fmt: skip
     run_pipeline(cfg)
     spec = importlib.util.spec_from_file_location(
-        "probe_outer_folds", Path(__file__).resolve().parents[2] / "benchmarks" / "probe_outer_folds.py"
+        "probe_outer_folds", Path(__file__).resolve().parents[2] / "experiments" / "probe_outer_folds" / "run.py"
     )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
