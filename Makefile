@@ -57,8 +57,8 @@ demo-triage: setup  # glibc's lowest-memory mode: 2.0 GB peak RSS in 6.3 min (4.
 
 # Job 3: turn-targeted KL distillation on the bundled model's agent episodes, 3 steps -> runs/distill/ (summary.md,
 # .json, .png: the divergence against the control's, the drift, first steps vs last)
-# Peak RSS 1.8 GiB (1,885,160 KiB, `/usr/bin/time -v make demo-distill`, 2026-12-06; its 35.5 min wall time was on cores
-# taken by an experiment at a higher priority, not a timing).
+# Measured (`/usr/bin/time -v make demo-distill`, 2026-12-06): 4:23 wall on 2 idle cores, peak RSS 1.8 GiB (1,885,056
+# KiB); an earlier run on cores taken by an experiment peaked the same (1,885,160 KiB).
 demo-distill: setup
 	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/distill.yaml \
 		--trainer.max_steps=3 $(AGENT_LOW_MEMORY)
