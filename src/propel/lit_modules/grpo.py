@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
@@ -61,6 +62,21 @@ def resolve_scale(scale_rewards: str | None, loss_type: str) -> str:
     return scale_rewards
 
 
+class StepConstants(NamedTuple):
+    """What every micro-batch of a GRPO step shares (``PolicyGradientLoss.prepare``)."""
+
+    spec: LossSpec
+    share: float
+    """Multiplies the loss and statistics: the world size (DDP's gradient mean is the global batch's), 0 on a rank
+    that only joins the all-reduce."""
+    old_logp: torch.Tensor | None
+    ref_logp: torch.Tensor | None
+    is_weights: torch.Tensor | None
+    num_sequences: int
+    num_tokens: float
+    sequence_tokens: torch.Tensor
+
+
 class PolicyGradientLoss:
     """GRPO's clipped policy loss as a loss term (``propel.lit_modules.loss_terms.LossTerm``): its rows are the step's
     packed samples with their advantages; ``prepare`` computes what every micro-batch shares (the old and reference
@@ -71,12 +87,10 @@ class PolicyGradientLoss:
         self.module = module
         self.batch: PackedBatch | None = None
         """This step's packed rows (None between steps and on a step without an update)."""
-        self.share = 1.0
-        self.shared: dict = {}
+        self.constants: StepConstants | None = None
 
     def collect(self, rollout: Rollout) -> dict[str, float]:
-        self.release()  # the rows exist only once the rollouts are scored (``prepare``)
-        return {}
+        return {}  # the rows exist only once the rollouts are scored (``prepare``)
 
     def prepare(self, batch: PackedBatch, share: float) -> None:
         """The step's rows, and what their micro-batches share. ``share`` multiplies the loss and the statistics (the
@@ -95,16 +109,17 @@ class PolicyGradientLoss:
             is_w = truncated_importance_weights(
                 old_logp, batch.engine_logp, cap=hp.importance_cap, mask=batch.loss_mask
             )
-        self.batch, self.share = batch, share
-        self.shared = dict(
+        self.batch = batch
+        self.constants = StepConstants(
             spec=spec,
+            share=share,
             old_logp=old_logp,
             ref_logp=ref_logp,
-            is_w=is_w,
+            is_weights=is_w,
             # an episode is one sequence however many step-wise segments (rows) it has: counted and averaged once
-            n_seq=int(module.ranks.sum(batch.num_episodes if share else 0)),
-            seq_tok=batch.episode_tokens(),
-            n_tok=max(module.ranks.sum(float(batch.loss_mask.sum()) if share else 0.0), 1.0),
+            num_sequences=int(module.ranks.sum(batch.num_episodes if share else 0)),
+            num_tokens=max(module.ranks.sum(float(batch.loss_mask.sum()) if share else 0.0), 1.0),
+            sequence_tokens=batch.episode_tokens(),
         )
 
     def rows(self) -> int:
@@ -114,22 +129,22 @@ class PolicyGradientLoss:
         return self.batch is not None
 
     def loss(self, rows: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-        module, share, s = self.module, self.share, self.shared
-        old_logp, ref_logp, is_w, n_tok = s["old_logp"], s["ref_logp"], s["is_w"], s["n_tok"]
+        module, c = self.module, self.constants
+        share, n_tok = c.share, c.num_tokens
         sub = self.batch.select(rows)
         mask = sub.loss_mask.to(module.device)
         logp, entropy = module.sequence_logprobs(sub, with_entropy=True)
         out = policy_loss(
             logp,
-            old_logp[rows].to(module.device) if old_logp is not None else logp.detach(),
+            c.old_logp[rows].to(module.device) if c.old_logp is not None else logp.detach(),
             sub.advantages.to(module.device),
             mask,
-            s["spec"],
-            ref_logp=ref_logp[rows].to(module.device) if ref_logp is not None else None,
-            is_weights=is_w[rows].to(module.device) if is_w is not None else None,
-            num_sequences=s["n_seq"],
+            c.spec,
+            ref_logp=c.ref_logp[rows].to(module.device) if c.ref_logp is not None else None,
+            is_weights=c.is_weights[rows].to(module.device) if c.is_weights is not None else None,
+            num_sequences=c.num_sequences,
             num_tokens=n_tok,
-            sequence_tokens=s["seq_tok"][rows],
+            sequence_tokens=c.sequence_tokens[rows],
         )
         weight = share * float(mask.sum()) / n_tok  # token-weighted average of micro-batch statistics
         stats = {name: weight * value for name, value in out.stats.items()}
@@ -141,7 +156,7 @@ class PolicyGradientLoss:
 
     def release(self) -> None:
         """Drop the step's rows and logprobs once its updates are done (they are not kept into the next rollout)."""
-        self.batch, self.shared = None, {}
+        self.batch, self.constants = None, None
 
 
 class GRPOModule(LoRAPolicyModule):
