@@ -80,21 +80,14 @@ def overlay(
     }
 
 
-def run_variant(
-    root: Path,
-    steps: int,
-    micro_batch_size: int,
-    checkpointing: bool,
-    probe: str | None,
-    contexts: int = 2,
-    model: str | None = None,
-) -> dict:
-    """One ``propel fit`` child: its peak RSS (MiB), mean step time after the first, mean loss, wall time."""
+def run_variant(root: Path, settings: dict) -> dict:
+    """One ``propel fit`` child on ``settings`` (an ``overlay``): its peak RSS (MiB), mean step time after the first,
+    mean loss, wall time."""
     root.mkdir(parents=True)
     path = root / "overlay.yaml"
-    path.write_text(
-        yaml.safe_dump(overlay(root, steps, micro_batch_size, checkpointing, probe, contexts, model), sort_keys=False)
-    )
+    path.write_text(yaml.safe_dump(settings, sort_keys=False))
+    micro_batch_size = settings["model"]["init_args"]["micro_batch_size"]
+    checkpointing = settings["model"]["init_args"]["gradient_checkpointing"]
     cmd = [
         sys.executable,
         "-m",
@@ -154,7 +147,8 @@ def main(argv=None) -> list[dict]:
     try:
         for k, (size, ckpt) in enumerate(a.variants):
             name = f"{k}-{size}-{'on' if ckpt else 'off'}"
-            results.append(run_variant(work / name, a.steps, size, ckpt, a.probe, a.contexts_per_step, a.model))
+            settings = overlay(work / name, a.steps, size, ckpt, a.probe, a.contexts_per_step, a.model)
+            results.append(run_variant(work / name, settings))
             print(json.dumps(results[-1]), flush=True)
     finally:
         if not a.keep:

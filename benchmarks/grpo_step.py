@@ -13,7 +13,7 @@ step's rollouts sampled while this one trains, ``max_staleness: 1``): sync vs as
 
 Memory, per trainer: "peak RSS" is the process's resident set sampled every 20 ms while that trainer runs (the
 larger of it and what the previous trainer left), "peak GPU" is ``torch.cuda.max_memory_allocated`` over the run
-(``--device gpu``: bf16 weights and bf16 autocast in both trainers, as ``exp_grpo_vs_trl.py --device gpu``).
+(``--device gpu``: bf16 weights and bf16 autocast in both trainers, as ``experiments/grpo_vs_trl/run.py --device gpu``).
 ``--json PATH`` writes the numbers. Both trainers run on glibc's default allocator; propel returns freed memory to
 the system where a phase of its step ends (``propel.host_memory``), TRL does not.
 

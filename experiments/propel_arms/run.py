@@ -1,10 +1,10 @@
 """Does GRPO against the probe beat GRPO against the validity gate alone? PROPEL's arms, several seeds each.
 
-The offline ranking test (``exp_probe_ranking.py``, ``docs/experiments/probe_ranking/``) found that on the demo's
-math domain the probe's top pick of a group's valid tasks beats a random valid pick by +0.063 [+0.034, +0.095] in
-band utility. This asks whether that survives RL: the same GRPO run (the demo's: LoRA on the bundled model, group 8,
-2 contexts per step, 64 new tokens, lr 1e-4; 12 steps, the most 12 runs fit in about 80 min at ~26 s a step on 2 CPU
-cores) trained with each reward, on the same context stream within a seed:
+The offline ranking test (``experiments/probe_ranking/run.py``, ``docs/experiments/probe_ranking/``) found that on
+the demo's math domain the probe's top pick of a group's valid tasks beats a random valid pick by +0.063 [+0.034,
++0.095] in band utility. This asks whether that survives RL: the same GRPO run (the demo's: LoRA on the bundled
+model, group 8, 2 contexts per step, 64 new tokens, lr 1e-4; 12 steps, the most 12 runs fit in about 80 min at ~26 s
+a step on 2 CPU cores) trained with each reward, on the same context stream within a seed:
 
 - ``gate``: 1 for a valid task, the floor otherwise (``ValidityReward``): is the probe worth more than validity?
 - ``propel``: the hard-gated probe logit (``ProbeReward``), the probe trained as PROPEL trains it on the ranking
