@@ -563,8 +563,11 @@ def reanalyse(args, path: Path) -> dict:
     """The ranking analysis recomputed from a committed ``rows.csv``; checked against the ``summary.json`` beside
     it (exit status 1 when a number differs)."""
     rows, scores = read_rows(path)
-    ranking = analyse(args, rows, scores, cells=[])
     summary = path.parent / "summary.json"
+    fit_seed = json.loads(summary.read_text())["settings"].get("fit_seed") if summary.exists() else None
+    if fit_seed is not None:  # the bootstrap ran under the fit seed
+        args = argparse.Namespace(**{**vars(args), "seed": fit_seed})
+    ranking = analyse(args, rows, scores, cells=[])
     if summary.exists():
         saved = json.loads(summary.read_text())["ranking"]["methods"]
         same = json.dumps(saved, sort_keys=True) == json.dumps(
@@ -592,6 +595,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--layers", type=int, nargs="+", default=[6, 12, 18, 24])
     ap.add_argument("--chunk", type=int, default=8, help="contexts per generation call")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--fit-seed",
+        type=int,
+        default=None,
+        help="seed of the label draws, the probes' fits and the bootstrap (default: --seed); another value reruns "
+        "those stages on the same generated groups, exact p and features (kept in --workdir)",
+    )
     ap.add_argument("--model", default=MODEL)
     ap.add_argument(
         "--adapter",
@@ -619,11 +629,13 @@ def main(argv=None) -> dict:
     else:
         tasks = generate(args, domain, engine, work)
     exact, sampled = label(args, domain, engine, tasks, work)
+    # Label draws, probe fits and the bootstrap under their own seed: the stages with variance that reruns in minutes
+    fit = argparse.Namespace(**{**vars(args), "seed": args.seed if args.fit_seed is None else args.fit_seed})
     rows = []
     for r in tasks:
         if r["valid"]:
             i, p = _id(r), exact[_id(r)]
-            count = label_count(i, p, args.seed)
+            count = label_count(i, p, fit.seed)
             rows.append(
                 {
                     **r,
@@ -635,7 +647,7 @@ def main(argv=None) -> dict:
                 }
             )
     feats = features(args, domain, engine, rows, work)
-    scores, cells = cross_fit(args, rows, feats)
+    scores, cells = cross_fit(fit, rows, feats)
     import subprocess
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -653,7 +665,7 @@ def main(argv=None) -> dict:
             "cut_at_limit": sum(r["reason"] == "length" for r in tasks),
         },
         "calibration": calibration_of_p([r for r in rows if r["sampled"] is not None], args.validate_trials),
-        "ranking": analyse(args, rows, scores, cells),
+        "ranking": analyse(fit, rows, scores, cells),
     }
     summary["verdict"] = verdict(summary)
     (work / "summary.json").write_text(json.dumps(summary, indent=1))
