@@ -66,11 +66,11 @@ def main() -> None:
     samples = episodes(module.tokenizer, args.episodes, args.turns, args.turn_tokens, args.obs_tokens)
     spec = DivergenceSpec("forward_kl")
 
-    targets = module.targets(samples)
+    targets = module.turn_term.targets(samples)
     turn_rows = ([t.student_ids for t in targets], [t.teacher_ids for t in targets], [t.length for t in targets])
-    turn_mask = module._mask(turn_rows[2])
+    turn_mask = module.turn_term.mask(turn_rows[2])
     whole_student = [s.prompt_ids + s.response_ids for s in samples]
-    head = module.splicer.message_ids(hint)  # the hint right after the first message of the whole conversation
+    head = module.turn_term.splicer.message_ids(hint)  # the hint right after the whole conversation's first message
     whole_teacher, lengths, masks = [], [], []
     for s, ids in zip(samples, whole_student, strict=True):
         cut = ids.index(module.tokenizer.convert_tokens_to_ids("<|im_start|>"), 1)  # after the system message
@@ -84,8 +84,8 @@ def main() -> None:
         start = time.perf_counter()
         with module.eval_mode():
             with torch.no_grad():
-                teacher = module._turn_logits(teacher_rows, lens, "teacher")
-            student = module._turn_logits(student_rows, lens, "student")
+                teacher = module.turn_term.turn_logits(teacher_rows, lens, "teacher")
+            student = module.turn_term.turn_logits(student_rows, lens, "student")
         loss = masked_mean(token_divergence(student, teacher, spec), mask)
         loss.backward()
         module.policy.zero_grad(set_to_none=True)

@@ -118,17 +118,17 @@ def part_turn_kl(args, results: dict) -> dict:
     module.configure_model()
     module.to(device(args))
     samples = benchmark("distill_step").episodes(module.tokenizer, 2, turns, 32, 64)
-    targets = module.targets(samples)
+    targets = module.turn_term.targets(samples)
     lengths = [t.length for t in targets]
-    mask, spec = module._mask(lengths), DivergenceSpec("forward_kl")
+    mask, spec = module.turn_term.mask(lengths), DivergenceSpec("forward_kl")
 
     def step() -> float:
         sync(args)
         start = time.perf_counter()
         with module.eval_mode(), autocast(args):
             with torch.no_grad():
-                teacher = module._turn_logits([t.teacher_ids for t in targets], lengths, "teacher")
-            student = module._turn_logits([t.student_ids for t in targets], lengths, "student")
+                teacher = module.turn_term.turn_logits([t.teacher_ids for t in targets], lengths, "teacher")
+            student = module.turn_term.turn_logits([t.student_ids for t in targets], lengths, "student")
             loss = masked_mean(token_divergence(student.float(), teacher.float(), spec), mask)
         loss.backward()
         module.policy.zero_grad(set_to_none=True)

@@ -51,19 +51,20 @@ def main() -> None:
 
     def step() -> float:
         start = time.perf_counter()
-        targets = module.targets(train)
-        anchors = module.anchor_rows(train, targets)
-        loss, _ = module.turn_kl_loss([*targets, *anchors], module.turn_norm(train, targets, anchors))
+        targets = module.turn_term.targets(train)
+        anchors = module.turn_term.anchor_rows(train, targets)
+        term = module.turn_term
+        loss, _ = term.turn_kl_loss([*targets, *anchors], term.turn_norm(train, targets, anchors))
         loss.backward()
         module.policy.zero_grad(set_to_none=True)
         return time.perf_counter() - start
 
-    held = [HeldAside(episode_rows(s), module.splicer.target(s, i, Hint(args.turns // 2, "x"))) for i, s in
+    held = [HeldAside(episode_rows(s), module.turn_term.splicer.target(s, i, Hint(args.turns // 2, "x"))) for i, s in
             enumerate(held_out)]  # fmt: skip
 
     def drift() -> float:
         start = time.perf_counter()
-        measure_drift(module, held)
+        measure_drift(module.turn_term, held)
         return time.perf_counter() - start
 
     results = {}

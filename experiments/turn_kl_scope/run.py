@@ -201,7 +201,8 @@ class HeldOut:
         with self.module.eval_mode(), torch.no_grad():
             for i in range(0, len(rows), 8):
                 chunk = rows[i : i + 8]
-                logits = self.module._turn_logits([r for r, _ in chunk], [n for _, n in chunk], "student").cpu()
+                ids, lengths = [r for r, _ in chunk], [n for _, n in chunk]
+                logits = self.module.turn_term.turn_logits(ids, lengths, "student").cpu()
                 out += [logits[b, :n] for b, (_, n) in enumerate(chunk)]
         return out
 
@@ -223,7 +224,7 @@ class HeldOut:
 
     def teacher_success(self) -> float:
         """The hinted start's success at turn t (the teacher's: only at step 0, the teacher does not move)."""
-        splice = self.module.splicer.splice
+        splice = self.module.turn_term.splicer.splice
         target = [(row, splice(row[4], self.hint)) for row in self.rows if row[3] == "target"]
         replies = self._sample([p for _, p in target], self.samples)
         rule = [row[2]["check"]["require"][0] for row, _ in target]

@@ -33,7 +33,7 @@ def _module(model_dir, hints, **kw):
 def test_the_loss_reads_turn_t_only_and_an_empty_hint_is_exactly_zero(tiny_model_dir, tokenizer):
     sample, _ = _episode(tokenizer, ["ls", "echo hi", "done"], [("a.txt", {}), ("ok", {}), (None, {})])
     module = _module(tiny_model_dir, FunctionHints(lambda s: [Hint(2, "write the file"), Hint(0, "look first")]))
-    targets = module.targets([sample])
+    targets = module.turn_term.targets([sample])
     assert [(t.turn, t.length) for t in targets] == [(2, len(sample.turns[4].token_ids)), (0, 2)]
     head = module.policy.get_output_embeddings()
     seen = []
@@ -47,11 +47,11 @@ def test_the_loss_reads_turn_t_only_and_an_empty_hint_is_exactly_zero(tiny_model
     lengths = [t.length for t in targets]
     with module.eval_mode():
         with torch.no_grad():
-            teacher = module._turn_logits([t.teacher_ids for t in targets], lengths, "teacher")
-        student = module._turn_logits([t.student_ids for t in targets], lengths, "student")
+            teacher = module.turn_term.turn_logits([t.teacher_ids for t in targets], lengths, "teacher")
+        student = module.turn_term.turn_logits([t.student_ids for t in targets], lengths, "student")
     hook.remove()
     div = token_divergence(student, teacher, DivergenceSpec())
-    loss = masked_mean(div, module._mask(lengths))
+    loss = masked_mean(div, module.turn_term.mask(lengths))
     assert loss > 0
     loss.backward()
     grad = seen[-1].grad.abs().sum(-1)  # (rows, kept positions): the student's logits
@@ -63,12 +63,12 @@ def test_the_loss_reads_turn_t_only_and_an_empty_hint_is_exactly_zero(tiny_model
         assert grad[row][inside].min() > 0 and grad[row][~inside].max() == 0, row
 
     empty = _module(tiny_model_dir, FunctionHints(lambda s: [Hint(1, "")]))
-    assert empty.targets([sample]) == []  # no target, so no loss term and no gradient at all
-    target = empty.splicer.target(sample, 0, Hint(1, ""))
+    assert empty.turn_term.targets([sample]) == []  # no target, so no loss term and no gradient at all
+    target = empty.turn_term.splicer.target(sample, 0, Hint(1, ""))
     assert target.teacher_ids == target.student_ids
     with empty.eval_mode(), torch.no_grad():
-        teacher = empty._turn_logits([target.teacher_ids], [target.length], "teacher")
-        student = empty._turn_logits([target.student_ids], [target.length], "student")
+        teacher = empty.turn_term.turn_logits([target.teacher_ids], [target.length], "teacher")
+        student = empty.turn_term.turn_logits([target.student_ids], [target.length], "student")
     assert token_divergence(student, teacher, DivergenceSpec()).abs().max().item() == 0.0  # dropout off: identical
 
 
@@ -152,15 +152,15 @@ def test_importance_weights_for_an_engine_that_is_not_the_policy(tiny_model_dir,
     module = _module(tiny_model_dir, ErrorHints(), on_policy=True, importance_cap=3.0)
     module.engine = ScriptedEngine(tokenizer, lambda p: "x")  # stands in for vLLM: not the live policy
     ids = tokenizer("hello there friend", add_special_tokens=False)["input_ids"]
-    prompt = module.splicer.splice(list(range(1, 5)) + module.splicer.header_ids, "")
+    prompt = module.turn_term.splicer.splice(list(range(1, 5)) + module.turn_term.splicer.header_ids, "")
     with torch.no_grad():
-        student = module._turn_logits([prompt + ids], [len(ids)], "student")
+        student = module.turn_term.turn_logits([prompt + ids], [len(ids)], "student")
     own, _ = token_logprobs(student, torch.tensor([ids]))
-    mask = module._mask([len(ids)])
+    mask = module.turn_term.mask([len(ids)])
     same = TurnTarget(0, 0, "h", prompt + ids, prompt + ids, len(ids), own[0].tolist())
-    torch.testing.assert_close(module._importance([same], student, mask), mask)  # ratio 1
+    torch.testing.assert_close(module.turn_term.importance([same], student, mask), mask)  # ratio 1
     lower = TurnTarget(0, 0, "h", prompt + ids, prompt + ids, len(ids), (own[0] - 5.0).tolist())
-    assert torch.equal(module._importance([lower], student, mask), 3.0 * mask)  # exp(5) capped at 3
+    assert torch.equal(module.turn_term.importance([lower], student, mask), 3.0 * mask)  # exp(5) capped at 3
 
 
 def test_importance_weights_are_per_sample(tiny_model_dir, tokenizer):
@@ -172,17 +172,17 @@ def test_importance_weights_are_per_sample(tiny_model_dir, tokenizer):
 
     module = _module(tiny_model_dir, ErrorHints(), on_policy=True, importance_cap=3.0)
     module.engine = ScriptedEngine(tokenizer, lambda p: "x")  # stands in for vLLM: not the live policy
-    prompt = module.splicer.splice(list(range(1, 5)) + module.splicer.header_ids, "")
+    prompt = module.turn_term.splicer.splice(list(range(1, 5)) + module.turn_term.splicer.header_ids, "")
     short = tokenizer("hello there", add_special_tokens=False)["input_ids"]
     long = tokenizer("hello there my friend", add_special_tokens=False)["input_ids"]
     rows, lengths = [prompt + long, prompt + short], [len(long), len(short)]
     with torch.no_grad():
-        student = module._turn_logits(rows, lengths, "student")
+        student = module.turn_term.turn_logits(rows, lengths, "student")
     own, _ = token_logprobs(student[:1], torch.tensor([long]))
-    mask = module._mask(lengths)
+    mask = module.turn_term.mask(lengths)
     known = TurnTarget(0, 0, "h", rows[0], rows[0], len(long), (own[0] - 5.0).tolist())  # exp(5) capped at 3
     unknown = TurnTarget(1, 0, "h", rows[1], rows[1], len(short), None)
-    weights = module._importance([known, unknown], student, mask)
+    weights = module.turn_term.importance([known, unknown], student, mask)
     assert weights is not None
     assert torch.equal(weights[0], 3.0 * mask[0]) and torch.equal(weights[1][mask[1].bool()], torch.ones(len(short)))
 
@@ -202,9 +202,9 @@ def test_teachers_live_base_and_external(tiny_model_dir, tokenizer):
             for name, p in module.policy.named_parameters():
                 if "lora_B" in name:
                     p.normal_(0, 0.5)
-        (target,) = module.targets([sample])
+        (target,) = module.turn_term.targets([sample])
         with module.eval_mode(), torch.no_grad():
-            logits[teacher] = module._turn_logits([target.teacher_ids], [target.length], "teacher")
+            logits[teacher] = module.turn_term.turn_logits([target.teacher_ids], [target.length], "teacher")
     torch.testing.assert_close(logits["base"], logits["external"])
     torch.testing.assert_close(logits["ema"], logits["base"])  # the average starts at the initial (zero-B) adapter
     assert not torch.allclose(logits["live"], logits["base"])
@@ -248,12 +248,12 @@ def test_sequence_scope_reads_every_assistant_token_from_turn_t_and_no_observati
     observations between them get no gradient, the turns before t are context only."""
     sample, _ = _episode(tokenizer, ["ls", "echo hi", "done"], [("a.txt", {}), ("ok", {}), (None, {})])
     module = _module(tiny_model_dir, FunctionHints(lambda s: [Hint(1, "write the file")]), scope="sequence")
-    (target,) = module.targets([sample])
+    (target,) = module.turn_term.targets([sample])
     a1, o1, a2 = (sample.turns[i].token_ids for i in (2, 3, 4))
     assert target.student_ids[-target.length :] == a1 + o1 + a2 and list(target.covered) == [1, 2]
     assert target.mask == [1] * len(a1) + [0] * len(o1) + [1] * len(a2)
-    assert target.scored == len(a1) + len(a2) and module.turn_tokens([target]) == target.scored
-    turn = _module(tiny_model_dir, FunctionHints(lambda s: [Hint(1, "write the file")])).targets([sample])[0]
+    assert target.scored == len(a1) + len(a2) and module.turn_term.turn_tokens([target]) == target.scored
+    turn = _module(tiny_model_dir, FunctionHints(lambda s: [Hint(1, "write the file")])).turn_term.targets([sample])[0]
     assert turn.teacher_ids[: len(turn.teacher_ids) - turn.length] == target.teacher_ids[: -target.length]
 
     head = module.policy.get_output_embeddings()
@@ -265,7 +265,7 @@ def test_sequence_scope_reads_every_assistant_token_from_turn_t_and_no_observati
             seen.append(out)
 
     hook = head.register_forward_hook(keep)
-    loss, _ = module.turn_kl_loss([target], float(target.scored))
+    loss, _ = module.turn_term.turn_kl_loss([target], float(target.scored))
     hook.remove()
     loss.backward()
     grad = seen[-1].grad.abs().sum(-1)[0]  # the student's kept positions: position j predicts token first + j + 1

@@ -17,7 +17,7 @@ from propel.errors import ConfigError
 from propel.lit_modules.distill import TurnKLDistillModule
 from propel.lit_modules.grpo import GRPOModule
 from propel.lit_modules.grpo_turn_kl import GRPOTurnKLModule
-from propel.lit_modules.turn_kl import TurnKLSpec
+from propel.lit_modules.turn_kl import TurnKLSpec, turn_engine_logprobs
 from propel.losses.distillation import DivergenceSpec
 from propel.losses.policy_gradient import LossSpec
 from propel.models.lora import LoRASpec
@@ -125,7 +125,7 @@ def test_ema_teacher_averages_old_weights_and_resumes(tiny_model_dir, tmp_path):
     start = _start(tiny_model_dir)
     one, _ = _fit(tiny_model_dir, 1, hints=ErrorHints(), teacher="ema", ema_decay=0.75)
     for k, v in _lora(one).items():  # decay weighs the old average: 0.75 * start + 0.25 * live
-        torch.testing.assert_close(one._ema[k], 0.75 * start[k] + 0.25 * v, msg=k)
+        torch.testing.assert_close(one.turn_term.ema[k], 0.75 * start[k] + 0.25 * v, msg=k)
     straight, rows = _fit(tiny_model_dir, 2, hints=ErrorHints(), teacher="ema", ema_decay=0.75)
     _fit(tiny_model_dir, 1, tmp_path=tmp_path, hints=ErrorHints(), teacher="ema", ema_decay=0.75)
     resumed, again = _fit(tiny_model_dir, 2, ckpt_path=str(tmp_path / "epoch=0-step=1.ckpt"), hints=ErrorHints(),
@@ -133,7 +133,7 @@ def test_ema_teacher_averages_old_weights_and_resumes(tiny_model_dir, tmp_path):
     assert again.samples == rows.samples[1:]
     for k, v in _lora(straight).items():
         torch.testing.assert_close(_lora(resumed)[k], v, msg=k)
-        torch.testing.assert_close(resumed._ema[k], straight._ema[k], msg=k)
+        torch.testing.assert_close(resumed.turn_term.ema[k], straight.turn_term.ema[k], msg=k)
 
 
 def test_ema_teacher_updates_after_a_step_without_targets(tiny_model_dir):
@@ -147,7 +147,7 @@ def test_ema_teacher_updates_after_a_step_without_targets(tiny_model_dir):
     live = _lora(module)
     assert any(not torch.equal(v, start[k]) for k, v in live.items())  # GRPO moved the adapter
     for k, v in live.items():
-        torch.testing.assert_close(module._ema[k], 0.75 * start[k] + 0.25 * v, msg=k)
+        torch.testing.assert_close(module.turn_term.ema[k], 0.75 * start[k] + 0.25 * v, msg=k)
 
 
 def test_engine_logprobs_line_up_with_a_whole_sequence_target(tokenizer):
@@ -162,11 +162,11 @@ def test_engine_logprobs_line_up_with_a_whole_sequence_target(tokenizer):
             turn.logprobs = [-0.1 * (i + 1)] * len(turn.token_ids)
     splicer = HintSplicer(tokenizer)
     whole = splicer.target(sample, 0, Hint(1, "x"), scope="sequence")
-    got = GRPOTurnKLModule._turn_logprobs(sample, whole)
+    got = turn_engine_logprobs(sample, whole)
     a1, o1, a2 = (sample.turns[i] for i in (2, 3, 4))
     assert got[: len(a1.token_ids)] == a1.logprobs and got[-len(a2.token_ids) :] == a2.logprobs
     assert all(v != v for v in got[len(a1.token_ids) : -len(a2.token_ids)]) and len(got) == whole.length
     single = splicer.target(sample, 0, Hint(1, "x"))
-    assert GRPOTurnKLModule._turn_logprobs(sample, single) == a1.logprobs
+    assert turn_engine_logprobs(sample, single) == a1.logprobs
     a1.logprobs = a2.logprobs = None
-    assert GRPOTurnKLModule._turn_logprobs(sample, whole) is None
+    assert turn_engine_logprobs(sample, whole) is None

@@ -65,16 +65,16 @@ def test_a_frozen_student_has_zero_drift_and_a_confined_update_moves_only_its_tu
     turn_t = sample.turns[2].token_ids
     everything = [i for row in episode_rows(sample) for i in row.ids]
     assert everything.count(turn_t[0]) == 1 and len(turn_t) >= 2  # turn t's first token occurs nowhere else
-    held = [HeldAside(episode_rows(sample), module.splicer.target(sample, 0, Hint(1, "write the file")))]
+    held = [HeldAside(episode_rows(sample), module.turn_term.splicer.target(sample, 0, Hint(1, "write the file")))]
     _bigram(module, turn_t[0])
 
-    start = measure_drift(module, held)  # the adapter starts at zero: the student is its start
+    start = measure_drift(module.turn_term, held)  # the adapter starts at zero: the student is its start
     assert start.kl == [[0.0, 0.0, 0.0]] and start.tokens == [[len(sample.turns[i].token_ids) for i in (0, 2, 4)]]
     assert [start.cell(s) for s in ("before", "at", "after", "off_target")] == [0.0] * 4
     assert start.gain == 0.0 and start.target_now == start.target_start  # (no attention: the hint changes nothing)
 
     _confine(module)
-    moved = measure_drift(module, held)
+    moved = measure_drift(module.turn_term, held)
     assert moved.cell("before") == 0.0 and moved.cell("after") == 0.0 and moved.cell("off_target") == 0.0
     assert moved.cell("at") > 1e-3 and moved.offsets() == {-1: 0.0, 0: moved.cell("at"), 1: 0.0}
     # turn t's drift is the KL(start || now) one forward of the whole episode gives on turn t's tokens

@@ -10,8 +10,9 @@ import torch
 
 from propel.errors import ConfigError
 from propel.lit_modules.distill import TurnKLDistillModule
-from propel.lit_modules.grpo_turn_kl import GRPOTurnKLModule, TurnKLLoss
+from propel.lit_modules.grpo_turn_kl import GRPOTurnKLModule
 from propel.lit_modules.turn_kl import TurnKLSpec
+from propel.lit_modules.turn_kl_loss import TurnKLLoss
 from propel.losses.distillation import DivergenceSpec, masked_mean, token_divergence
 from propel.losses.logprobs import token_logprobs
 from propel.losses.turn_normalisation import NORMALISATIONS
@@ -45,9 +46,9 @@ def _sample(tokenizer):
 
 
 def _spy(module) -> dict[str, torch.Tensor]:
-    """Keeps the student's span logits (with their gradient) of each ``_turn_logits`` call the loss makes."""
+    """Keeps the student's span logits (with their gradient) of each ``turn_logits`` call the loss makes."""
     seen: dict[str, torch.Tensor] = {}
-    inner = module._turn_logits
+    inner = module.turn_term.turn_logits
 
     def spy(rows, lengths, which):
         out = inner(rows, lengths, which)
@@ -56,7 +57,7 @@ def _spy(module) -> dict[str, torch.Tensor]:
             seen["student"] = out
         return out
 
-    module._turn_logits = spy
+    module.turn_term.turn_logits = spy
     return seen
 
 
@@ -65,43 +66,43 @@ def test_the_defaults_are_todays_term_and_anchor_weight_0_is_todays_loss_bit_for
     assert (spec.anchor_weight, spec.normalisation, spec.proximal) == (0.0, "per_target_token", False)
     sample = _sample(tokenizer)
     module = _module(tiny_model_dir, moved=True, anchor_weight=0.0, divergence=DivergenceSpec("jsd", top_k=32))
-    targets = module.targets([sample])
-    assert module.anchor_rows([sample], targets) == []  # weight 0: no anchor rows, no forward
-    norm = module.turn_norm([sample], targets, [])
+    targets = module.turn_term.targets([sample])
+    assert module.turn_term.anchor_rows([sample], targets) == []  # weight 0: no anchor rows, no forward
+    norm = module.turn_term.turn_norm([sample], targets, [])
     params = [p for p in module.policy.parameters() if p.requires_grad]
-    loss, stats = module.turn_kl_loss(targets, norm)
+    loss, stats = module.turn_term.turn_kl_loss(targets, norm)
     got = torch.autograd.grad(loss, params)
 
     # today's term, written out: kl_coefficient * mean divergence over the target tokens, control logged beside it
     n_tok, lengths = float(sum(t.scored for t in targets)), [t.length for t in targets]
     with module.eval_mode():
         with torch.no_grad():
-            teacher = module._turn_logits([t.teacher_ids for t in targets], lengths, "teacher")
-        student = module._turn_logits([t.student_ids for t in targets], lengths, "student")
-    div = token_divergence(student, teacher, module.turn_kl.divergence, module.temperature())
-    want = module.turn_kl.kl_coefficient * masked_mean(div, module._target_mask(targets), n_tok)
+            teacher = module.turn_term.turn_logits([t.teacher_ids for t in targets], lengths, "teacher")
+        student = module.turn_term.turn_logits([t.student_ids for t in targets], lengths, "student")
+    div = token_divergence(student, teacher, module.turn_kl.divergence, module.turn_term.temperature())
+    want = module.turn_kl.kl_coefficient * masked_mean(div, module.turn_term.target_mask(targets), n_tok)
     assert torch.equal(loss, want)
     for a, b in zip(got, torch.autograd.grad(want, params), strict=True):
         assert torch.equal(a, b)
-    assert stats["distill/divergence"] == float(masked_mean(div.detach(), module._target_mask(targets), n_tok))
+    assert stats["distill/divergence"] == float(masked_mean(div.detach(), module.turn_term.target_mask(targets), n_tok))
     assert set(stats) == {"distill/divergence", "distill/control_divergence"}
 
 
 def test_the_anchor_is_the_kl_to_the_start_on_the_other_assistant_turns_only(tiny_model_dir, tokenizer):
     sample = _sample(tokenizer)
     frozen = _module(tiny_model_dir, anchor_weight=1.0, kl_coefficient=1.0, control_hint=None)
-    targets = frozen.targets([sample])
-    (anchor,) = frozen.anchor_rows([sample], targets)
+    targets = frozen.turn_term.targets([sample])
+    (anchor,) = frozen.turn_term.anchor_rows([sample], targets)
     a0, o0, a1, o1, a2 = (sample.turns[i].token_ids for i in range(5))
     assert anchor.mask == [1] * len(a0) + [0] * (len(o0) + len(a1) + len(o1)) + [1] * len(a2)  # not t, no observation
-    loss, stats = frozen.turn_kl_loss([anchor], frozen.turn_norm([sample], targets, [anchor]))
+    loss, stats = frozen.turn_term.turn_kl_loss([anchor], frozen.turn_term.turn_norm([sample], targets, [anchor]))
     assert loss.item() == 0.0 and stats["distill/anchor"] == 0.0  # a student at its start: no anchor at all
 
     module = _module(tiny_model_dir, moved=True, anchor_weight=0.5, kl_coefficient=2.0, control_hint=None)
-    norm = module.turn_norm([sample], targets, [anchor])
+    norm = module.turn_term.turn_norm([sample], targets, [anchor])
     assert (norm.target_tokens, norm.anchor_tokens) == (len(a1), len(a0) + len(a2))
     seen = _spy(module)
-    loss, stats = module.turn_kl_loss([anchor], norm)
+    loss, stats = module.turn_term.turn_kl_loss([anchor], norm)
     loss.backward()
     # the value: KL(start || now) per anchor token, times kl_coefficient * anchor_weight, from a forward of its own
     ids = torch.tensor([anchor.ids])
@@ -134,14 +135,14 @@ def test_each_normalisation_weighs_turn_t_by_the_divisor_it_names(kind, tiny_mod
     for scope in ("turn", "sequence"):
         module = _module(tiny_model_dir, scope=scope, normalisation=kind, normalisation_constant=constant,
                          kl_coefficient=3.0, control_hint=None)  # fmt: skip
-        targets = module.targets([sample])
-        norm = module.turn_norm([sample], targets, [])
+        targets = module.turn_term.targets([sample])
+        norm = module.turn_term.turn_norm([sample], targets, [])
         seen = _spy(module)
-        loss, _ = module.turn_kl_loss(targets, norm)
+        loss, _ = module.turn_term.turn_kl_loss(targets, norm)
         loss.backward()
         student = seen["student"]
         with module.eval_mode(), torch.no_grad():
-            teacher = module._turn_logits([targets[0].teacher_ids], [targets[0].length], "teacher")
+            teacher = module.turn_term.turn_logits([targets[0].teacher_ids], [targets[0].length], "teacher")
         leaf = student.detach().clone().requires_grad_(True)
         token_divergence(leaf[:, :a1], teacher[:, :a1], DivergenceSpec()).sum().backward()  # turn t's summed KL
         grads[scope], divisors[scope] = student.grad[0, :a1], norm.target
@@ -160,19 +161,19 @@ def test_the_proximal_variant_reads_the_rollout_logprobs_and_clips(tiny_model_di
     logprobs the ratio is 1 and nothing is clipped."""
     sample = _sample(tokenizer)
     module = _module(tiny_model_dir, moved=True, proximal=True, kl_coefficient=1.0, control_hint=None)
-    (bare,) = module.targets([sample])
+    (bare,) = module.turn_term.targets([sample])
     assert bare.engine_logprobs is None  # the hand-built episode carries no logprobs
     tokens = torch.tensor([bare.student_ids[-bare.length :]])
     with module.eval_mode(), torch.no_grad():
-        student = module._turn_logits([bare.student_ids], [bare.length], "student")
-        teacher = module._turn_logits([bare.teacher_ids], [bare.length], "teacher")
+        student = module.turn_term.turn_logits([bare.student_ids], [bare.length], "student")
+        teacher = module.turn_term.turn_logits([bare.teacher_ids], [bare.length], "teacher")
     own, _ = token_logprobs(student, tokens, temperature=module.sampling.temperature or 1.0)
     sample.turns[2].logprobs = (own[0] - 1.0).tolist()
-    (target,) = module.targets([sample])
+    (target,) = module.turn_term.targets([sample])
     assert target.engine_logprobs == sample.turns[2].logprobs
     advantage = (torch.log_softmax(teacher, -1) - torch.log_softmax(student, -1)).gather(-1, tokens[..., None])[0, :, 0]
     seen = _spy(module)
-    loss, stats = module.turn_kl_loss([target], float(target.length))
+    loss, stats = module.turn_term.turn_kl_loss([target], float(target.length))
     loss.backward()
     grad = seen["student"].grad[0].abs().sum(-1)
     up = advantage > 0
@@ -181,7 +182,7 @@ def test_the_proximal_variant_reads_the_rollout_logprobs_and_clips(tiny_model_di
     assert stats["distill/clipped_fraction"] == pytest.approx(float(up.float().mean()))
     assert stats["distill/advantage"] == pytest.approx(float(advantage.mean()), rel=1e-4)
     assert stats["distill/divergence"] > 0  # the divergence is still logged
-    _, on_policy = module.turn_kl_loss([bare], float(bare.length))
+    _, on_policy = module.turn_term.turn_kl_loss([bare], float(bare.length))
     assert on_policy["distill/clipped_fraction"] == 0.0
     with pytest.raises(ConfigError, match="proximal_clip"):
         TurnKLSpec(proximal_clip=1.0)
@@ -191,11 +192,11 @@ def test_grpo_takes_the_anchor_rows_and_the_same_divisors(tiny_model_dir, tokeni
     sample = _sample(tokenizer)
     kw = dict(anchor_weight=1.0, normalisation="per_episode_token", control_hint=None)
     module = _module(tiny_model_dir, cls=GRPOTurnKLModule, rewards=[], **kw)
-    term = TurnKLLoss(module)
+    term = TurnKLLoss(module.turn_term)
     stats = term.collect(Rollout([[sample]]))
     assert term.rows() == 2 and stats["distill/target_tokens"] == len(sample.turns[2].token_ids)
     distill = _module(tiny_model_dir, **kw)
-    targets = distill.targets([sample])
-    anchors = distill.anchor_rows([sample], targets)
+    targets = distill.turn_term.targets([sample])
+    anchors = distill.turn_term.anchor_rows([sample], targets)
     assert term.targets == targets and term.anchors == anchors
-    assert term.norm == distill.turn_norm([sample], targets, anchors)
+    assert term.norm == distill.turn_term.turn_norm([sample], targets, anchors)

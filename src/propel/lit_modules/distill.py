@@ -4,8 +4,9 @@ Each step runs the datamodule's episodes with the current policy (``EpisodeDataM
 which turns went wrong and what would have helped, and builds for each target the student's exact context up to
 turn t and the teacher's, the same ids with the hint spliced in as a message before turn t
 (``propel.rollouts.hints``). The term itself (targets, teachers, the loss, the wrong-hint control) is
-``propel.lit_modules.turn_kl.TurnKLTerm``, which ``GRPOTurnKLModule`` adds to the GRPO loss; this trainer runs it
-alone.
+``propel.lit_modules.turn_kl.TurnKLTerm``, a collaborator of this module; its loss term
+(``propel.lit_modules.turn_kl_loss.TurnKLLoss``) is the one this trainer steps on, alone, where
+``GRPOTurnKLModule`` steps on it beside GRPO's clipped loss.
 
 On-policy (``on_policy=True``), the student first regenerates turn t from its own hint-free prefix through the
 rollout engine and the loss is taken on those fresh tokens (with ``reverse_kl`` this is on-policy distillation),
@@ -17,8 +18,9 @@ drift matrix (``propel.lit_modules.turn_drift``): KL(start || now) in nats per t
 after t, beside the target turn's gain, to the logger and to ``turn_drift.jsonl`` in the run folder. Without it, the
 step's own change is measured -- KL(before || after) per token on the step's assistant turns that were not targeted,
 or on a fixed held-out set of turns never trained on. Past ``max_drift`` (nats per token: the matrix's off-target
-cell, or the step's change) the step is marked unstable and, with ``rollback``, undone (adapter weights and optimizer
-state restored): with the matrix, no kept step leaves the other turns more than ``max_drift`` from the start.
+cell, or the step's change) the step is marked unstable and, with ``rollback``, undone (adapter weights, optimizer
+state and the EMA teacher restored): with the matrix, no kept step leaves the other turns more than ``max_drift``
+from the start.
 
 Data-parallel (``trainer.strategy: ddp``): every decision is taken on the global batch, as one process would take
 it. The targets ``hint_share`` keeps are the first of the global batch (ranks in order), whether to step is decided
@@ -27,7 +29,7 @@ normalised by the global counts (``TurnKLTerm``), the held-aside episodes are th
 (gathered: every rank measures all of them, and the value the check reads is all-reduced), the drift rows are the
 global batch's first ``drift_rows`` (the held-out set is gathered, so every rank and the checkpoint hold the same one)
 and the drift is a global mean: every rank reaches the same rollback decision and undoes the same step. The EMA
-teacher updates after every step that is kept, on every rank.
+teacher updates after every optimizer step, on every rank, and a rollback restores it with the step it undoes.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from propel.lit_modules.lora_policy import LoRAPolicyModule
 from propel.lit_modules.state import RolloutState
 from propel.lit_modules.turn_drift import DriftMatrix, HeldAside, measure_drift
 from propel.lit_modules.turn_kl import TurnKLSpec, TurnKLTerm
+from propel.lit_modules.turn_kl_loss import TurnKLLoss
 from propel.losses.distillation import DivergenceSpec, token_divergence
 from propel.rollouts.episode_rows import episode_rows
 from propel.rollouts.episode_stats import episode_stats
@@ -56,7 +59,7 @@ Row = tuple[list[int], int]
 """Token ids ending with an assistant turn, and that turn's length (a turn the drift is measured on)."""
 
 
-class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
+class TurnKLDistillModule(LoRAPolicyModule):
     """Turn-targeted KL distillation of a LoRA policy on its own agent episodes.
 
     Args:
@@ -114,6 +117,10 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
             raise ConfigError(f"drift_set must be 'targeted' or 'held_out', got {drift_set!r}")
         super().__init__(**kwargs)
         self.hints, self.turn_kl = hints, turn_kl or TurnKLSpec()
+        self.turn_term = TurnKLTerm(self, self.turn_kl, hints, importance_cap)
+        """The turn-targeted KL term (targets, teachers, loss, EMA teacher), a collaborator of this module."""
+        self.turn_loss = TurnKLLoss(self.turn_term)
+        """The term's rows of a step: the loss this trainer steps on."""
         if on_policy and self.turn_kl.scope != "turn":
             raise ConfigError("on_policy regenerates turn t alone: it needs turn_kl.scope='turn'")
         self.sampling.n = group_size
@@ -123,7 +130,7 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         """The drift matrix's held-aside episodes (``drift_episodes``), chosen at the first step with targets."""
 
     def setup_policy(self) -> None:
-        self.setup_turn_kl(self.hparams.dtype)
+        self.turn_term.setup(self.hparams.dtype)
 
     def hint_fraction(self) -> float:
         """The share of named targets used at this step (``hint_share``, linear over the run)."""
@@ -136,14 +143,15 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         rollout = self.collect_rollout(batch)
         samples = rollout.samples
         self.rollout_state = RolloutState(step=self.global_step, samples=samples, rewards=None)
-        targets = self.targets(samples)
+        term = self.turn_term
+        targets = term.targets(samples)
         found = self.ranks.sum(len(targets))
         stats = {
             **episode_stats(samples),
             **{f"time/{k}": v for k, v in rollout.timings.items()},
             "distill/targets": found,
-            "distill/target_tokens": self.turn_tokens(targets),
-            "distill/temperature": self.temperature(),
+            "distill/target_tokens": term.turn_tokens(targets),
+            "distill/temperature": term.temperature(),
         }
         if self.hparams.drift_episodes and not self._held_aside:  # the same on every rank (gathered)
             targets = self._hold_aside(samples, targets)
@@ -172,8 +180,6 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
             stats.update(self._matrix_check(snapshot))
         elif measured:
             stats.update(self._drift(drift_rows, before, snapshot))
-        if not stats.get("distill/rolled_back"):
-            self.update_ema()
         self.log("train/loss", stats.pop("loss"), prog_bar=True, **log)
         self.log_dict({f"train/{k}": v for k, v in stats.items()}, **log)
 
@@ -197,11 +203,11 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         held = []
         for e in mine:
             first = next(t for t in targets if t.episode == e)
-            target = self.splicer.target(samples[e], e, Hint(first.turn, first.hint), "turn")
+            target = self.turn_term.splicer.target(samples[e], e, Hint(first.turn, first.hint), "turn")
             held.append(HeldAside(episode_rows(samples[e]), target).state())
         self._held_aside = [HeldAside.from_state(h) for rows in self.ranks.gather_objects(held) for h in rows]
         if self._held_aside:
-            start = measure_drift(self, self._held_aside)
+            start = measure_drift(self.turn_term, self._held_aside)
             if self.global_step == 0 and any(v for kl in start.kl for v in kl):
                 raise ConfigError(
                     "the drift matrix measures against the policy with its adapters off, which is the "
@@ -213,7 +219,7 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
     def _matrix_check(self, snapshot: dict | None) -> dict[str, float]:
         """This step's drift matrix, logged and written; the check reads its off-target cell (all-reduced: the same
         value, and so the same decision, on every rank). Every rank must call it."""
-        matrix = measure_drift(self, self._held_aside)
+        matrix = measure_drift(self.turn_term, self._held_aside)
         logged = matrix.logged()
         off = logged.get("drift/off_target")
         off = None if off is None else self.ranks.sum(off) / self.ranks.size
@@ -273,11 +279,17 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
 
     def _logits(self, rows: list[Row]) -> torch.Tensor:
         with self.eval_mode(), torch.no_grad():
-            return self._turn_logits([ids for ids, _ in rows], [n for _, n in rows], "student").cpu()
+            return self.turn_term.turn_logits([ids for ids, _ in rows], [n for _, n in rows], "student").cpu()
 
     def _snapshot(self) -> dict:
+        """What a rollback restores: the adapter weights, the optimizer state and the EMA teacher's weights."""
         trainable = {k: v.detach().clone() for k, v in self.policy.named_parameters() if v.requires_grad}
-        return {"params": trainable, "optimizer": copy.deepcopy(self.optimizers().optimizer.state_dict())}
+        ema = self.turn_term.ema
+        return {
+            "params": trainable,
+            "optimizer": copy.deepcopy(self.optimizers().optimizer.state_dict()),
+            "ema": None if ema is None else {k: v.clone() for k, v in ema.items()},
+        }
 
     def _drift(self, rows: list[Row], before: torch.Tensor | None, snapshot: dict | None) -> dict[str, float]:
         """The step's change: KL(before || after) per token on the non-target turns of every rank (a global mean:
@@ -286,7 +298,7 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
         total, count = 0.0, 0.0
         if rows:
             after = self._logits(rows)
-            mask = self._mask([n for _, n in rows]).cpu()
+            mask = self.turn_term.mask([n for _, n in rows]).cpu()
             kl = token_divergence(after, before, DivergenceSpec("forward_kl"))
             total, count = float((kl * mask).sum()), float(mask.sum())
         drift = self.ranks.sum(total) / max(self.ranks.sum(count), 1.0)
@@ -302,20 +314,17 @@ class TurnKLDistillModule(TurnKLTerm, LoRAPolicyModule):
                     if name in snapshot["params"]:
                         param.copy_(snapshot["params"][name])
             self.optimizers().optimizer.load_state_dict(snapshot["optimizer"])
+            self.turn_term.ema = snapshot["ema"]
             self._engine_synced_at = -1  # the engine holds the undone weights
             out["distill/rolled_back"] = 1.0
         return out
 
     def _optimize(self, targets: list[TurnTarget], samples) -> dict[str, float]:
-        """One optimizer step on this rank's targets and anchor rows (none: it joins the all-reduce), over the
-        step's divisors from every rank's counts and times the world size; the statistics are this rank's share of
-        the global means."""
-        anchors = self.anchor_rows(samples, targets)
-        norm, share = self.turn_norm(samples, targets, anchors), float(self.ranks.size)
-        every = [*targets, *anchors]
-        totals = self.optimization_step(
-            len(every), lambda rows: self.turn_kl_loss([every[i] for i in rows], norm, share)
-        )
+        """One optimizer step on the turn term alone (``step_on_terms``): this rank's targets and anchor rows (none:
+        it joins the all-reduce), over the step's divisors from every rank's counts and times the world size; the
+        statistics are this rank's share of the global means."""
+        self.turn_loss.use(samples, targets)
+        totals = self.step_on_terms([self.turn_loss])
         if not all(math.isfinite(v) for v in totals.values()):
             raise FloatingPointError(f"non-finite distillation statistics: {totals}")
-        return self.turn_stats(totals)
+        return totals

@@ -20,7 +20,7 @@ from propel.rollouts.steps import Rollout
 
 class LossTerm(Protocol):
     """One loss source of a policy step: GRPO's clipped policy loss (``propel.lit_modules.grpo.PolicyGradientLoss``)
-    or the turn-targeted KL (``propel.lit_modules.grpo_turn_kl.TurnKLLoss``)."""
+    or the turn-targeted KL (``propel.lit_modules.turn_kl_loss.TurnKLLoss``)."""
 
     def collect(self, rollout: Rollout) -> dict[str, float]:
         """Name this step's rows on its rollouts (before they are scored); returns the statistics to log. Every

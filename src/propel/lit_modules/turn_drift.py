@@ -114,7 +114,7 @@ def offset_name(offset: int) -> str:
 
 
 def measure_drift(term, held: list[HeldAside], batch: int = 4) -> DriftMatrix:
-    """The drift matrix of ``term`` (a ``TurnKLTerm`` on a LoRA policy) on ``held``: every row once with the adapter
+    """The drift matrix of ``term`` (a LoRA policy's ``TurnKLTerm``) on ``held``: every row once with the adapter
     and once without, dropout off, no gradient; the target turn's divergence with the term's spec at temperature 1."""
     rows = [(e, row) for e, h in enumerate(held) for row in h.rows]
     n_turns = [1 + max(max(r.turns) for r in h.rows) for h in held]
@@ -125,9 +125,9 @@ def measure_drift(term, held: list[HeldAside], batch: int = 4) -> DriftMatrix:
         for i in range(0, len(rows), batch):
             chunk = rows[i : i + batch]
             ids, lengths = [r.ids for _, r in chunk], [r.length for _, r in chunk]
-            now = term._turn_logits(ids, lengths, "student")
+            now = term.turn_logits(ids, lengths, "student")
             with reference_forward(term.policy):
-                start = term._turn_logits(ids, lengths, "student")
+                start = term.turn_logits(ids, lengths, "student")
             per_token = token_divergence(now, start, forward_kl).cpu()  # KL(start || now), (B, T)
             for b, (e, row) in enumerate(chunk):
                 for j, k in enumerate(row.turns[row.first :]):
@@ -135,12 +135,12 @@ def measure_drift(term, held: list[HeldAside], batch: int = 4) -> DriftMatrix:
                         kl[e][k] += float(per_token[b, j])
                         tokens[e][k] += 1
         targets = [h.target for h in held]
-        lengths, spec = [t.length for t in targets], term.turn_kl.divergence
-        mask = term._target_mask(targets)
-        teacher = term._turn_logits([t.teacher_ids for t in targets], lengths, "teacher")
-        now = term._turn_logits([t.student_ids for t in targets], lengths, "student")
+        lengths, spec = [t.length for t in targets], term.spec.divergence
+        mask = term.target_mask(targets)
+        teacher = term.turn_logits([t.teacher_ids for t in targets], lengths, "teacher")
+        now = term.turn_logits([t.student_ids for t in targets], lengths, "student")
         with reference_forward(term.policy):
-            start = term._turn_logits([t.student_ids for t in targets], lengths, "student")
+            start = term.turn_logits([t.student_ids for t in targets], lengths, "student")
         target_now = float((token_divergence(now, teacher, spec) * mask).sum())
         target_start = float((token_divergence(start, teacher, spec) * mask).sum())
     return DriftMatrix(kl, tokens, [t.turn for t in targets], target_start, target_now, int(mask.sum()))

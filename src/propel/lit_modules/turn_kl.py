@@ -30,11 +30,11 @@ and temperature; ``proximal`` replaces the divergence on turn t by the seed's cl
 (``propel.losses.turn_normalisation``): today's ``per_target_token`` makes a turn-only arm step harder on turn t
 than an arm that also reads the later turns; ``per_episode_token`` and ``constant`` do not.
 
-The class is a mixin for ``LoRAPolicyModule`` subclasses, reading only what that base declares (``policy``,
-``tokenizer``, ``ranks``, ``sampling``, ``eval_mode``, ``engine_is_policy``, ``progress``), its settings from
-``self.turn_kl`` (a ``TurnKLSpec``, the trainer's ``turn_kl`` argument) and its ``hints`` from the attribute the
-trainer sets. GRPO takes it as one more loss source of its step (``propel.lit_modules.grpo_turn_kl.TurnKLLoss``);
-the distillation trainer's loss is the term alone.
+``TurnKLTerm`` is a collaborator of the LoRA policy module it trains, not a base class of it: it reads only what
+``LoRAPolicyModule`` declares (``policy``, ``tokenizer``, ``device``, ``ranks``, ``sampling``, ``eval_mode``,
+``engine_is_policy``, ``progress``) and its settings from a ``TurnKLSpec`` (the trainer's ``turn_kl`` argument).
+Both trainers step on it through one loss term (``propel.lit_modules.turn_kl_loss.TurnKLLoss``): GRPO beside its
+clipped policy loss, the distillation trainer alone.
 """
 
 from __future__ import annotations
@@ -177,33 +177,62 @@ def turn_engine_logprobs(sample: Sample, target: TurnTarget) -> list[float] | No
 
 
 class TurnKLTerm:
-    """Mixin: targets, teacher/student logits on turn t, the micro-batch loss, and the EMA teacher's weights."""
+    """The term, a collaborator of the LoRA policy module it trains (``owner``): targets, teacher and student logits
+    on turn t, the micro-batch loss, and the EMA teacher's weights. It reads only what ``LoRAPolicyModule`` declares
+    (``policy``, ``tokenizer``, ``device``, ``ranks``, ``sampling``, ``eval_mode``, ``engine_is_policy``,
+    ``progress``); the owner hands it its checkpoint (``save``, ``load``)."""
 
-    supports_async_rollouts = False  # the turn term is on-policy by construction (its targets are this step's turns)
-    hints: Any
-    turn_kl: TurnKLSpec
-    teacher_model: torch.nn.Module  # set by setup_turn_kl with teacher='external' (no class default: nn.Module
-    # keeps submodules in _modules, and a class attribute would shadow it)
-    _ema: dict[str, torch.Tensor] | None = None
+    def __init__(self, owner, spec: TurnKLSpec, hints: Any, importance_cap: float = 3.0) -> None:
+        self.owner, self.spec, self.hints, self.importance_cap = owner, spec, hints, importance_cap
+        self.splicer: HintSplicer | None = None
+        """Splices a hint into a context (after ``setup``: it needs the tokenizer)."""
+        self.teacher_model: torch.nn.Module | None = None
+        """The external teacher (``teacher: external``), after ``setup``."""
+        self.ema: dict[str, torch.Tensor] | None = None
+        """The EMA teacher's adapter weights (``teacher: ema``), after ``setup`` or ``load``."""
 
-    def setup_turn_kl(self, dtype: str | None) -> None:
+    # the owner's parts the term reads
+    @property
+    def policy(self):
+        return self.owner.policy
+
+    @property
+    def tokenizer(self):
+        return self.owner.tokenizer
+
+    @property
+    def device(self) -> torch.device:
+        return self.owner.device
+
+    @property
+    def ranks(self):
+        return self.owner.ranks
+
+    @property
+    def sampling(self):
+        return self.owner.sampling
+
+    def eval_mode(self):
+        return self.owner.eval_mode()
+
+    def setup(self, dtype: str | None) -> None:
         """After the policy exists: the hint splicer, the external teacher (loaded in ``dtype``, the policy's), the
         EMA's starting weights."""
-        self.splicer = HintSplicer(self.tokenizer, self.turn_kl.hint_role, self.turn_kl.hint_template)
-        if self.turn_kl.teacher == "external":
+        self.splicer = HintSplicer(self.tokenizer, self.spec.hint_role, self.spec.hint_template)
+        if self.spec.teacher == "external" and self.teacher_model is None:
             from propel.models import load_model
 
-            model, tokenizer = load_model(self.turn_kl.teacher_model, dtype=dtype)
+            model, tokenizer = load_model(self.spec.teacher_model, dtype=dtype)
             if tokenizer.get_vocab() != self.tokenizer.get_vocab():
-                raise ConfigError(f"teacher_model {self.turn_kl.teacher_model!r} does not share the policy's tokenizer")
-            self.teacher_model = model.to(self.device).eval().requires_grad_(False)
-        if self.turn_kl.teacher == "ema" and self._ema is None:
-            self._ema = {k: v.detach().clone() for k, v in self._adapter_params().items()}
+                raise ConfigError(f"teacher_model {self.spec.teacher_model!r} does not share the policy's tokenizer")
+            self.teacher_model = model.eval().requires_grad_(False)
+        if self.spec.teacher == "ema" and self.ema is None:
+            self.ema = {k: v.detach().clone() for k, v in self._adapter_params().items()}
 
     # ------------------------------------------------------------------------------------------- schedule
     def temperature(self) -> float:
         """The schedule's temperature at this step (evenly spaced stages over ``max_steps``)."""
-        schedule, progress = list(self.turn_kl.temperature_schedule), self.progress()
+        schedule, progress = list(self.spec.temperature_schedule), self.owner.progress()
         return schedule[0] if progress is None else schedule[min(len(schedule) - 1, int(progress * len(schedule)))]
 
     # -------------------------------------------------------------------------------------------- targets
@@ -214,9 +243,9 @@ class TurnKLTerm:
         for i, sample in enumerate(samples):
             if sample.infra_error is not None:
                 continue
-            named = self.hints.hints(sample)[: self.turn_kl.max_target_turns_per_rollout]
-            made = [self.splicer.target(sample, i, hint, self.turn_kl.scope) for hint in named if hint.text]
-            if self.turn_kl.proximal:  # the clipped ratio reads the rollout's own logprobs of the turn
+            named = self.hints.hints(sample)[: self.spec.max_target_turns_per_rollout]
+            made = [self.splicer.target(sample, i, hint, self.spec.scope) for hint in named if hint.text]
+            if self.spec.proximal:  # the clipped ratio reads the rollout's own logprobs of the turn
                 made = [replace(t, engine_logprobs=turn_engine_logprobs(sample, t)) for t in made]
             out += made
         return out
@@ -224,7 +253,7 @@ class TurnKLTerm:
     def anchor_rows(self, samples: list[Sample], targets: list[TurnTarget]) -> list[AnchorRow]:
         """The anchor's rows: every targeted episode's assistant turns that none of its targets covers (none when
         ``anchor_weight`` is 0)."""
-        if not self.turn_kl.anchor_weight:
+        if not self.spec.anchor_weight:
             return []
         covered: dict[int, set[int]] = {}
         for t in targets:
@@ -244,12 +273,12 @@ class TurnKLTerm:
         episodes = {t.episode for t in targets}
         assistant = sum(len(turn.token_ids) for e in episodes for turn in samples[e].all_turns if turn.trainable)
         return TurnNorm.of(
-            self.turn_kl.normalisation,
+            self.spec.normalisation,
             target_tokens=self.turn_tokens(targets),
             anchor_tokens=self.ranks.sum(float(sum(a.scored for a in anchors))),
             episode_tokens=self.ranks.sum(float(assistant)),
             episodes=self.ranks.sum(float(len(episodes))),
-            constant=self.turn_kl.normalisation_constant,
+            constant=self.spec.normalisation_constant,
         )
 
     # --------------------------------------------------------------------------------------------- logits
@@ -263,7 +292,7 @@ class TurnKLTerm:
         live = {k: v.detach().clone() for k, v in params.items()}
         with torch.no_grad():
             for k, v in params.items():
-                v.copy_(self._ema[k])
+                v.copy_(self.ema[k])
         try:
             yield
         finally:
@@ -274,14 +303,14 @@ class TurnKLTerm:
     def update_ema(self) -> None:
         """After every optimizer step (with or without targets): ``ema = decay * ema + (1 - decay) * live``
         (``decay`` weighs the old average, so 0 makes the EMA the live policy and values near 1 move it slowly)."""
-        if self._ema is None:
+        if self.ema is None:
             return
-        decay = self.turn_kl.ema_decay
+        decay = self.spec.ema_decay
         with torch.no_grad():
             for k, v in self._adapter_params().items():
-                self._ema[k].mul_(decay).add_(v.detach(), alpha=1.0 - decay)
+                self.ema[k].mul_(decay).add_(v.detach(), alpha=1.0 - decay)
 
-    def _turn_logits(self, rows: list[list[int]], lengths: list[int], which: str) -> torch.Tensor:
+    def turn_logits(self, rows: list[list[int]], lengths: list[int], which: str) -> torch.Tensor:
         """``(B, T, V)`` logits predicting each row's last ``lengths[b]`` tokens (left-aligned in T), from the
         student (the policy) or the teacher."""
         pad = self.tokenizer.pad_token_id or 0
@@ -291,9 +320,9 @@ class TurnKLTerm:
         for b, r in enumerate(rows):
             ids[b, : len(r)], attn[b, : len(r)] = torch.tensor(r), 1
         starts = torch.tensor([len(r) - n for r, n in zip(rows, lengths, strict=True)])
-        model, ctx, teacher = self.policy, nullcontext(), self.turn_kl.teacher
+        model, ctx, teacher = self.policy, nullcontext(), self.spec.teacher
         if which == "teacher" and teacher == "external":
-            model = self.teacher_model
+            model = self.teacher_model.to(self.device)  # a no-op once there (the owner may move after setup)
         elif which == "teacher" and teacher == "base":
             ctx = reference_forward(self.policy)
         elif which == "teacher" and teacher == "ema":
@@ -301,23 +330,23 @@ class TurnKLTerm:
         with ctx:
             return span_logits(model, ids.to(self.device), attn.to(self.device), starts, max(lengths))
 
-    def _mask(self, lengths: list[int]) -> torch.Tensor:
+    def mask(self, lengths: list[int]) -> torch.Tensor:
         t = max(lengths)
         return (torch.arange(t)[None, :] < torch.tensor(lengths)[:, None]).float().to(self.device)
 
-    def _target_mask(self, group: list[TurnTarget]) -> torch.Tensor:
+    def target_mask(self, group: list[TurnTarget]) -> torch.Tensor:
         """``(B, T)``: 1 on the tokens the loss reads (a whole-sequence target's observations are 0)."""
-        mask = self._mask([t.length for t in group])
+        mask = self.mask([t.length for t in group])
         for b, t in enumerate(group):
             if t.mask is not None:
                 mask[b, : t.length] = torch.tensor(t.mask, dtype=mask.dtype, device=mask.device)
         return mask
 
-    def _importance(self, group: list[TurnTarget], student: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
+    def importance(self, group: list[TurnTarget], student: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
         """Per-token ``min(exp(policy_logp - engine_logp), cap)`` for tokens an engine other than the policy
         sampled (vLLM); None when no correction applies (the HF engine, or no target with engine logprobs). Per
         sample: a target without engine logprobs gets weight 1 on its tokens, the others keep their correction."""
-        if self.engine_is_policy() or all(t.engine_logprobs is None for t in group):
+        if self.owner.engine_is_policy() or all(t.engine_logprobs is None for t in group):
             return None
         t_max = student.shape[1]
         tokens = torch.tensor(
@@ -328,13 +357,13 @@ class TurnKLTerm:
         engine = torch.tensor([k + [0.0] * (t_max - len(k)) for k in known], device=self.device)
         logp, _ = token_logprobs(student.detach(), tokens, temperature=self.sampling.temperature or 1.0,
                                  top_k=self.sampling.top_k, top_p=self.sampling.top_p)  # fmt: skip
-        return truncated_importance_weights(logp, engine, cap=self.hparams.importance_cap, mask=mask)
+        return truncated_importance_weights(logp, engine, cap=self.importance_cap, mask=mask)
 
     # ----------------------------------------------------------------------------------------------- loss
     def turn_stats(self, totals: dict[str, float], *extra: str) -> dict[str, float]:
         """``totals`` with the term's statistics (and ``extra`` keys) present, 0 where this rank had no targets, and
         in one key order on every rank: logged with ``sync_dist`` each key is an all-reduce, paired by order."""
-        spec = self.turn_kl
+        spec = self.spec
         keys = ["distill/divergence", *(["distill/control_divergence"] if spec.control_hint else []),
                 *(["distill/anchor"] if spec.anchor_weight else []),
                 *(["distill/advantage", "distill/clipped_fraction"] if spec.proximal else []), *extra]  # fmt: skip
@@ -364,29 +393,29 @@ class TurnKLTerm:
     def _target_loss(self, group: list[TurnTarget], norm: TurnNorm, share: float):
         """The turn term's part: the divergence on the targets' tokens (importance-weighted for an engine that is
         not the policy), or with ``proximal`` the clipped update; the logged divergences either way."""
-        spec, temp, control = self.turn_kl.divergence, self.temperature(), self.turn_kl.control_hint
+        spec, temp, control = self.spec.divergence, self.temperature(), self.spec.control_hint
         lengths = [t.length for t in group]
-        mask = self._target_mask(group)
+        mask = self.target_mask(group)
         with self.eval_mode():
             with torch.no_grad():
-                teacher = self._turn_logits([t.teacher_ids for t in group], lengths, "teacher")
+                teacher = self.turn_logits([t.teacher_ids for t in group], lengths, "teacher")
                 if control:
                     wrong = [self.splicer.splice(t.student_ids[: -t.length], control) + t.student_ids[-t.length :]
                              for t in group]  # fmt: skip
-                    ctrl = self._turn_logits(wrong, lengths, "teacher")
-            student = self._turn_logits([t.student_ids for t in group], lengths, "student")
+                    ctrl = self.turn_logits(wrong, lengths, "teacher")
+            student = self.turn_logits([t.student_ids for t in group], lengths, "student")
         div = token_divergence(student, teacher, spec, temp)
         out = {}
-        if self.turn_kl.proximal:
+        if self.spec.proximal:
             per_token, clipped, adv = self._proximal(group, student, teacher, mask, temp)
-            loss = share * self.turn_kl.kl_coefficient * masked_mean(per_token, mask, norm.target)
+            loss = share * self.spec.kl_coefficient * masked_mean(per_token, mask, norm.target)
             out["distill/advantage"] = share * float(masked_mean(adv, mask, norm.target_tokens))
             out["distill/clipped_fraction"] = share * float(masked_mean(clipped.float(), mask, norm.target_tokens))
         else:
-            weights = self._importance(group, student, mask)
+            weights = self.importance(group, student, mask)
             if weights is not None:
                 div = div * weights
-            loss = share * self.turn_kl.kl_coefficient * masked_mean(div, mask, norm.target)
+            loss = share * self.spec.kl_coefficient * masked_mean(div, mask, norm.target)
         out["distill/divergence"] = share * float(masked_mean(div.detach(), mask, norm.target_tokens))
         if control:
             out["distill/control_divergence"] = share * float(
@@ -407,33 +436,33 @@ class TurnKLTerm:
         s = self.sampling
         logp, _ = token_logprobs(student, tokens, temperature=s.temperature or 1.0, top_k=s.top_k, top_p=s.top_p)
         adv = distillation_advantage(student, teacher, tokens, temp)
-        per_token, clipped = proximal_distillation(logp, rollout, adv, mask, self.turn_kl.proximal_clip)
+        per_token, clipped = proximal_distillation(logp, rollout, adv, mask, self.spec.proximal_clip)
         return per_token, clipped, adv
 
     def _anchor_loss(self, rows: list[AnchorRow], norm: TurnNorm, share: float) -> tuple[torch.Tensor, float]:
         """The anchor's part: the term's divergence between the start (adapters off, no gradient) as the teacher
         and the student on the rows' unmasked tokens; the loss and the logged per-token mean."""
-        spec, temp = self.turn_kl.divergence, self.temperature()
+        spec, temp = self.spec.divergence, self.temperature()
         lengths, ids = [r.length for r in rows], [r.ids for r in rows]
-        mask = self._target_mask(rows)
+        mask = self.target_mask(rows)
         with self.eval_mode():
             with torch.no_grad(), reference_forward(self.policy):
-                start = self._turn_logits(ids, lengths, "student")
-            now = self._turn_logits(ids, lengths, "student")
+                start = self.turn_logits(ids, lengths, "student")
+            now = self.turn_logits(ids, lengths, "student")
         div = token_divergence(now, start, spec, temp)
-        weight = self.turn_kl.kl_coefficient * self.turn_kl.anchor_weight
+        weight = self.spec.kl_coefficient * self.spec.anchor_weight
         loss = share * weight * masked_mean(div, mask, norm.anchor)
         return loss, share * float(masked_mean(div.detach(), mask, norm.anchor_tokens))
 
     # ----------------------------------------------------------------------------------------- checkpoints
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        super().on_save_checkpoint(checkpoint)
-        if self._ema is not None:
-            checkpoint[EMA_KEY] = {k: v.detach().cpu().clone() for k, v in self._ema.items()}
+    def save(self, checkpoint: dict[str, Any]) -> None:
+        """The EMA teacher's weights into the owner's checkpoint (a resumed run continues the same average)."""
+        if self.ema is not None:
+            checkpoint[EMA_KEY] = {k: v.detach().cpu().clone() for k, v in self.ema.items()}
 
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        super().on_load_checkpoint(checkpoint)
-        if self.turn_kl.teacher == "ema":
+    def load(self, checkpoint: dict[str, Any]) -> None:
+        """The EMA teacher's weights from the owner's checkpoint."""
+        if self.spec.teacher == "ema":
             if EMA_KEY not in checkpoint:
                 raise ValueError("teacher='ema' but the checkpoint holds no EMA weights (written with another teacher)")
-            self._ema = {k: v.to(self.device) for k, v in checkpoint[EMA_KEY].items()}
+            self.ema = {k: v.to(self.device) for k, v in checkpoint[EMA_KEY].items()}
