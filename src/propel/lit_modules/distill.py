@@ -145,14 +145,9 @@ class TurnKLDistillModule(LoRAPolicyModule):
         self.rollout_state = RolloutState(step=self.global_step, samples=samples, rewards=None)
         term = self.turn_term
         targets = term.targets(samples)
-        found = self.ranks.sum(len(targets))
-        stats = {
-            **episode_stats(samples),
-            **{f"time/{k}": v for k, v in rollout.timings.items()},
-            "distill/targets": found,
-            "distill/target_tokens": term.turn_tokens(targets),
-            "distill/temperature": term.temperature(),
-        }
+        named = term.named(targets)
+        found = named["distill/targets"]
+        stats = {**episode_stats(samples), **{f"time/{k}": v for k, v in rollout.timings.items()}, **named}
         if self.hparams.drift_episodes and not self._held_aside:  # the same on every rank (gathered)
             targets = self._hold_aside(samples, targets)
             found = self.ranks.sum(len(targets))

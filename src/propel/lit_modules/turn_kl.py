@@ -369,6 +369,15 @@ class TurnKLTerm:
                 *(["distill/advantage", "distill/clipped_fraction"] if spec.proximal else []), *extra]  # fmt: skip
         return dict(sorted({**dict.fromkeys(keys, 0.0), **totals}.items()))
 
+    def named(self, targets: list[TurnTarget]) -> dict[str, float]:
+        """What a step's hint source named, as both trainers log it: targets and their tokens on every rank, and the
+        schedule's temperature. Every rank must call it."""
+        return {
+            "distill/targets": self.ranks.sum(len(targets)),
+            "distill/target_tokens": self.turn_tokens(targets),
+            "distill/temperature": self.temperature(),
+        }
+
     def turn_tokens(self, targets: list[TurnTarget]) -> float:
         """Target tokens of the step on every rank; every rank must call it."""
         return self.ranks.sum(float(sum(t.scored for t in targets)))

@@ -49,11 +49,7 @@ class TurnKLLoss:
         if not term.owner.engine_is_policy():  # the engine's logprobs of the turn, for the importance ratio
             targets = [replace(t, engine_logprobs=turn_engine_logprobs(rollout.samples[t.episode], t)) for t in targets]
         self.use(rollout.samples, targets)
-        return {
-            "distill/targets": term.ranks.sum(len(targets)),
-            "distill/target_tokens": self.tokens,
-            "distill/temperature": term.temperature(),
-        }
+        return term.named(targets)
 
     def rows(self) -> int:
         return len(self.targets) + len(self.anchors)
