@@ -27,7 +27,8 @@ Pre-registered analysis (fixed before the run):
 Stages write under ``--workdir`` and resume (a rerun skips what is there): ``tasks.jsonl`` (generated groups),
 ``exact.jsonl`` (p per valid task), ``sampled.jsonl`` (the check's sampled attempts), ``features.pt`` (frozen-reference
 activations), then ``summary.json``, ``report.md`` and ``rows.csv`` (one row per valid task, with each method's
-held-out score) there and, with ``--out``, copied to that folder (``docs/experiments/probe_ranking``).
+held-out score) there and, with ``--out``, copied to that folder (``docs/experiments/probe_ranking``; the rows
+compressed, ``rows.csv.gz``).
 
     make exp-probe-ranking   # = --contexts 160 --out docs/experiments/probe_ranking: about 45 min on 2 shared cores
     python experiments/probe_ranking/run.py --contexts 6 --group-size 4 --layers 6 --workdir /tmp/pr   # minutes
@@ -36,6 +37,7 @@ held-out score) there and, with ``--out``, copied to that folder (``docs/experim
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import re
@@ -59,7 +61,7 @@ from propel.probes.classifier import ProbeClassifier
 from propel.probes.rivals import fit_rival
 from propel.probes.training import LoopSpec, fit_in_memory
 from propel.records import Task
-from propel.rollouts.scorer import GeneratorScorer
+from propel.rollouts.scorer import CUT, GeneratorScorer
 from propel.rollouts.single_turn import generate_tasks
 
 MODEL = "smollm2-135m-instruct"
@@ -425,8 +427,8 @@ def report(args, summary: dict) -> str:
         "",
         f"Measured {summary['date']} at commit `{summary['commit']}` with "
         f"`python experiments/probe_ranking/run.py --domain {args.domain} --contexts {args.contexts} "
-        f"--group-size {args.group_size}`: "
-        f"{g['contexts']} contexts x {args.group_size} tasks from the base generator (SmolLM2-135M-Instruct, "
+        f"--group-size {args.group_size}{_extra_flags(args)}`: "
+        f"{g['contexts']} contexts x {args.group_size} tasks from {_generator(args)} (SmolLM2-135M-Instruct, "
         f"the {args.domain} domain, temperature 1, {args.max_new_tokens} new tokens, a cut completion invalid); "
         f"{g['valid']} valid ({g['valid_rate']:.1%}), {g['copies']} of them copies of an in-context example; "
         f"{summary['ranking']['contexts_compared']} held-out contexts with at least 2 valid tasks.",
@@ -484,6 +486,18 @@ def report(args, summary: dict) -> str:
     lines += [f"| {b['mean_p']:.4f} | {b['sampled_rate']:.4f} | {b['tasks']} |" for b in c["bins"]]
     lines += ["", "## Verdict", "", summary["verdict"], ""]
     return "\n".join(lines)
+
+
+def _generator(args) -> str:
+    """Who wrote the ranked groups: the base generator, or it with a warm start's adapter."""
+    adapter = getattr(args, "adapter", None)
+    return f"the generator with the adapter `{adapter}`" if adapter else "the base generator"
+
+
+def _extra_flags(args) -> str:
+    """The command's flags beyond the defaults the report names (the adapter, the fit seed)."""
+    flags = f" --adapter {args.adapter}" if getattr(args, "adapter", None) else ""
+    return flags + (f" --fit-seed {args.fit_seed}" if getattr(args, "fit_seed", None) is not None else "")
 
 
 def verdict(summary: dict) -> str:
@@ -545,10 +559,11 @@ def write_rows(path: Path, rows: list[dict], scores: dict[str, np.ndarray]) -> N
 
 
 def read_rows(path: Path) -> tuple[list[dict], dict[str, np.ndarray]]:
-    """``rows.csv`` back as the analysis' rows and scores."""
+    """``rows.csv`` (or ``rows.csv.gz``) back as the analysis' rows and scores."""
     import csv
 
-    with path.open(newline="") as fh:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", newline="") as fh:
         table = list(csv.DictReader(fh))
     rows = [
         {"id": t["id"], "context": t["context"], "group": t["group"], "copy": t["copy"] == "1",
@@ -585,7 +600,7 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--domain", choices=sorted(DOMAINS), default="math")
     ap.add_argument("--workdir", default="runs/experiments/probe_ranking")
-    ap.add_argument("--out", default=None, help="copy summary.json, report.md and rows.csv here (docs/...)")
+    ap.add_argument("--out", default=None, help="copy summary.json, report.md and rows.csv (as rows.csv.gz) here")
     ap.add_argument("--contexts", type=int, default=160)
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=64)
@@ -609,7 +624,9 @@ def main(argv=None) -> dict:
         help="a LoRA adapter on the generator (a warm start's): its groups are ranked; solver and reference stay the "
         "base model",
     )
-    ap.add_argument("--from-rows", type=Path, default=None, help="recompute the analysis from a committed rows.csv")
+    ap.add_argument(
+        "--from-rows", type=Path, default=None, help="recompute the analysis from a committed rows.csv (or .csv.gz)"
+    )
     args = ap.parse_args(argv)
     if args.from_rows:
         return reanalyse(args, args.from_rows)
@@ -662,7 +679,7 @@ def main(argv=None) -> dict:
             "valid": len(rows),
             "valid_rate": len(rows) / max(1, len(tasks)),
             "copies": sum(r["copy"] for r in rows),
-            "cut_at_limit": sum(r["reason"] == "length" for r in tasks),
+            "cut_at_limit": sum(r["reason"] in ("length", CUT) for r in tasks),  # the scorer's reason, or this file's
         },
         "calibration": calibration_of_p([r for r in rows if r["sampled"] is not None], args.validate_trials),
         "ranking": analyse(fit, rows, scores, cells),
@@ -674,8 +691,10 @@ def main(argv=None) -> dict:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        for name in ("summary.json", "report.md", "rows.csv"):
+        for name in ("summary.json", "report.md"):
             shutil.copy(work / name, out / name)
+        with (work / "rows.csv").open("rb") as src, gzip.GzipFile(out / "rows.csv.gz", "wb", mtime=0) as dst:
+            shutil.copyfileobj(src, dst)  # compressed where it is committed (a fifth of the size)
     print((work / "report.md").read_text())
     return summary
 

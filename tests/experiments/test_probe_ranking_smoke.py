@@ -66,6 +66,31 @@ def test_the_analysis_sees_a_lift_in_informative_features_and_none_in_shuffled_l
     assert result["oracle-probe"]["lift_u"]["estimate"] >= -1e-9  # nothing beats the ceiling
 
 
+def test_committed_rows_read_back_compressed_and_under_their_fit_seed(experiment_module, tmp_path):
+    """``--out`` commits ``rows.csv.gz``; ``--from-rows`` reads it and reproduces the analysis only under the fit seed
+    the summary names (the bootstrap ran under it), not the default seed it is called with."""
+    import gzip
+    import shutil
+
+    exp = experiment_module("probe_ranking/run")
+    rows, feats = _rows(n_contexts=20)
+    fitted = argparse.Namespace(seed=3, domain="math")
+    scores, cells = exp.cross_fit(fitted, rows, feats)
+    ranking = exp.analyse(fitted, rows, scores, cells)
+    exp.write_rows(tmp_path / "rows.csv", rows, scores)
+    with (tmp_path / "rows.csv").open("rb") as src, gzip.open(tmp_path / "rows.csv.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    assert exp.read_rows(tmp_path / "rows.csv.gz")[0] == exp.read_rows(tmp_path / "rows.csv")[0]
+    summary = {"settings": {"fit_seed": 3}, "ranking": json.loads(json.dumps(ranking))}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    again = exp.reanalyse(argparse.Namespace(seed=0, domain="math"), tmp_path / "rows.csv.gz")
+    assert json.loads(json.dumps(again["methods"])) == summary["ranking"]["methods"]
+    summary["settings"]["fit_seed"] = None  # read under seed 0, the bootstrap intervals differ
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(SystemExit):
+        exp.reanalyse(argparse.Namespace(seed=0, domain="math"), tmp_path / "rows.csv.gz")
+
+
 def test_a_method_that_scored_nothing_in_a_fold_never_picks_those_tasks(experiment_module):
     exp = experiment_module("probe_ranking/run")
     rows, feats = _rows(n_contexts=12)
@@ -121,7 +146,7 @@ def test_a_small_real_run_writes_its_files_and_resumes(experiment_module, tmp_pa
         "3",
     ]
     summary = exp.main(argv)
-    for name in ("summary.json", "report.md", "rows.csv"):
+    for name in ("summary.json", "report.md", "rows.csv.gz"):
         assert (tmp_path / "out" / name).exists()
     assert summary["generation"]["samples"] == 24
     assert set(summary["ranking"]["methods"]) >= set(exp.METHODS)
@@ -130,3 +155,4 @@ def test_a_small_real_run_writes_its_files_and_resumes(experiment_module, tmp_pa
     assert (tmp_path / "w" / "tasks.jsonl").read_text().splitlines() == lines
     assert json.dumps(again["ranking"], sort_keys=True) == json.dumps(summary["ranking"], sort_keys=True)
     assert "# Does the probe rank" in (tmp_path / "out" / "report.md").read_text()
+    exp.main(["--from-rows", str(tmp_path / "out" / "rows.csv.gz")])  # the committed rows reproduce the summary
