@@ -1,6 +1,7 @@
 .PHONY: setup setup-vllm test test-quick docs wheel demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint \
 	bench bench-vllm exp-grpo-vs-trl exp-grpo-parity exp-triage-style exp-triage-content exp-turn-kl-scope \
-	exp-grader-pressure exp-grader-pressure-seeded exp-probe-ranking exp-propel exp-propel-warm gpu-check gpu-wheels
+	exp-grader-pressure exp-grader-pressure-seeded exp-probe-ranking exp-probe-ranking-warm exp-propel exp-propel-warm \
+	gpu-check gpu-wheels
 
 setup:
 	bash scripts/setup.sh
@@ -39,32 +40,38 @@ AGENT_LOW_MEMORY := --model.init_args.micro_batch_size=1 --model.init_args.gradi
 
 # Multi-turn GRPO on agent episodes (ToolEnv in a local sandbox), 3 steps -> runs/agent/ (summary.md, .json, .png:
 # reward, solved rate, turns, tool errors, first steps vs last; propel.callbacks.run_summary)
-# Measured with these flags (`/usr/bin/time -v make demo-agent`, 2026-12-06, 2 idle cores, one run): 7:09 wall, peak RSS
-# 1.9 GiB (2,016,248 KiB), against 8.7 GB before the low-memory flags.
+# Measured with these flags (`/usr/bin/time -v make demo-agent`, 2026-12-06, 2 idle cores, two runs): 4:22 and 7:09
+# wall, peak RSS 1.9 GiB (2,018,256 and 2,016,248 KiB), against 8.7 GB before the low-memory flags.
 demo-agent: setup
 	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/grpo.yaml \
 		--trainer.max_steps=3 $(AGENT_LOW_MEMORY)
 
-# Job 2: GRPO on HumanEval with the test-suite reward and its hack detectors, 3 steps -> runs/code/
+# Job 2: GRPO on HumanEval with the test-suite reward and its hack detectors, 3 steps -> runs/code/. Each layer is
+# recomputed in backward (configs/code/testsuite.yaml) under glibc's lowest-memory mode: 4:31 wall, peak RSS 2.4 GiB
+# (2,517,880 KiB) on 2 idle cores (`/usr/bin/time -v`, 2026-12-06, one run), against 2:57 and 6.5 GiB (6,865,300 KiB)
+# without either.
 demo-testsuite: setup
-	WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/code/testsuite.yaml --trainer.max_steps=3
+	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/code/testsuite.yaml --trainer.max_steps=3
 
 # GRPO on IT-ticket triage with six logged rewards (format, resolution, grounding, calibration, parsimony,
 # repetition), 3 steps -> runs/triage/ (reward curves + reward_windows.md)
-demo-triage: setup  # glibc's lowest-memory mode: 2.0 GB peak RSS in 6.3 min (4.5 GB in 3.2 min without; propel/host_memory.py)
+# Under glibc's lowest-memory mode: 2.0 GiB peak RSS in 6.3 and 5.0 min (2,142,712 and 2,133,612 KiB; the second on 2
+# idle cores, 2026-12-06); 4.5 GB in 3.2 min without it (propel/host_memory.py)
+demo-triage: setup
 	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/triage/grpo.yaml --trainer.max_steps=3 \
 		--model.init_args.group_size=4 --model.init_args.max_new_tokens=128
 
 # Job 3: turn-targeted KL distillation on the bundled model's agent episodes, 3 steps -> runs/distill/ (summary.md,
 # .json, .png: the divergence against the control's, the drift, first steps vs last)
-# Measured (`/usr/bin/time -v make demo-distill`, 2026-12-06): 4:23 wall on 2 idle cores, peak RSS 1.8 GiB (1,885,056
-# KiB); an earlier run on cores taken by an experiment peaked the same (1,885,160 KiB).
+# Measured (`/usr/bin/time -v make demo-distill`, 2026-12-06, 2 idle cores, two runs): 4:23 and 3:09 wall, peak RSS
+# 1.8 GiB (1,885,056 and 1,885,288 KiB); an earlier run on cores taken by an experiment peaked the same (1,885,160 KiB).
 demo-distill: setup
 	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/distill.yaml \
 		--trainer.max_steps=3 $(AGENT_LOW_MEMORY)
 
 # Job 3 with RL: multi-turn GRPO plus the turn-targeted KL term in one update, 3 steps -> runs/grpo_distill/ (the
-# same low-memory settings; not measured; summary.md, .json, .png: reward, solved rate, divergence against the control)
+# same low-memory settings; summary.md, .json, .png: reward, solved rate, divergence against the control). Measured
+# (`/usr/bin/time -v`, 2026-12-06, 2 idle cores, one run): 4:43 wall, peak RSS 1.8 GiB (1,877,924 KiB)
 demo-grpo-distill: setup
 	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/grpo_distill.yaml \
 		--trainer.max_steps=3 $(AGENT_LOW_MEMORY)
@@ -148,6 +155,13 @@ exp-grader-pressure-seeded: setup
 exp-probe-ranking: setup
 	.venv/bin/python experiments/probe_ranking/run.py --contexts 160 --workdir runs/experiments/probe_ranking \
 		--out docs/experiments/probe_ranking
+
+# The same test on the groups GRPO sees after the gate: 310 contexts from `make demo`'s warm start (run the demo first),
+# strict validity, at fit seed 0 (experiments/probe_ranking/preregistration_warm_310.md; 51 min on 2 partly shared
+# cores, 2026-12-06); `--fit-seed 1` and `2` refit on the same groups in about 1.5 min each
+exp-probe-ranking-warm: setup
+	.venv/bin/python experiments/probe_ranking/run.py --adapter runs/demo/warm_start/adapters/step-24 --contexts 310 \
+		--workdir runs/experiments/probe_ranking_warm --out docs/experiments/probe_ranking_warm/fit_seed_0
 
 # Issue 53's arms: GRPO against the validity gate, the probe, a probe on shuffled labels and the exact utility (the
 # oracle), 3 seeds x 12 steps, each policy evaluated on 64 fixed contexts x 4 samples by exact band utility
