@@ -110,7 +110,7 @@ def _fit(model_dir, root, steps=2, ckpt_path=None, save=False, **kw):
     hints = FunctionHints(lambda s: [Hint(s.context.data["target_turn"], "Our team's tag is [cedar].")])
     module = TurnKLDistillModule(**with_turn_kl(dict(
         hints=hints, model=str(model_dir), lora=LoRASpec(r=4, alpha=8), group_size=2, max_new_tokens=3, lr=5e-2,
-        kl_coefficient=1.0, control_hint=None, teacher="base", drift_episodes=1, **kw)))  # fmt: skip
+        kl_coefficient=1.0, control_hint=None, **{"teacher": "base", "drift_episodes": 1, **kw})))  # fmt: skip
     data = EpisodeDataModule(partial(ScriptedChatEnv), ConventionChats(turns=4), contexts_per_step=1,
                              execute_cut_turns=True)  # fmt: skip
     rec = Rows()
@@ -153,3 +153,15 @@ def test_the_run_logs_and_writes_the_matrix_and_the_check_reads_it(tiny_model_di
         assert line["drift/off_target"] > 1e-9 and line["rolled_back"] and row["train/distill/rolled_back"] == 1.0
     end = module.policy.state_dict()
     assert rec.start and all(torch.equal(v, end[k]) for k, v in rec.start.items())
+
+
+def test_a_rollback_takes_back_the_ema_teachers_update_with_the_step(tiny_model_dir, tmp_path):
+    """The EMA teacher updates after every optimizer step (``TurnKLLoss.after_step``); a step the drift check undoes
+    takes that update back with the adapter's: when every step is rolled back, the average is still the start."""
+    module, rec = _fit(tiny_model_dir, tmp_path / "ema", max_drift=1e-9, rollback=True, teacher="ema", ema_decay=0.5)
+    assert rec.rows and all(r["train/distill/rolled_back"] == 1.0 for r in rec.rows)
+    ema = module.turn_term.ema
+    assert ema and set(ema) <= set(rec.start)
+    assert all(torch.equal(ema[k], rec.start[k]) for k in ema)
+    kept, _ = _fit(tiny_model_dir, tmp_path / "kept", teacher="ema", ema_decay=0.5)  # no check: the steps stay
+    assert any(not torch.equal(kept.turn_term.ema[k], rec.start[k]) for k in ema)
