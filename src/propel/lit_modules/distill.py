@@ -251,11 +251,13 @@ class TurnKLDistillModule(LoRAPolicyModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         super().on_save_checkpoint(checkpoint)
+        self.turn_term.save(checkpoint)
         checkpoint["distill_held_out"] = [[list(ids), n] for ids, n in self._held_out]
         checkpoint["distill_held_aside"] = [h.state() for h in self._held_aside]
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         super().on_load_checkpoint(checkpoint)
+        self.turn_term.load(checkpoint)
         self._held_out = [(list(ids), int(n)) for ids, n in checkpoint.get("distill_held_out", [])]
         self._held_aside = [HeldAside.from_state(h) for h in checkpoint.get("distill_held_aside", [])]
 
