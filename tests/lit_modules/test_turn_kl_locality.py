@@ -200,3 +200,18 @@ def test_grpo_takes_the_anchor_rows_and_the_same_divisors(tiny_model_dir, tokeni
     anchors = distill.turn_term.anchor_rows([sample], targets)
     assert term.targets == targets and term.anchors == anchors
     assert term.norm == distill.turn_term.turn_norm([sample], targets, anchors)
+
+
+@pytest.mark.parametrize("cls", [TurnKLDistillModule, GRPOTurnKLModule])
+def test_the_term_reads_the_trainers_spec_and_hints_where_the_trainer_keeps_them(tiny_model_dir, tokenizer, cls):
+    """A spec or hint source set on the trainer after it was built is the one its turn term uses (the scope
+    experiment swaps the hint source per arm, the guards benchmark the spec per case)."""
+    sample = _sample(tokenizer)
+    kw = {"rewards": []} if cls is GRPOTurnKLModule else {}
+    module = _module(tiny_model_dir, cls=cls, **kw)
+    assert [t.turn for t in module.turn_term.targets([sample])] == [1]
+    module.hints = FunctionHints(lambda s: [Hint(2, "check the output")])
+    assert [t.turn for t in module.turn_term.targets([sample])] == [2]
+    module.turn_kl = TurnKLSpec(anchor_weight=1.0, control_hint=None)
+    assert module.turn_term.spec.anchor_weight == 1.0
+    assert module.turn_term.anchor_rows([sample], module.turn_term.targets([sample]))  # the new spec's anchor

@@ -30,9 +30,10 @@ and temperature; ``proximal`` replaces the divergence on turn t by the seed's cl
 (``propel.losses.turn_normalisation``): today's ``per_target_token`` makes a turn-only arm step harder on turn t
 than an arm that also reads the later turns; ``per_episode_token`` and ``constant`` do not.
 
-``TurnKLTerm`` is a collaborator of the LoRA policy module it trains, not a base class of it: it reads only what
+``TurnKLTerm`` is a collaborator of the LoRA policy module it trains, not a base class of it: it reads what
 ``LoRAPolicyModule`` declares (``policy``, ``tokenizer``, ``device``, ``ranks``, ``sampling``, ``eval_mode``,
-``engine_is_policy``, ``progress``) and its settings from a ``TurnKLSpec`` (the trainer's ``turn_kl`` argument).
+``engine_is_policy``, ``progress``) and the trainer's ``turn_kl`` (a ``TurnKLSpec``) and ``hints``, where the
+trainer keeps them.
 Both trainers step on it through one loss term (``propel.lit_modules.turn_kl_loss.TurnKLLoss``): GRPO beside its
 clipped policy loss, the distillation trainer alone.
 """
@@ -178,12 +179,14 @@ def turn_engine_logprobs(sample: Sample, target: TurnTarget) -> list[float] | No
 
 class TurnKLTerm:
     """The term, a collaborator of the LoRA policy module it trains (``owner``): targets, teacher and student logits
-    on turn t, the micro-batch loss, and the EMA teacher's weights. It reads only what ``LoRAPolicyModule`` declares
+    on turn t, the micro-batch loss, and the EMA teacher's weights. It reads what ``LoRAPolicyModule`` declares
     (``policy``, ``tokenizer``, ``device``, ``ranks``, ``sampling``, ``eval_mode``, ``engine_is_policy``,
-    ``progress``); the owner hands it its checkpoint (``save``, ``load``)."""
+    ``progress``) and the trainer's own ``turn_kl`` (a ``TurnKLSpec``) and ``hints``, each where the trainer keeps
+    it, so a spec or hint source set on the trainer later is the one the term uses; the owner hands it its
+    checkpoint (``save``, ``load``)."""
 
-    def __init__(self, owner, spec: TurnKLSpec, hints: Any, importance_cap: float = 3.0) -> None:
-        self.owner, self.spec, self.hints, self.importance_cap = owner, spec, hints, importance_cap
+    def __init__(self, owner, importance_cap: float = 3.0) -> None:
+        self.owner, self.importance_cap = owner, importance_cap
         self.splicer: HintSplicer | None = None
         """Splices a hint into a context (after ``setup``: it needs the tokenizer)."""
         self.teacher_model: torch.nn.Module | None = None
@@ -192,6 +195,14 @@ class TurnKLTerm:
         """The EMA teacher's adapter weights (``teacher: ema``), after ``setup`` or ``load``."""
 
     # the owner's parts the term reads
+    @property
+    def spec(self) -> TurnKLSpec:
+        return self.owner.turn_kl
+
+    @property
+    def hints(self):
+        return self.owner.hints
+
     @property
     def policy(self):
         return self.owner.policy
