@@ -117,7 +117,7 @@ class TurnKLDistillModule(LoRAPolicyModule):
             raise ConfigError(f"drift_set must be 'targeted' or 'held_out', got {drift_set!r}")
         super().__init__(**kwargs)
         self.hints, self.turn_kl = hints, turn_kl or TurnKLSpec()
-        self.turn_term = TurnKLTerm(self, importance_cap)
+        self.turn_term = TurnKLTerm(self)
         """The turn-targeted KL term (targets, teachers, loss, EMA teacher), a collaborator of this module."""
         self.turn_loss = TurnKLLoss(self.turn_term)
         """The term's rows of a step: the loss this trainer steps on."""

@@ -53,7 +53,7 @@ class GRPOTurnKLModule(GRPOModule):
     ) -> None:
         super().__init__(importance_cap=importance_cap, **kwargs)
         self.hints, self.turn_kl = hints, turn_kl or TurnKLSpec()
-        self.turn_term = TurnKLTerm(self, importance_cap)
+        self.turn_term = TurnKLTerm(self)
         """The turn-targeted KL term (targets, teachers, loss, EMA teacher), a collaborator of this module."""
         self.loss_terms.append(TurnKLLoss(self.turn_term))
 

@@ -32,8 +32,8 @@ than an arm that also reads the later turns; ``per_episode_token`` and ``constan
 
 ``TurnKLTerm`` is a collaborator of the LoRA policy module it trains, not a base class of it: it reads what
 ``LoRAPolicyModule`` declares (``policy``, ``tokenizer``, ``device``, ``ranks``, ``sampling``, ``eval_mode``,
-``engine_is_policy``, ``progress``) and the trainer's ``turn_kl`` (a ``TurnKLSpec``) and ``hints``, where the
-trainer keeps them.
+``engine_is_policy``, ``progress``) and the trainer's ``turn_kl`` (a ``TurnKLSpec``), ``hints`` and
+``importance_cap``, where the trainer keeps them.
 Both trainers step on it through one loss term (``propel.lit_modules.turn_kl_loss.TurnKLLoss``): GRPO beside its
 clipped policy loss, the distillation trainer alone.
 """
@@ -181,12 +181,12 @@ class TurnKLTerm:
     """The term, a collaborator of the LoRA policy module it trains (``owner``): targets, teacher and student logits
     on turn t, the micro-batch loss, and the EMA teacher's weights. It reads what ``LoRAPolicyModule`` declares
     (``policy``, ``tokenizer``, ``device``, ``ranks``, ``sampling``, ``eval_mode``, ``engine_is_policy``,
-    ``progress``) and the trainer's own ``turn_kl`` (a ``TurnKLSpec``) and ``hints``, each where the trainer keeps
-    it, so a spec or hint source set on the trainer later is the one the term uses; the owner hands it its
-    checkpoint (``save``, ``load``)."""
+    ``progress``) and the trainer's own ``turn_kl`` (a ``TurnKLSpec``), ``hints`` and ``importance_cap``, each where
+    the trainer keeps it, so a spec or hint source set on the trainer later is the one the term uses; the owner hands
+    it its checkpoint (``save``, ``load``)."""
 
-    def __init__(self, owner, importance_cap: float = 3.0) -> None:
-        self.owner, self.importance_cap = owner, importance_cap
+    def __init__(self, owner) -> None:
+        self.owner = owner
         self.splicer: HintSplicer | None = None
         """Splices a hint into a context (after ``setup``: it needs the tokenizer)."""
         self.teacher_model: torch.nn.Module | None = None
@@ -202,6 +202,10 @@ class TurnKLTerm:
     @property
     def hints(self):
         return self.owner.hints
+
+    @property
+    def importance_cap(self) -> float:
+        return self.owner.hparams.importance_cap
 
     @property
     def policy(self):
