@@ -51,9 +51,9 @@ def main() -> None:
 
     def step() -> float:
         start = time.perf_counter()
-        targets = module.turn_term.targets(train)
-        anchors = module.turn_term.anchor_rows(train, targets)
         term = module.turn_term
+        targets = term.targets(train)
+        anchors = term.anchor_rows(train, targets)
         loss, _ = term.turn_kl_loss([*targets, *anchors], term.turn_norm(train, targets, anchors))
         loss.backward()
         module.policy.zero_grad(set_to_none=True)

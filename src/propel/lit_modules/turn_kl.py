@@ -384,12 +384,13 @@ class TurnKLTerm:
                 *(["distill/advantage", "distill/clipped_fraction"] if spec.proximal else []), *extra]  # fmt: skip
         return dict(sorted({**dict.fromkeys(keys, 0.0), **totals}.items()))
 
-    def named(self, targets: list[TurnTarget]) -> dict[str, float]:
+    def named(self, targets: list[TurnTarget], tokens: float | None = None) -> dict[str, float]:
         """What a step's hint source named, as both trainers log it: targets and their tokens on every rank, and the
-        schedule's temperature. Every rank must call it."""
+        schedule's temperature (``tokens``: the targets' tokens when already summed over ranks, as a ``TurnNorm``
+        holds them). Every rank must call it."""
         return {
             "distill/targets": self.ranks.sum(len(targets)),
-            "distill/target_tokens": self.turn_tokens(targets),
+            "distill/target_tokens": self.turn_tokens(targets) if tokens is None else tokens,
             "distill/temperature": self.temperature(),
         }
 

@@ -49,7 +49,7 @@ class TurnKLLoss:
         if not term.owner.engine_is_policy():  # the engine's logprobs of the turn, for the importance ratio
             targets = [replace(t, engine_logprobs=turn_engine_logprobs(rollout.samples[t.episode], t)) for t in targets]
         self.use(rollout.samples, targets)
-        return term.named(targets)
+        return term.named(targets, self.tokens)  # the divisors summed the target tokens already
 
     def rows(self) -> int:
         return len(self.targets) + len(self.anchors)
