@@ -89,6 +89,9 @@ def grpo_config(out: Path, model_dir: Path, devices: int, max_steps: int = 4, ki
                 "max_new_tokens": 6,
                 "lr": 1e-2,
                 "micro_batch_size": 3,  # 16 rows in 6 micro-batches on one process, 8 rows in 3 on each rank
+                # ... which group a prompt's rows differently, so a shared prompt forward would add its own float
+                # rounding (2e-4 after 4 AdamW steps at lr 1e-2); the equality tested here is DDP's arithmetic
+                "share_prompt": False,
                 "ppo_epochs": 2,  # two all-reduced optimizer steps per rollout
                 "lora": {"r": 4, "alpha": 8},
                 "loss": {"loss_type": "dapo", "beta": 0.04},  # token-level: needs the global token count

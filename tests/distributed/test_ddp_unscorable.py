@@ -43,6 +43,7 @@ def config(out: Path, model_dir: Path, devices: int) -> Path:
             "class_path": "ddp_helpers.PromptSeededGRPO",
             "init_args": {
                 "model": str(model_dir), "group_size": 4, "max_new_tokens": 6, "lr": 1e-2, "micro_batch_size": 3,
+                "share_prompt": False,  # a shared prompt groups rows per rank differently: float rounding, not DDP's
                 "lora": {"r": 4, "alpha": 8}, "loss": {"loss_type": "dapo", "beta": 0.04},
                 "rewards": [
                     {"class_path": "ddp_helpers.Patchy", "init_args": {"name": "vowels"}},

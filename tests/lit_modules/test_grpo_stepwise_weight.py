@@ -76,6 +76,9 @@ def test_a_step_wise_episode_weighs_one_episode(tiny_model_dir, tokenizer, loss_
     split_loss, split = _step(tiny_model_dir, tokenizer, loss_type, stepwise=True)
     whole_loss, whole = _step(tiny_model_dir, tokenizer, loss_type, stepwise=False)
     assert split_loss == pytest.approx(whole_loss, rel=1e-5, abs=1e-7)  # grpo: 0 at ratio 1 (mean advantage 0)
-    assert max(float(v.abs().max()) for v in whole.values()) > 1e-4  # the update moved the adapter
+    scale = max(float(v.abs().max()) for v in whole.values())
+    assert scale > 1e-4  # the update moved the adapter
+    # The two packings share prompts differently (``share_prompt``: rows with one prompt run it once), so they agree
+    # to float rounding (measured 1e-6 at weights of 0.2), not bit for bit; a wrong episode weight moves them ~scale/2.
     for k, v in whole.items():
-        torch.testing.assert_close(split[k], v, rtol=1e-4, atol=1e-7, msg=k)
+        torch.testing.assert_close(split[k], v, rtol=1e-4, atol=1e-4 * scale, msg=k)

@@ -5,7 +5,8 @@ Loss parity vs. step parity. ``tests/losses/test_losses_policy.py`` shows that p
 the token layout (TRL left-pads prompts and right-pads completions, propel right-pads whole sequences), the logprob
 forward under the sampling temperature (TRL's fused LM head, propel's span logits), the reference forward with the
 adapters off, the group advantages, micro-batching and gradient accumulation (each trainer normalises every
-micro-batch its own way), gradient clipping, the optimizer and its learning-rate schedule. Here both trainers take a
+micro-batch its own way), propel's shared prompt (``share_prompt``: a group's prompt runs once for its rows, checked
+to have acted), gradient clipping, the optimizer and its learning-rate schedule. Here both trainers take a
 whole step on the tiny model from identical LoRA weights (A and B random: the policy is not the reference, so the KL
 anchor has a gradient, and lora_A gets one too) over the same 2 prompts x G = 4 completions (fixed token ids of 2 to
 12 tokens, half ending in EOS) with the same rewards; the gradient each optimizer receives and the LoRA weights
@@ -71,7 +72,7 @@ import torch
 from propel.datamodules.stream import ContextStreamDataModule
 from propel.lit_modules.grpo import GRPOModule
 from propel.losses.policy_gradient import LossSpec
-from propel.models import load_model
+from propel.models import load_model, prefix_sharing
 from propel.models.lora import LoRASpec, peft_lora_config
 from propel.records import Context, Prompt, Sample, Turn
 from propel.rewards import FunctionReward
@@ -352,7 +353,11 @@ def test_one_step_matches_trl(trl, tiny_model_dir, rollouts, tmp_path, monkeypat
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL 1.16
     case = CASES[name]
     began = time.perf_counter()
+    shared = []  # propel scores each group's 4 rows with their prompt run once (share_prompt, on by default)
+    group_logits = prefix_sharing._group_span_logits
+    monkeypatch.setattr(prefix_sharing, "_group_span_logits", lambda *a: shared.append(1) or group_logits(*a))
     start, ours, our_grads, module = propel_step(tiny_model_dir, rollouts, case)
+    assert shared, "propel's step never shared a prompt"
     theirs, their_grads = trl_step(trl, tiny_model_dir, rollouts, case, module, start, tmp_path / "trl")
     assert len(our_grads) == len(their_grads) == case.iterations
     for step, (mine, other) in enumerate(zip(our_grads, their_grads, strict=True)):
