@@ -312,7 +312,7 @@ class TurnKLDistillModule(LoRAPolicyModule):
                         param.copy_(snapshot["params"][name])
             self.optimizers().optimizer.load_state_dict(snapshot["optimizer"])
             self.turn_term.ema = snapshot["ema"]
-            self._engine_synced_at = -1  # the engine holds the undone weights
+            self.engine_synced_at = -1  # the engine holds the undone weights: ship the restored ones next step
             out["distill/rolled_back"] = 1.0
         return out
 
