@@ -60,3 +60,11 @@ def test_the_architecture_page_shows_the_pipeline_links_table_as_the_data_holds_
     page = (ROOT / "docs" / "architecture.md").read_text()
     shown = page.split("<!-- links-table: generated from propel.pipeline.links.table() -->\n")[1]
     assert shown.split("<!-- /links-table -->")[0] == table()
+
+
+def test_the_architecture_page_shows_what_each_stage_hands_on_as_the_data_holds_it():
+    from propel.pipeline.outputs import table
+
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    shown = page.split("<!-- outputs-table: generated from propel.pipeline.outputs.table() -->\n")[1]
+    assert shown.split("<!-- /outputs-table -->")[0] == table()

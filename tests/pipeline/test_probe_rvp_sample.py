@@ -11,8 +11,9 @@ import torch
 from propel.domains import MathExpressionDomain
 from propel.errors import ConfigError
 from propel.jobs.probe_job import ProbeJob, RVPSpec
+from propel.pipeline.outputs import with_outputs
 from propel.pipeline.stage_configs import load_pipeline_config
-from propel.pipeline.stages import probe_config, stage_config
+from propel.pipeline.stages import stage_config
 
 FIRST = ("stages=[warm_start,label,probe,grpo,evaluate]", "warm_start.trainer.max_steps=2", "grpo.trainer.max_steps=3")
 AFTER = ("stages=[label,probe,warm_start,grpo,evaluate]",) + FIRST[1:]
@@ -69,17 +70,17 @@ def test_an_rvp_adapter_that_does_not_exist_is_refused_by_name(tmp_path, tiny_mo
 
 def test_the_pipeline_gives_the_probe_stage_the_warm_starts_adapter_when_it_runs_after_it(tmp_path):
     first = load_pipeline_config(None, [f"workdir={tmp_path / 'a'}", *FIRST])
-    with pytest.raises(ConfigError, match=r"the probe stage draws its RVP sample from the warm start, and the warm"):
-        probe_config(first)
+    with pytest.raises(ConfigError, match=r"the probe stage takes the warm_start stage's adapter \(the RVP sample"):
+        with_outputs(first, "probe")
     warm = first.root / "warm_start"
     warm.mkdir(parents=True)
     (warm / "summary.json").write_text(json.dumps({"adapter": str(warm / "adapters" / "step-2")}))
-    assert probe_config(first)["rvp"]["adapter"] == str(warm / "adapters" / "step-2")
+    assert with_outputs(first, "probe")["rvp"]["adapter"] == str(warm / "adapters" / "step-2")
     assert stage_config(first, "probe")[1]["rvp"]["adapter"] == str(warm / "adapters" / "step-2")
     assert first.configs["probe"]["rvp"].get("adapter") is None  # the composed config is left as it was
     # no RVP sample: nothing to draw, nothing to wait for
     none = load_pipeline_config(None, [f"workdir={tmp_path / 'b'}", *FIRST, "probe.rvp.contexts=0"])
-    assert probe_config(none)["rvp"].get("adapter") is None
+    assert with_outputs(none, "probe")["rvp"].get("adapter") is None
     # the probe before the warm start: the base generator is the policy GRPO's first stage starts from
     after = load_pipeline_config(None, [f"workdir={tmp_path / 'c'}", *AFTER])
-    assert probe_config(after)["rvp"].get("adapter") is None
+    assert with_outputs(after, "probe")["rvp"].get("adapter") is None

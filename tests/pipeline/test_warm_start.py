@@ -120,13 +120,13 @@ def test_a_warm_start_the_grpo_stage_cannot_continue_is_refused_before_stage_one
 def test_the_label_stage_labels_the_warm_starts_tasks_only_when_it_comes_after_it(tmp_path):
     """Before the warm start it labels the base generator's tasks; after it, it waits for the warm start's
     adapter (one line naming the missing summary when asked to run before the warm start has finished)."""
-    from propel.pipeline.stages import label_config
+    from propel.pipeline.outputs import with_outputs
 
     before = load_pipeline_config(None, [f"workdir={tmp_path / 'a'}", *WARM])
-    assert label_config(before)["model"]["init_args"].get("adapter") is None
+    assert with_outputs(before, "label")["model"]["init_args"].get("adapter") is None
     after = load_pipeline_config(None, [f"workdir={tmp_path / 'b'}", *FIRST])
-    with pytest.raises(ConfigError, match=r"labels the warm start's tasks, and the warm start has not finished"):
-        label_config(after)
+    with pytest.raises(ConfigError, match=r"takes the warm_start stage's adapter \(labels the warm start's tasks"):
+        with_outputs(after, "label")
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,6 @@ probe, so the same file reruns that stage alone.
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from pathlib import Path
@@ -17,9 +16,9 @@ import yaml
 
 from propel.callbacks.collapse import ALARMS
 from propel.durable import write_json
-from propel.errors import ConfigError
 from propel.pipeline.config import GATE_ARM, STAGE_SUBCOMMAND, WARM_START, PipelineConfig
 from propel.pipeline.links import LOGGERS
+from propel.pipeline.outputs import hand_on, with_outputs
 
 
 def read_summary(cfg: PipelineConfig, stage: str) -> dict | None:
@@ -28,53 +27,12 @@ def read_summary(cfg: PipelineConfig, stage: str) -> dict | None:
 
 
 def stage_config(cfg: PipelineConfig, stage: str) -> tuple[Path, dict]:
-    """Where a stage writes its config, and the config it runs now (evaluate: its base-policy run; label and probe:
-    with the warm start's adapter when they run after it)."""
+    """Where a stage writes its config, and the config it runs now: the composed one with the outputs of the stages
+    before it that it takes (``propel.pipeline.outputs.HANDED_ON``); evaluate: its base-policy run."""
     path = stage_config_path(cfg, stage)
     if stage == "evaluate":
         return path, cfg.evaluate_config("base", None)
-    if stage == "label":
-        return path, label_config(cfg)
-    return path, probe_config(cfg) if stage == "probe" else cfg.configs[stage]
-
-
-def label_config(cfg: PipelineConfig) -> dict:
-    """The label stage's config. Listed after ``warm_start``, it labels the warm start's tasks (its adapter on the
-    generator): a gate-trained generator's tasks are mostly valid, so the same labeling gives the probe several
-    times the valid rows, from the distribution the GRPO stage samples."""
-    adapter = _warm_adapter(cfg, "label", "labels the warm start's tasks")
-    if adapter is None:
-        return cfg.configs["label"]
-    config = copy.deepcopy(cfg.configs["label"])
-    config["model"]["init_args"]["adapter"] = adapter
-    return config
-
-
-def probe_config(cfg: PipelineConfig) -> dict:
-    """The probe stage's config. Listed after ``warm_start``, its RVP sample (selection's tiebreak) is the warm
-    start's: the policy the GRPO stage continues, whose within-group reward variance GRPO will see."""
-    if not (cfg.configs["probe"].get("rvp") or {}).get("contexts", 1):  # no RVP sample drawn
-        return cfg.configs["probe"]
-    adapter = _warm_adapter(cfg, "probe", "draws its RVP sample from the warm start")
-    if adapter is None:
-        return cfg.configs["probe"]
-    config = copy.deepcopy(cfg.configs["probe"])
-    config.setdefault("rvp", {})["adapter"] = adapter
-    return config
-
-
-def _warm_adapter(cfg: PipelineConfig, stage: str, what: str) -> str | None:
-    """The warm start's adapter when ``stage`` runs after it (None when it does not); an error when the warm start
-    has not finished."""
-    if not cfg.runs_before(WARM_START, stage):
-        return None
-    warm = read_summary(cfg, WARM_START)
-    if warm is None or not warm.get("adapter"):
-        raise ConfigError(
-            f"the {stage} stage {what}, and the warm start has not finished "
-            f"({cfg.root / WARM_START / 'summary.json'} is missing or names no adapter)"
-        )
-    return warm["adapter"]
+    return path, with_outputs(cfg, stage)
 
 
 def changed_settings(cfg: PipelineConfig, stage: str) -> list[str]:
@@ -121,7 +79,7 @@ def run_label(cfg: PipelineConfig) -> dict:
 
     out = cfg.root / "label"
     start = time.monotonic()
-    config = label_config(cfg)
+    config = with_outputs(cfg, "label")
     run_lightning(STAGE_SUBCOMMAND["label"], write_config(config, out / "config.yaml"))
     frame = read_pool(out / "pool")
     summary = pool_summary(frame, cfg.solver["n_trials"])
@@ -135,7 +93,7 @@ def run_probe(cfg: PipelineConfig) -> dict:
     """``propel probe`` on the labeled pool: features, sweep, selection, artifact (writes its own summary)."""
     from propel.jobs.probe_job import main as probe_main
 
-    path = write_config(probe_config(cfg), cfg.root / "probe" / "config.yaml")
+    path = write_config(with_outputs(cfg, "probe"), cfg.root / "probe" / "config.yaml")
     return probe_main(["-c", str(path)])
 
 
@@ -200,18 +158,14 @@ def continues_warm_start(cfg: PipelineConfig, name: str) -> bool:
 
 
 def start_checkpoint(cfg: PipelineConfig, name: str) -> Path | None:
-    """Where a GRPO run starts: its own ``last.ckpt`` when it was cut short; else, for the GRPO stage of a run with a
-    warm start, the warm start's final checkpoint (its LoRA weights, optimizer state, random state and stream
-    position); else None (from the base model)."""
+    """Where a GRPO run starts: its own ``last.ckpt`` when it was cut short; else the checkpoint it takes from a stage
+    before it (the warm start's, for the GRPO stage and the gate arm of a run with one: ``HANDED_ON``); else None
+    (from the base model)."""
     last = cfg.root / name / "checkpoints" / "last.ckpt"
     if last.exists():
         return last
-    if not continues_warm_start(cfg, name):
-        return None
-    warm = cfg.root / WARM_START / "checkpoints" / "last.ckpt"
-    if read_summary(cfg, WARM_START) is None or not warm.exists():
-        raise ConfigError(f"the {name} stage continues the warm start, which has not finished ({warm} is missing)")
-    return warm
+    handed = hand_on(cfg, name).get("ckpt_path")
+    return Path(handed) if handed else None
 
 
 def stage_alarms(cfg: PipelineConfig, name: str) -> list[str]:
@@ -287,15 +241,12 @@ def run_evaluate(cfg: PipelineConfig) -> dict:
     out = cfg.root / "evaluate"
     start = time.monotonic()
     grpo = read_summary(cfg, "grpo") or {}
-    warm = read_summary(cfg, WARM_START) if WARM_START in cfg.stages else None
-    policies = {"base": None}
-    if warm and warm.get("adapter"):
-        policies[WARM_START] = warm["adapter"]
-    gate = read_summary(cfg, GATE_ARM) if GATE_ARM in cfg.stages else None
-    if gate and gate.get("adapter"):
-        policies[GATE_ARM] = gate["adapter"]
-    if grpo.get("adapter"):
-        policies["trained"] = grpo["adapter"]
+    gate = read_summary(cfg, GATE_ARM) or {}
+    policies: dict[str, str | None] = {"base": None}
+    for name in (WARM_START, GATE_ARM, "trained"):  # the policies the stages before hand on (HANDED_ON)
+        adapter = hand_on(cfg, "evaluate", run=name).get("model.init_args.adapter")
+        if adapter:
+            policies[name] = adapter
     results = {}
     for name, adapter in policies.items():
         folder = out / name
