@@ -469,6 +469,8 @@ def main(argv=None) -> dict:
     rows, units, probes = evaluate(args, "base", None, solver), [], {}
     planned = [(w, s) for w in args.warm_starts for s in args.seeds]
     for w in args.warm_starts:
+        if args.max_units is not None and len(units) >= args.max_units:
+            break  # the budget is spent: no next warm start's stages either
         ws = prepare(args, w)
         probes[f"ws{w}"] = (ws / "probe" / "rivals.md").read_text() if (ws / "probe" / "rivals.md").exists() else ""
         warm = json.loads((ws / "warm_start" / "summary.json").read_text())["adapter"]

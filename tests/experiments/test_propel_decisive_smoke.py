@@ -72,3 +72,30 @@ def test_each_warm_start_is_the_demos_pipeline_with_its_own_seed(experiment_modu
     assert cfg.configs["probe"]["rivals"]["shuffles"] == 20
     assert [r["class_path"] for r in exp.reward_config("gate", {})] == ["propel.rewards.ValidityReward"]
     assert exp.reward_config("features", {"features": "f"})[0]["init_args"]["artifact"] == "f"
+
+
+def test_the_unit_budget_stops_before_the_next_warm_starts_stages(experiment_module, tmp_path, monkeypatch):
+    """``--max-units``: all arms of a unit before the next, and no next warm start once the budget is spent (a
+    session's budget is not spent on a warm start no unit of it will use)."""
+    exp = experiment_module("propel_decisive/run")
+    prepared, trained = [], []
+
+    def prepare(args, w):
+        ws = tmp_path / f"ws{w}"
+        (ws / "warm_start").mkdir(parents=True, exist_ok=True)
+        (ws / "warm_start" / "summary.json").write_text(json.dumps({"adapter": f"ws{w}/adapter"}))
+        prepared.append(w)
+        return ws
+
+    def evaluate(args, policy, adapter, solver):  # the same planted rows under each policy's name
+        return [{**r, "policy": policy} for r in _rows(exp, {"warm": 0.0}, [(0, 1)])]
+
+    monkeypatch.setattr("propel.engines.factory.make_engine", lambda *a, **k: None)
+    monkeypatch.setattr(exp, "prepare", prepare)
+    monkeypatch.setattr(exp, "evaluate", evaluate)
+    monkeypatch.setattr(exp, "reward_artifacts", lambda ws, s, args: {})
+    monkeypatch.setattr(exp, "train", lambda args, ws, s, arm, artifacts: trained.append((ws.name, s, arm)) or "a")
+    summary = exp.main(["--workdir", str(tmp_path / "work"), "--max-units", "1"])
+    assert prepared == [0]  # warm start 1 is not prepared
+    assert trained == [("ws0", 1, arm) for arm in exp.ARMS]  # every arm of the one unit
+    assert summary["planned_units"] == 10 and (tmp_path / "work" / "report.md").exists()
