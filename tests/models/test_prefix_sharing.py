@@ -71,3 +71,25 @@ def test_rows_without_a_shared_prompt_take_the_plain_forward_bit_for_bit(tiny_mo
         plain = span_logits(model, ids[lone], attn[lone], starts[lone], 9)
         shared = shared_prefix_span_logits(model, ids[lone], attn[lone], starts[lone], 9)
     assert torch.equal(plain, shared)
+
+
+def test_a_model_that_returns_no_cache_scores_each_row_with_its_own_forward(tiny_model):
+    model, _ = tiny_model
+    ids, attn, starts = _rows()
+
+    class NoCache(torch.nn.Module):
+        """The tiny model, answering without a KV cache (as a model without transformers' cache classes does)."""
+
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, **kwargs):
+            out = self.inner(**kwargs)
+            out.past_key_values = None
+            return out
+
+    with torch.no_grad():
+        plain = span_logits(model, ids, attn, starts, 9)
+        shared = shared_prefix_span_logits(NoCache(model), ids, attn, starts, 9)
+    torch.testing.assert_close(shared, plain, rtol=0, atol=1e-5)

@@ -57,6 +57,8 @@ def _group_span_logits(model, input_ids: torch.Tensor, attention_mask: torch.Ten
     n, total = input_ids.shape
     head = model(input_ids=input_ids[:1, :start], use_cache=True, logits_to_keep=1)
     cache = head.past_key_values
+    if not hasattr(cache, "batch_repeat_interleave"):  # a model without a transformers cache: every row its forward
+        return span_logits(model, input_ids, attention_mask, torch.full((n,), start, device=input_ids.device), length)
     cache.batch_repeat_interleave(n)
     tail_end = min(total, start + length - 1)  # the last token whose logits predict one inside the span
     logits = head.logits.expand(n, -1, -1)
