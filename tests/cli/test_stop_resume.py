@@ -207,6 +207,31 @@ def test_a_checkpoint_written_before_a_rename_is_compared_under_the_new_name():
     assert changes(saved, more) == ([], ["model.init_args.group_size: 4 -> 8"])
 
 
+def test_a_swapped_class_is_one_change_not_every_setting_of_both_classes():
+    """A resume whose logger was swapped for another (as the decisive experiment's arms continue a warm start that
+    logged to W&B) names the swap once, not the ~50 init_args of both loggers; a refused key under a swapped entry
+    is still refused by name."""
+    wandb, csv = "propel.loggers.PropelWandbLogger", "lightning.pytorch.loggers.CSVLogger"
+    saved = {"trainer": {"logger": [{"class_path": wandb, "init_args": {"project": "propel", "offline": None}},
+                                    {"class_path": csv, "init_args": {"save_dir": "a"}}]},
+             "model": {"class_path": "m.A", "init_args": {"lr": 1e-4, "model": "x"}}}  # fmt: skip
+    now = {"trainer": {"logger": [{"class_path": csv, "init_args": {"save_dir": "b"}}]},
+           "model": {"class_path": "m.A", "init_args": {"lr": 2e-4, "model": "x"}}}  # fmt: skip
+    refused, applied = changes(saved, now)
+    assert refused == []
+    assert applied == [
+        "model.init_args.lr: 0.0001 -> 0.0002 (set on the restored optimizer)",
+        f"trainer.logger.0: {wandb!r} -> {csv!r}, with its own settings",
+        f"trainer.logger.1: {csv!r} -> (unset), with its own settings",
+    ]
+    other = {**now, "model": {"class_path": "m.B", "init_args": {"lr": 1e-4, "model": "y"}}}
+    refused, _ = changes(saved, other)
+    assert refused == [
+        "model.class_path: 'm.A' -> 'm.B' (the checkpoint holds another trainer's state)",
+        "model.init_args.model: 'x' -> 'y' (the adapter was trained on the checkpoint's base model)",
+    ]
+
+
 def test_an_ignored_sigint_stays_ignored_and_sigterm_still_stops():
     """A background job of a non-interactive shell starts with SIGINT ignored: propel keeps it so (its user asked
     for that) and still routes SIGTERM to the checkpointing stop."""

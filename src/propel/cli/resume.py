@@ -158,6 +158,13 @@ def changes(saved: dict, now: dict, whole: bool = True) -> tuple[list[str], list
     each. ``whole``: ``saved`` is a whole config (else only its own keys are compared)."""
     before, after = renamed(flat_keys(saved)), flat_keys(now)
     keys = sorted(set(before) | set(after)) if whole else sorted(before)
+    # An entry whose class changed (a logger swapped for another, one added or removed) is one change: its class,
+    # with its own settings, not every init_arg of both classes
+    swapped = {
+        key.removesuffix(".class_path")
+        for key in keys
+        if key.endswith(".class_path") and before.get(key, _UNSET) != after.get(key, _UNSET)
+    }
     refused, applied = [], []
     for key in keys:
         old, new = before.get(key, _UNSET), after.get(key, _UNSET)
@@ -167,6 +174,11 @@ def changes(saved: dict, now: dict, whole: bool = True) -> tuple[list[str], list
             continue
         change = f"{key}: {_show(old)} -> {_show(new)}"
         reason = next((why for prefix, why in REFUSED.items() if _under(key, prefix)), None)
+        entry = next((p for p in swapped if key.startswith(p + ".")), None)
+        if entry is not None and reason is None:
+            if key != f"{entry}.class_path":
+                continue  # folded into its entry's class change
+            change = f"{entry}: {_show(old)} -> {_show(new)}, with its own settings"
         if reason is not None:
             refused.append(f"{change} ({reason})")
         elif any(_under(key, k) for k in OPTIMIZER):
