@@ -126,11 +126,11 @@ def _truthy(config: dict, key: str) -> bool:
     return bool(node)
 
 
-def hand_on(cfg: PipelineConfig, stage: str, config: dict | None = None, run: str | None = None) -> dict[str, Any]:
+def hand_on(cfg: PipelineConfig, stage: str, run: str | None = None) -> dict[str, Any]:
     """``{key: value}`` of the finished stages' outputs that reach ``stage`` (its run ``run``), whose source stage
-    runs before it; ``config`` (the stage's, for ``only_if``) defaults to its composed config. ConfigError when such
-    a source stage has not finished or lacks the output."""
-    config = cfg.configs.get(stage, {}) if config is None else config
+    runs before it (``only_if`` read in the stage's composed config). ConfigError when such a source stage has not
+    finished or lacks the output."""
+    config = cfg.configs.get(stage, {})
     values: dict[str, Any] = {}
     for row in HANDED_ON:
         if row.stage != stage or row.run != run or not cfg.runs_before(row.source_stage, stage):
@@ -149,11 +149,11 @@ def hand_on(cfg: PipelineConfig, stage: str, config: dict | None = None, run: st
     return values
 
 
-def with_outputs(cfg: PipelineConfig, stage: str, run: str | None = None, config: dict | None = None) -> dict:
-    """``stage``'s config (its composed one unless ``config`` is given) with the outputs it takes set at their keys
-    (``ckpt_path`` is left out: ``propel fit`` takes it as an argument, see ``hand_on``)."""
-    config = cfg.configs[stage] if config is None else config
-    values = {k: v for k, v in hand_on(cfg, stage, config, run).items() if k != "ckpt_path"}
+def with_outputs(cfg: PipelineConfig, stage: str) -> dict:
+    """``stage``'s composed config with the outputs it takes set at their keys (``ckpt_path`` is left out: ``propel
+    fit`` takes it as an argument, see ``hand_on``)."""
+    config = cfg.configs[stage]
+    values = {k: v for k, v in hand_on(cfg, stage).items() if k != "ckpt_path"}
     if not values:
         return config
     config = copy.deepcopy(config)

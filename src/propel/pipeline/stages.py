@@ -18,7 +18,7 @@ from propel.callbacks.collapse import ALARMS
 from propel.durable import write_json
 from propel.pipeline.config import GATE_ARM, STAGE_SUBCOMMAND, WARM_START, PipelineConfig
 from propel.pipeline.links import LOGGERS
-from propel.pipeline.outputs import hand_on, with_outputs
+from propel.pipeline.outputs import HANDED_ON, hand_on, with_outputs
 
 
 def read_summary(cfg: PipelineConfig, stage: str) -> dict | None:
@@ -153,8 +153,11 @@ def latest_adapter(folder: Path) -> str | None:
 
 
 def continues_warm_start(cfg: PipelineConfig, name: str) -> bool:
-    """Whether stage ``name`` continues the warm start's run: the GRPO stage and the gate arm of a run that has one."""
-    return name in ("grpo", GATE_ARM) and WARM_START in cfg.stages
+    """Whether stage ``name`` continues the warm start's run: it takes the warm start's checkpoint (``HANDED_ON``:
+    the GRPO stage and the gate arm) and the run has one before it."""
+    return cfg.runs_before(WARM_START, name) and any(
+        row.source == f"{WARM_START}:checkpoint" and row.stage == name for row in HANDED_ON
+    )
 
 
 def start_checkpoint(cfg: PipelineConfig, name: str) -> Path | None:
