@@ -20,10 +20,10 @@ from propel.models.span_logits import span_logits
 
 def prompt_groups(input_ids: torch.Tensor, attention_mask: torch.Tensor, starts: torch.Tensor) -> list[list[int]]:
     """Row indices grouped by identical prompt (the tokens before ``starts[b]``, all attended), in first-seen order."""
+    ids, mask = input_ids.tolist(), attention_mask.tolist()  # one copy to the host, not one per row (a GPU sync each)
     groups: dict[tuple, list[int]] = {}
-    for b in range(input_ids.shape[0]):
-        s = int(starts[b])
-        key = (s, tuple(input_ids[b, :s].tolist())) if bool(attention_mask[b, :s].all()) else ("row", b)
+    for b, s in enumerate(starts.tolist()):
+        key = (s, tuple(ids[b][:s])) if all(mask[b][:s]) else ("row", b)
         groups.setdefault(key, []).append(b)
     return list(groups.values())
 
