@@ -174,7 +174,8 @@ def changes(saved: dict, now: dict, whole: bool = True) -> tuple[list[str], list
             continue
         change = f"{key}: {_show(old)} -> {_show(new)}"
         reason = next((why for prefix, why in REFUSED.items() if _under(key, prefix)), None)
-        entry = next((p for p in swapped if key.startswith(p + ".")), None)
+        # the outermost swapped entry (a set's order differs between processes)
+        entry = min((p for p in swapped if key.startswith(p + ".")), key=len, default=None)
         if entry is not None and reason is None:
             if key != f"{entry}.class_path":
                 continue  # folded into its entry's class change
