@@ -174,8 +174,9 @@ import os, sys, time
 if os.fork() == 0:  # double fork into a new session: out of the job's process group and session
     os.setsid()
     if os.fork() == 0:
-        with open(sys.argv[1], "w") as f:
+        with open(sys.argv[1] + ".part", "w") as f:  # written whole, then renamed: never read half-written
             f.write(str(os.getpid()))
+        os.rename(sys.argv[1] + ".part", sys.argv[1])
         time.sleep(100)
     os._exit(0)
 os.wait()
