@@ -25,6 +25,7 @@ from propel.rewards.triage import (
     TriageResolution,
     check_steps,
     copied_span,
+    copied_words,
     loop_fraction,
     normalize,
     parsimony,
@@ -300,6 +301,64 @@ def test_copied_span_lies_between_the_longest_common_substring_and_the_lcs(a, b,
         assert copied_span(a, b, 0) == substring.size
     lcs = _lcs_table(b, kept)[-1][-1] if kept and b else 0
     assert substring.size <= copied_span(a, b, skip) <= lcs
+
+
+def _copied_words_by_definition(clauses, instructions, sources, skip):
+    """``copied_words`` as its docstring defines it, every pair chained (no bound skips a pair)."""
+    runs = []
+    for i, (clause, said) in enumerate(zip(clauses, instructions, strict=True)):
+        if runs and not said and not instructions[i - 1]:
+            runs[-1] = runs[-1] + clause
+        else:
+            runs.append(list(clause))
+    source = [t for s in sources for t in s]
+    chain = max((copied_span(run, source, skip) for run in runs), default=0)
+    quoted = 0
+    for clause in clauses:
+        spans = [copied_span(clause, s, skip) for s in sources]
+        quoted += max((n for n, s in zip(spans, sources, strict=True) if n >= 5 and n >= 0.8 * len(s)), default=0)
+    return max(chain, quoted)
+
+
+_clause = st.lists(st.sampled_from("abcdefgh"), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    clauses=st.lists(_clause, max_size=6),
+    flags=st.lists(st.booleans(), min_size=6, max_size=6),
+    sources=st.lists(_clause, max_size=6),
+    skip=st.integers(0, 2),
+)
+def test_copied_words_skips_only_pairs_that_cannot_change_it(clauses, flags, sources, skip):
+    """The bounds that spare most chains (a chain is no longer than its source clause nor than the clause's words in
+    it) leave the measure as defined: equal to chaining every pair."""
+    flags = flags[: len(clauses)]
+    assert copied_words(clauses, flags, sources, skip) == _copied_words_by_definition(clauses, flags, sources, skip)
+
+
+def test_copied_words_is_unchanged_on_the_triage_answers_and_attacks():
+    """On the shipped tickets, their reference answers and the runbooks pasted whole: the same numbers as chaining
+    every pair."""
+    from propel.rewards.triage.clauses import clauses, instruction
+    from propel.rewards.triage.repetition import clause_words
+    from propel.tasks.triage import generate_tickets
+
+    checked = 0
+    for ticket in generate_tickets(60, seed=0):
+        gold = ticket.grading_data()
+        source = clause_words(gold["ticket"] + "\n" + gold["articles_text"])
+        for text in (
+            ticket.gold_resolution,
+            gold["articles_text"],
+            gold["ticket"],
+            "\n".join(gold["gold_steps"][::-1]),
+        ):
+            parts = clauses(normalize(text))
+            args = ([words(c) for c in parts], [instruction(c) for c in parts], source, 1)
+            assert copied_words(*args) == _copied_words_by_definition(*args), text
+            checked += copied_words(*args) > 15
+    assert checked >= 60  # the pasted articles and tickets are copies: the pairs that count were chained
 
 
 def test_repetition_penalty_parts():

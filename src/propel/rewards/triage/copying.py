@@ -46,24 +46,48 @@ def copied_span(tokens: list[str], source: list[str], skip: int = 1) -> int:
     best = 0
     for i, token in enumerate(kept):
         here = {}
+        backs = chains[max(0, i - skip - 1) : i]
         for j in positions[token]:
             length = 1
-            for back in chains[max(0, i - skip - 1) : i]:
-                for dj in range(1, skip + 2):
-                    length = max(length, back.get(j - dj, 0) + 1)
+            for back in backs:
+                for earlier in range(j - skip - 1, j):
+                    n = back.get(earlier, 0)
+                    if n >= length:  # comparisons, not max(): this loop is the copy check's hot path
+                        length = n + 1
             here[j] = length
-            best = max(best, length)
+            if length > best:
+                best = length
         chains.append(here)
     return best
 
 
 def quoted_words(clauses: Sequence[list[str]], sources: Sequence[list[str]], skip: int = 1) -> int:
     """Words of the ``sources`` clauses that the ``clauses`` quote, summed over the clauses in whatever order they
-    come (each clause counts the longest source clause it quotes)."""
+    come (each clause counts the longest source clause it quotes).
+
+    A chain is no longer than the source clause nor than the clause's words found in it, so a pair whose bound is
+    under the quote threshold, or under the best quote already found, is not chained at all (the same sum; the copy
+    check was most of a triage step's reward time)."""
+    holders: dict[str, list[int]] = {}  # token -> the source clauses that contain it
+    for k, source in enumerate(sources):
+        for token in set(source):
+            holders.setdefault(token, []).append(k)
     total = 0
     for clause in clauses:
-        quotes = (copied_span(clause, source, skip) for source in sources)
-        total += max((n for n, source in zip(quotes, sources, strict=True) if _quote(n, source)), default=0)
+        found = [0] * len(sources)  # the clause's words found in each source clause
+        for token in clause:
+            for k in holders.get(token, ()):
+                found[k] += 1
+        bounds = sorted(((min(len(sources[k]), n), k) for k, n in enumerate(found) if n), reverse=True)
+        best = 0
+        for bound, k in bounds:
+            if bound <= best:
+                break
+            if _quote(bound, sources[k]):
+                n = copied_span(clause, sources[k], skip)
+                if _quote(n, sources[k]):
+                    best = max(best, n)
+        total += best
     return total
 
 
@@ -83,5 +107,9 @@ def copied_words(
         else:
             runs.append(list(clause))
     source = [t for s in sources for t in s]
-    chain = max((copied_span(run, source, skip) for run in runs), default=0)
+    vocabulary = set(source)
+    chain = 0
+    for run in runs:  # a run with no more source words than the longest chain so far cannot beat it
+        if sum(token in vocabulary for token in run) > chain:
+            chain = max(chain, copied_span(run, source, skip))
     return max(chain, quoted_words(clauses, sources, skip))
