@@ -1,4 +1,4 @@
-.PHONY: setup setup-vllm test test-quick docs wheel demo demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint \
+.PHONY: setup setup-vllm test test-quick docs wheel demo demo-full demo-agent demo-testsuite demo-triage demo-distill demo-grpo-distill lint \
 	bench bench-vllm exp-grpo-vs-trl exp-grpo-parity exp-triage-style exp-triage-content exp-turn-kl-scope \
 	exp-grader-pressure exp-grader-pressure-seeded exp-probe-ranking exp-probe-ranking-warm exp-propel exp-propel-warm \
 	gpu-check gpu-wheels
@@ -28,6 +28,10 @@ wheel: setup
 
 demo: setup
 	bash scripts/demo.sh
+
+# The full-size demo (37 min on 2 idle cores): the setting of the committed run docs/experiments/demo_2026-12-06
+demo-full: setup
+	WANDB_SILENT=true TOKENIZERS_PARALLELISM=false .venv/bin/propel pipeline -c configs/demo_full.yaml
 
 # The agent demos within 4 GB (an 8 GB laptop): an agent episode is a row of ~1,000 tokens, and one micro-batch's
 # backward kept ~2.9 GB per row alive (activations and full-vocabulary logits; 4 rows a micro-batch: 8.7 GB peak).
@@ -156,11 +160,11 @@ exp-probe-ranking: setup
 	.venv/bin/python experiments/probe_ranking/run.py --contexts 160 --workdir runs/experiments/probe_ranking \
 		--out docs/experiments/probe_ranking
 
-# The same test on the groups GRPO sees after the gate: 310 contexts from `make demo`'s warm start (run the demo first),
+# The same test on the groups GRPO sees after the gate: 310 contexts from `make demo-full`'s warm start (run it first),
 # strict validity, at fit seed 0 (experiments/probe_ranking/preregistration_warm_310.md; 51 min on 2 partly shared
 # cores, 2026-12-06); `--fit-seed 1` and `2` refit on the same groups in about 1.5 min each
 exp-probe-ranking-warm: setup
-	.venv/bin/python experiments/probe_ranking/run.py --adapter runs/demo/warm_start/adapters/step-24 --contexts 310 \
+	.venv/bin/python experiments/probe_ranking/run.py --adapter runs/demo_full/warm_start/adapters/step-24 --contexts 310 \
 		--workdir runs/experiments/probe_ranking_warm --out docs/experiments/probe_ranking_warm/fit_seed_0
 
 # Issue 53's arms: GRPO against the validity gate, the probe, a probe on shuffled labels and the exact utility (the

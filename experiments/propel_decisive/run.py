@@ -46,6 +46,10 @@ If the budget ends early, the committed partial result says how many units it ho
 Attempts before this one: none of this script. Earlier designs (``docs/experiments/propel_arms*``) used the lenient
 rule and one warm start; their reanalysis under the strict rule is ``experiments/strict_validity``.
 
+Amendment, 2026-12-07 (a file rename; the design is unchanged): ``configs/demo.yaml`` became the half-size demo
+that ``make demo`` runs in under 20 minutes; the setting above is now ``configs/demo_full.yaml``, which this script
+reads.
+
     python experiments/propel_decisive/run.py --workdir runs/experiments/propel_decisive \\
         --out experiments/propel_decisive/results                  # resumes: finished runs are skipped
     python experiments/propel_decisive/run.py --from-rows experiments/propel_decisive/results/rows.csv
@@ -114,7 +118,7 @@ def prepare(args, w: int) -> Path:
 
     root = Path(args.workdir) / f"ws{w}"
     if not (root / "probe" / "summary.json").exists():
-        run_pipeline(load_pipeline_config("configs/demo.yaml", pipeline_overrides(args, w)))
+        run_pipeline(load_pipeline_config("configs/demo_full.yaml", pipeline_overrides(args, w)))
     return root
 
 

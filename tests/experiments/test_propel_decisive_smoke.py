@@ -65,9 +65,13 @@ def test_each_warm_start_is_the_demos_pipeline_with_its_own_seed(experiment_modu
 
     exp = experiment_module("propel_decisive/run")
     args = exp.parse_args(["--workdir", str(tmp_path)])
-    cfg = load_pipeline_config("configs/demo.yaml", exp.pipeline_overrides(args, 1))
+    cfg = load_pipeline_config("configs/demo_full.yaml", exp.pipeline_overrides(args, 1))
     assert cfg.stages == ["warm_start", "label", "probe"] and cfg.seed == 1
     assert cfg.configs["warm_start"]["trainer"]["max_steps"] == exp.WARM_STEPS
+    from propel.losses.policy_gradient import LossSpec
+
+    model = cfg.configs["warm_start"]["model"]["init_args"]
+    assert model["lr"] == 3.0e-4 and LossSpec(**(model["loss"] or {})).beta == 0.04  # the pre-registered warm start
     assert cfg.configs["label"]["data"]["init_args"]["n_tasks"] == 300
     assert cfg.configs["probe"]["rivals"]["shuffles"] == 20
     assert [r["class_path"] for r in exp.reward_config("gate", {})] == ["propel.rewards.ValidityReward"]

@@ -74,3 +74,43 @@ def test_a_stage_key_that_disagrees_with_a_link_is_refused(tmp_path, override, e
     with pytest.raises(ConfigError, match=expected) as err:
         load_pipeline_config("configs/demo.yaml", [f"workdir={tmp_path}", override])
     assert "\n" not in str(err.value)
+
+
+def _flat(value, prefix=""):
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in _flat(item, f"{prefix}{key}.").items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in _flat(item, f"{prefix}{i}.").items()}
+    return {prefix.rstrip("."): value}
+
+
+def test_the_demo_is_the_full_demo_at_half_size(tmp_path):
+    """``make demo`` (configs/demo.yaml) runs the full demo's pipeline (configs/demo_full.yaml, the committed run's
+    setting) and differs from it only in sizes, the warm start's lr, the KL anchor and when callbacks fire: the same
+    stages, model, domain, probe sweep, rewards and evaluation otherwise, so its report reads like the full one's."""
+    from dataclasses import asdict
+
+    from propel.losses.policy_gradient import LossSpec
+
+    half, full = (
+        load_pipeline_config(f"configs/{name}.yaml", [f"workdir={tmp_path}"]) for name in ("demo", "demo_full")
+    )
+    for cfg in (half, full):  # a loss left at its default is the default spec, spelled out
+        for stage in cfg.stages:
+            args = cfg.configs[stage].get("model", {}).get("init_args", {})
+            if "loss" in args:
+                args["loss"] = asdict(LossSpec(**(args["loss"] or {})))
+    assert half.stages == full.stages
+    sizes = ("max_steps", "n_tasks", "batch_size", "every_n_train_steps", "every_n_steps", "max_steps_without_update")
+    differing = set()
+    for stage in full.stages:
+        a, b = _flat(half.configs[stage]), _flat(full.configs[stage])
+        assert a.keys() == b.keys(), stage
+        differing |= {f"{stage}:{key}" for key in a if a[key] != b[key]}
+    unexplained = {
+        d for d in differing
+        if not d.endswith(sizes) and not d.endswith(("loss.beta", "warm_start:model.init_args.lr"))
+    }  # fmt: skip
+    assert not unexplained, sorted(unexplained)
+    assert {"warm_start:model.init_args.loss.beta", "grpo:model.init_args.loss.beta"} <= differing
+    assert half.configs["warm_start"]["trainer"]["max_steps"] * 2 == full.configs["warm_start"]["trainer"]["max_steps"]

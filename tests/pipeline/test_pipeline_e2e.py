@@ -265,7 +265,7 @@ def test_stage_configs_are_the_templates_with_the_run_level_values_kept_in_step(
     # the label template's values, untouched where the pipeline has nothing to keep in step
     by_hand = resolve_lightning("predict", read_config_files(["configs/math/label.yaml"]))
     assert label["model"]["init_args"]["solver"] == by_hand["model"]["init_args"]["solver"]
-    assert label["data"]["init_args"]["n_tasks"] == 160 and by_hand["data"]["init_args"]["n_tasks"] == 64
+    assert label["data"]["init_args"]["n_tasks"] == 96 and by_hand["data"]["init_args"]["n_tasks"] == 64
     # run-level values: one seed, one domain, one model, paths under workdir
     assert label["seed_everything"] == grpo["seed_everything"] == probe["seed"] == 3
     assert evaluate["data"]["init_args"]["seed"] == 4
