@@ -76,20 +76,13 @@ def test_a_stage_key_that_disagrees_with_a_link_is_refused(tmp_path, override, e
     assert "\n" not in str(err.value)
 
 
-def _flat(value, prefix=""):
-    if isinstance(value, dict):
-        return {k: v for key, item in value.items() for k, v in _flat(item, f"{prefix}{key}.").items()}
-    if isinstance(value, list):
-        return {k: v for i, item in enumerate(value) for k, v in _flat(item, f"{prefix}{i}.").items()}
-    return {prefix.rstrip("."): value}
-
-
 def test_the_demo_is_the_full_demo_at_half_size(tmp_path):
     """``make demo`` (configs/demo.yaml) runs the full demo's pipeline (configs/demo_full.yaml, the committed run's
     setting) and differs from it only in sizes, the warm start's lr, the KL anchor and when callbacks fire: the same
     stages, model, domain, probe sweep, rewards and evaluation otherwise, so its report reads like the full one's."""
     from dataclasses import asdict
 
+    from propel.cli.resume import flat_keys
     from propel.losses.policy_gradient import LossSpec
 
     half, full = (
@@ -104,7 +97,7 @@ def test_the_demo_is_the_full_demo_at_half_size(tmp_path):
     sizes = ("max_steps", "n_tasks", "batch_size", "every_n_train_steps", "every_n_steps", "max_steps_without_update")
     differing = set()
     for stage in full.stages:
-        a, b = _flat(half.configs[stage]), _flat(full.configs[stage])
+        a, b = flat_keys(half.configs[stage]), flat_keys(full.configs[stage])
         assert a.keys() == b.keys(), stage
         differing |= {f"{stage}:{key}" for key in a if a[key] != b[key]}
     unexplained = {

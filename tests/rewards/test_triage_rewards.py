@@ -305,18 +305,15 @@ def test_copied_span_lies_between_the_longest_common_substring_and_the_lcs(a, b,
 
 def _copied_words_by_definition(clauses, instructions, sources, skip):
     """``copied_words`` as its docstring defines it, every pair chained (no bound skips a pair)."""
-    runs = []
-    for i, (clause, said) in enumerate(zip(clauses, instructions, strict=True)):
-        if runs and not said and not instructions[i - 1]:
-            runs[-1] = runs[-1] + clause
-        else:
-            runs.append(list(clause))
+    from propel.rewards.triage.copying import QUOTE_SHARE, QUOTE_WORDS, instruction_runs
+
     source = [t for s in sources for t in s]
-    chain = max((copied_span(run, source, skip) for run in runs), default=0)
+    chain = max((copied_span(run, source, skip) for run in instruction_runs(clauses, instructions)), default=0)
     quoted = 0
     for clause in clauses:
         spans = [copied_span(clause, s, skip) for s in sources]
-        quoted += max((n for n, s in zip(spans, sources, strict=True) if n >= 5 and n >= 0.8 * len(s)), default=0)
+        quotes = (n for n, s in zip(spans, sources, strict=True) if n >= QUOTE_WORDS and n >= QUOTE_SHARE * len(s))
+        quoted += max(quotes, default=0)
     return max(chain, quoted)
 
 
@@ -356,8 +353,9 @@ def test_copied_words_is_unchanged_on_the_triage_answers_and_attacks():
         ):
             parts = clauses(normalize(text))
             args = ([words(c) for c in parts], [instruction(c) for c in parts], source, 1)
-            assert copied_words(*args) == _copied_words_by_definition(*args), text
-            checked += copied_words(*args) > 15
+            measured = copied_words(*args)
+            assert measured == _copied_words_by_definition(*args), text
+            checked += measured > 15
     assert checked >= 60  # the pasted articles and tickets are copies: the pairs that count were chained
 
 

@@ -95,21 +95,27 @@ def _quote(n: int, source: list[str]) -> bool:
     return n >= QUOTE_WORDS and n >= QUOTE_SHARE * len(source)
 
 
-def copied_words(
-    clauses: Sequence[list[str]], instructions: Sequence[bool], sources: Sequence[list[str]], skip: int = 1
-) -> int:
-    """The copy measure: the quoted words (``quoted_words``) or the longest chain within one instruction or one run
-    of consecutive non-instructions, the larger (``instructions[i]``: whether ``clauses[i]`` is an instruction)."""
+def instruction_runs(clauses: Sequence[list[str]], instructions: Sequence[bool]) -> list[list[str]]:
+    """The stretches a copied chain may not cross: each instruction alone, consecutive non-instructions (pasted prose)
+    joined (``instructions[i]``: whether ``clauses[i]`` is an instruction)."""
     runs: list[list[str]] = []
     for i, (clause, said) in enumerate(zip(clauses, instructions, strict=True)):
         if runs and not said and not instructions[i - 1]:
             runs[-1] = runs[-1] + clause
         else:
             runs.append(list(clause))
+    return runs
+
+
+def copied_words(
+    clauses: Sequence[list[str]], instructions: Sequence[bool], sources: Sequence[list[str]], skip: int = 1
+) -> int:
+    """The copy measure: the quoted words (``quoted_words``) or the longest chain within one of the
+    ``instruction_runs``, the larger."""
     source = [t for s in sources for t in s]
     vocabulary = set(source)
     chain = 0
-    for run in runs:  # a run with no more source words than the longest chain so far cannot beat it
+    for run in instruction_runs(clauses, instructions):  # one with no more source words than the best cannot beat it
         if sum(token in vocabulary for token in run) > chain:
             chain = max(chain, copied_span(run, source, skip))
     return max(chain, quoted_words(clauses, sources, skip))
