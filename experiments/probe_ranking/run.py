@@ -57,9 +57,10 @@ from propel.engines.factory import make_engine
 from propel.metrics.intervals import bootstrap, t_interval
 from propel.metrics.ranking import best_pick_lift
 from propel.probes import ActivationExtractor
+from propel.probes.bank import fit_bank
 from propel.probes.classifier import ProbeClassifier
 from propel.probes.rivals import fit_rival
-from propel.probes.training import LoopSpec, fit_in_memory
+from propel.probes.training import HeadFit, LoopSpec
 from propel.records import Task
 from propel.rollouts.scorer import CUT, GeneratorScorer
 from propel.rollouts.single_turn import generate_tasks
@@ -235,7 +236,9 @@ def _fit_probe(x_tr, y_tr, x_va, y_va, arch: str, seed: int) -> ProbeClassifier:
     module = ProbeClassifier(arch=arch, input_dim=x_tr.shape[1], pos_weight=weight)
     mean, std = x_tr.mean(0), x_tr.std(0)
     module.head.set_normalization(mean, std)
-    fit_in_memory(module, x_tr, y_tr, x_va, y_va, seed=seed, loop=LoopSpec(monitor="loss"))
+    x, y = torch.cat([x_tr, x_va]), torch.cat([y_tr, y_va])
+    rows = torch.arange(len(x))
+    fit_bank([HeadFit(module, x, y, rows[: len(x_tr)], rows[len(x_tr) :], seed=seed, loop=LoopSpec(monitor="loss"))])
     return module
 
 

@@ -1,7 +1,7 @@
 """ProbeModule: a small head on frozen-reference activations predicting "this task lands in the utility band".
 
-Head, loss, optimizer, metrics and export are defined once in ``propel.probes.classifier`` (what the sweep trains in
-memory); this module drives them under a Lightning Trainer over an ``ActivationDataModule``.
+Head, loss, optimizer, metrics and export are defined once in ``propel.probes.classifier`` (what the sweep trains as
+the heads of a ``ProbeBank``); this module drives them under a Lightning Trainer over an ``ActivationDataModule``.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class ProbeModule(LightningModule):
 
     def classifier(self) -> ProbeClassifier:
         """This module's head with the probe objective (``ProbeClassifier.around``: shared, not copied): the one
-        definition of the loss, metrics, optimizer and export that the sweep's in-memory fits use too."""
+        definition of the loss, metrics, optimizer and export that the sweep's heads use too."""
         if self.head is None:
             raise RuntimeError("ProbeModule has no head yet: pass input_dim or fit with a datamodule")
         h = self.hparams

@@ -1,7 +1,8 @@
 """Activation probes: extraction and pooling on a frozen reference, caching, heads, sweep, selection, artifacts.
 
-Light imports only here (no Lightning): ``propel.probes.sweep`` trains heads in memory (``classifier``, ``training``);
-``propel.lit_modules.probe_training`` wraps the same objective for a Lightning ``fit``. ``gate`` is the exact RL reward.
+Light imports only here (no Lightning): ``propel.probes.sweep`` trains its heads as one ``ProbeBank`` under one
+Lightning ``fit`` per feature block (``bank``, ``training``, ``classifier``); ``propel.lit_modules.probe_training``
+drives the same objective over a datamodule. ``gate`` is the exact RL reward.
 """
 
 from propel.probes.artifact import ProbeArtifact, ProbeScorer

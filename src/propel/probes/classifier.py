@@ -1,8 +1,9 @@
 """The probe's training objective, defined once: BCE-with-logits, AdamW, metrics and artifact export.
 
-``ProbeClassifier`` (a plain ``nn.Module``: head + objective) is what the sweep trains in memory, thousands of times,
-without Lightning; ``propel.lit_modules.probe_training.ProbeModule`` is a shell that drives one under a Trainer
-(``ProbeClassifier.around`` its head), so loss, metrics, optimizer and export are this module's.
+``ProbeClassifier`` (a plain ``nn.Module``: head + objective) is what the sweep trains, hundreds at a time, as the
+heads of a ``propel.probes.bank.ProbeBank``; ``propel.lit_modules.probe_training.ProbeModule`` is a shell that drives
+one over a datamodule (``ProbeClassifier.around`` its head), so loss, metrics, optimizer and export are this
+module's.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def probe_optimizer(parameters, lr: float = 1e-3, weight_decay: float = 1e-2) ->
 
 
 class ProbeClassifier(nn.Module):
-    """A probe head with its objective: what ``fit_in_memory`` trains and ``refit_selected`` returns.
+    """A probe head with its objective: what a ``HeadFit`` trains and ``refit_selected`` returns.
 
     Args:
         arch: ``linear``, ``mlp`` or ``deep_mlp``.

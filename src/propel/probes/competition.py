@@ -94,18 +94,24 @@ def fold_lift(scores: np.ndarray, utility: np.ndarray, folds: np.ndarray, k: int
     return total / n if n else float("nan")
 
 
-def _probe_scores(x, rows: LabeledRows, folds, config, arch: str, balance: str, seed: int) -> np.ndarray:
-    """Out-of-fold logits of the probe cell: fold f held out, the next fold its early-stopping validation."""
-    from propel.probes.sweep import train_run
+def _probe_scores(x, label_sets: Sequence[LabeledRows], folds, config, arch: str, balance: str, seed: int):
+    """Out-of-fold logits of the probe cell for each set of labels (fold f held out, the next fold its
+    early-stopping validation): every fold of every set is a head of one ``ProbeBank`` fit."""
+    from propel.probes.bank import fit_bank
+    from propel.probes.sweep import head_fit
 
     n_folds = int(folds.max()) + 1
-    out = np.empty(len(folds))
-    for f in range(n_folds):
-        test, val = np.flatnonzero(folds == f), np.flatnonzero(folds == (f + 1) % n_folds)
-        train = np.flatnonzero((folds != f) & (folds != (f + 1) % n_folds))
-        module, _ = train_run(x, rows, (train, val, test), config, arch, balance, seed)
+    runs = []
+    for rows in label_sets:
+        for f in range(n_folds):
+            test, val = np.flatnonzero(folds == f), np.flatnonzero(folds == (f + 1) % n_folds)
+            train = np.flatnonzero((folds != f) & (folds != (f + 1) % n_folds))
+            runs.append((test, head_fit(x, rows, (train, val, test), config, arch, balance, seed)))
+    fit_bank([fit for _, fit in runs])
+    out = [np.empty(len(folds)) for _ in label_sets]
+    for i, (test, fit) in enumerate(runs):
         with torch.no_grad():
-            out[test] = module(x[torch.as_tensor(test, dtype=torch.long)]).numpy()
+            out[i // n_folds][test] = fit.module(x[torch.as_tensor(test, dtype=torch.long)]).numpy()
     return out
 
 
@@ -165,7 +171,13 @@ def _compete(domain, tasks, texts, x, rows, utility, config, arch, balance, spec
     labels = rows.labels.numpy().astype(int)
     folds = folds_of(labels, spec.n_folds, spec.seed)
     seed = int(config.seeds[0])
-    scores = {"probe": _probe_scores(x, rows, folds, config, arch, balance, seed)}
+    rng = np.random.default_rng(spec.seed)
+    shuffled = [
+        dataclasses.replace(rows, labels=rows.labels[torch.as_tensor(rng.permutation(len(labels)))])
+        for _ in range(spec.shuffles)
+    ]
+    probe, *null_scores = _probe_scores(x, [rows, *shuffled], folds, config, arch, balance, seed)
+    scores = {"probe": probe}
     rivals = available_rivals(domain, tasks)
     for kind in rivals:
         scores[kind] = _rival_scores(kind, domain, tasks, texts, labels, folds, spec.seed)
@@ -173,11 +185,7 @@ def _compete(domain, tasks, texts, x, rows, utility, config, arch, balance, spec
         scores["probe+features"] = _rival_scores(
             "probe+features", domain, tasks, texts, labels, folds, spec.seed, extra=scores["probe"]
         )
-    rng = np.random.default_rng(spec.seed)
-    null = []
-    for _ in range(spec.shuffles):
-        shuffled = dataclasses.replace(rows, labels=rows.labels[torch.as_tensor(rng.permutation(len(labels)))])
-        null.append(fold_lift(_probe_scores(x, shuffled, folds, config, arch, balance, seed), utility, folds, spec.k))
+    null = [fold_lift(scores, utility, folds, spec.k) for scores in null_scores]
     table = _lift_table(scores, utility, folds, spec)
     candidates = ["probe", *rivals]
     winner = spec.reward if spec.reward != "best" else max(candidates, key=lambda c: table[c]["lift"])

@@ -1,7 +1,9 @@
 """Probe sweep: layers x poolings x architectures x balance, several seeds per cell, one results table.
 
-All heads train in this process on cached features (no model reloads, no Trainer per cell), each run is appended
-to ``runs.csv`` as it finishes, under one fixed header (``RUN_COLUMNS``), and the per-cell means become ``sweep.csv``.
+All heads train in this process on cached features (no model reloads): per feature block, every run is a head of
+one ``ProbeBank`` under one ``Trainer.fit`` (``propel.probes.bank``). Each run is appended to ``runs.csv`` the moment
+its head stops, under one fixed header (``RUN_COLUMNS``); at the end the file is rewritten in the grid's order and
+the per-cell means become ``sweep.csv``.
 A rerun skips finished runs only when ``runs_meta.json`` shows they were made from the same features, labels, RVP
 sample and training recipe (``resume_fingerprint``); otherwise the old ``runs.csv`` is set aside as
 ``runs.stale.csv`` and the sweep starts over, with a warning naming what changed.
@@ -19,17 +21,20 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from lightning.pytorch import Callback
 from torch import Tensor
 
+from propel.durable import write_with
 from propel.metrics.calibration import CALIBRATIONS, calibrated_ece, expected_calibration_error, fit_logit_scaling
 from propel.metrics.classification import METRIC_NAMES
+from propel.probes.bank import fit_bank
 from propel.probes.classifier import ProbeClassifier
 from propel.probes.data import LabeledRows
 from propel.probes.gate import GateSpec, gated_reward, logit_quantiles
 from propel.probes.heads import ARCHS, feature_stats
 from propel.probes.selection import rvp, select_probe
 from propel.probes.splits import BALANCES, downsample, make_split, outer_split, positive_weight
-from propel.probes.training import LoopSpec, fit_in_memory
+from propel.probes.training import HeadFit, LoopSpec
 
 BASELINE_ARCH = "logreg_sklearn"
 CELL = ["layer", "pooling", "arch", "balance"]
@@ -240,22 +245,29 @@ def make_module(config: SweepSpec, arch: str, input_dim: int, pos_weight: float 
     )
 
 
-def train_run(
-    x: Tensor, rows: LabeledRows, split, config: SweepSpec, arch: str, balance: str, seed: int
-) -> tuple[ProbeClassifier, dict]:
-    """Train one (cell, seed, split) run; returns the classifier and its val/test metrics."""
-    train, val, test = split
+def head_fit(x: Tensor, rows: LabeledRows, split, config: SweepSpec, arch: str, balance: str, seed: int) -> HeadFit:
+    """One (cell, seed, split) run's head, initialised and ready to train: its balance applied to the training
+    rows, its features standardized with their statistics, its init and random streams from ``seed``."""
+    train, val, _ = split
     y = rows.labels
     if balance == "downsample":
         train = downsample(train, y.numpy().astype(int), seed=seed)
     pos_weight = positive_weight(y.numpy()[train]) if balance == "weighted" else None
-    t_train, t_val, t_test = (torch.as_tensor(i, dtype=torch.long) for i in (train, val, test))
+    t_train = torch.as_tensor(train, dtype=torch.long)
     torch.manual_seed(seed)  # head init depends on the seed only, so a refit reproduces the run
     module = make_module(config, arch, x.shape[1], pos_weight)
     if config.standardize:
         module.head.set_normalization(*feature_stats(x[t_train]))
-    epochs = fit_in_memory(module, x[t_train], y[t_train], x[t_val], y[t_val], seed=seed, loop=config.loop)
-    out: dict = {"epochs": epochs, "n_train": len(train)}
+    return HeadFit(module, x, y, t_train, val, seed=seed, loop=config.loop)
+
+
+def run_metrics(fit: HeadFit, rows: LabeledRows, split, config: SweepSpec, seed: int) -> dict:
+    """A trained run's record: epochs, training rows, val/test metrics before and after post-hoc calibration (the
+    calibration is fitted on the validation rows and kept on ``fit.module.calibration``)."""
+    _, val, test = split
+    module, x, y = fit.module, fit.x, rows.labels
+    t_val, t_test = (torch.as_tensor(i, dtype=torch.long) for i in (val, test))
+    out: dict = {"epochs": fit.epochs, "n_train": len(fit.train)}
     with torch.no_grad():
         module.calibration = fit_logit_scaling(module(x[t_val]), y[t_val], config.calibration)
         for name, t in (("val", t_val), ("test", t_test)):
@@ -266,7 +278,16 @@ def train_run(
             out[f"{name}_ece_calibrated"] = expected_calibration_error(probs, y[t])
             out[f"{name}_ece_excess"] = out[f"{name}_ece_calibrated"] - calibrated_ece(probs, seed=seed)
     out["calibration_scale"], out["calibration_bias"] = module.calibration.scale, module.calibration.bias
-    return module, out
+    return out
+
+
+def train_run(
+    x: Tensor, rows: LabeledRows, split, config: SweepSpec, arch: str, balance: str, seed: int
+) -> tuple[ProbeClassifier, dict]:
+    """Train one (cell, seed, split) run (a bank of one head); returns the classifier and its val/test metrics."""
+    fit = head_fit(x, rows, split, config, arch, balance, seed)
+    fit_bank([fit])
+    return fit.module, run_metrics(fit, rows, split, config, seed)
 
 
 def _solve(rows: LabeledRows, t: Tensor) -> Tensor | None:
@@ -290,21 +311,26 @@ def _baseline_run(x: Tensor, rows: LabeledRows, split, balance: str, seed: int) 
     }
 
 
-def _one_run(x, key, rows, split, config, arch, balance, seed, fold, rvp_sample) -> dict:
-    start = time.perf_counter()
-    if arch == BASELINE_ARCH:
-        rec = _baseline_run(x, rows, split, balance, seed)
-    else:
-        module, rec = train_run(x, rows, split, config, arch, balance, seed)
-        if rvp_sample is not None:
-            rec["rvp_overall"], rec["rvp_within"] = rvp_sample.score(key, module, pool=x)
+def _record(job: tuple, rec: dict, seconds: float) -> dict:
+    """A run's row of ``runs.csv`` (the fixed header; NaN where the run has no value)."""
+    fold, key, balance, arch, seed = job
     layer, pooling = parse_key(key)
     cell = {"key": key, "layer": layer, "pooling": pooling, "arch": arch, "balance": balance}
-    rec = {**cell, "seed": seed, "fold": fold, **rec, "seconds": time.perf_counter() - start}
+    rec = {**cell, "seed": seed, "fold": fold, **rec, "seconds": seconds}
     extra = sorted(set(rec) - set(RUN_COLUMNS))
     if extra:
         raise ValueError(f"probe sweep: run columns {extra} are not in RUN_COLUMNS (runs.csv has a fixed header)")
     return {c: rec.get(c, float("nan")) for c in RUN_COLUMNS}
+
+
+def _done_key(job: tuple) -> tuple:
+    """A job ``(fold, key, balance, arch, seed)`` as the key its finished record has (``_run_key``)."""
+    fold, key, balance, arch, seed = job
+    return key, arch, balance, seed, fold
+
+
+def _run_key(rec: Mapping) -> tuple:
+    return rec["key"], rec["arch"], rec["balance"], int(rec["seed"]), int(rec["fold"])
 
 
 def _grid(n_splits: int, features: Mapping[str, Tensor], config: SweepSpec) -> list[tuple]:
@@ -332,11 +358,30 @@ class _SweepRun:
     rvp_sample: RVPSample | None
 
 
+class _RunWriter(Callback):
+    """Turns each head of a bank into its run record the moment the head stops (val/test metrics, calibration, RVP
+    under the exact RL reward) and hands it to ``emit``, which appends it to ``runs.csv``."""
+
+    def __init__(self, sweep: _SweepRun, x: Tensor, jobs: list[tuple], fits: list[HeadFit], emit):
+        self.sweep, self.x, self.jobs, self.fits, self.emit = sweep, x, jobs, fits, emit
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        for i in pl_module.finished:
+            start = time.perf_counter()
+            fold, key, _, _, seed = job = self.jobs[i]
+            fit = self.fits[i]
+            rec = run_metrics(fit, self.sweep.rows, self.sweep.splits[fold], self.sweep.config, seed)
+            if self.sweep.rvp_sample is not None:
+                rec["rvp_overall"], rec["rvp_within"] = self.sweep.rvp_sample.score(key, fit.module, pool=self.x)
+            self.emit(_record(job, rec, fit.seconds + time.perf_counter() - start))
+
+
 def _run_jobs(
     sweep: _SweepRun, jobs: list[tuple], done: set[tuple], records: list[dict], runs_path: Path | None, progress: bool
 ) -> None:
-    """Run the jobs not ``done`` (torch's thread count set to the config's meanwhile), appending each run's record
-    to ``records`` and to ``runs_path`` as it finishes, so a killed sweep resumes."""
+    """Run the jobs not ``done`` (torch's thread count set to the config's meanwhile): per feature block, the
+    logistic baselines, then every head in one ``ProbeBank`` fit. Each run's record is appended to ``records`` and to
+    ``runs_path`` as it finishes, so a killed sweep resumes."""
     import pandas as pd
     from rich.progress import Progress
 
@@ -346,20 +391,32 @@ def _run_jobs(
         torch.set_num_threads(config.num_threads)
     try:
         with Progress(disable=not progress, transient=True) as bar:
-            task = bar.add_task("probe sweep", total=len(jobs))
-            index = torch.as_tensor(rows.rows, dtype=torch.long)
-            x_key, x = None, None
-            for fold, key, balance, arch, seed in jobs:
-                if (key, arch, balance, seed, fold) not in done:
-                    if key != x_key:
-                        x_key, x = key, features[key][index].float()
-                    split = sweep.splits[fold]
-                    rec = _one_run(x, key, rows, split, config, arch, balance, seed, fold, sweep.rvp_sample)
-                    records.append(rec)
-                    if runs_path is not None:
-                        frame = pd.DataFrame([rec], columns=RUN_COLUMNS)
-                        frame.to_csv(runs_path, mode="a", header=not runs_path.exists(), index=False)
+            todo = [job for job in jobs if _done_key(job) not in done]
+            task = bar.add_task("probe sweep", total=len(jobs), completed=len(jobs) - len(todo))
+
+            def emit(rec: dict) -> None:
+                records.append(rec)
+                if runs_path is not None:
+                    frame = pd.DataFrame([rec], columns=RUN_COLUMNS)
+                    frame.to_csv(runs_path, mode="a", header=not runs_path.exists(), index=False)
                 bar.advance(task)
+
+            index = torch.as_tensor(rows.rows, dtype=torch.long)
+            for key in dict.fromkeys(job[1] for job in todo):
+                x = features[key][index].float()
+                block = [job for job in todo if job[1] == key]
+                for job in (j for j in block if j[3] == BASELINE_ARCH):
+                    start = time.perf_counter()
+                    fold, _, balance, _, seed = job
+                    rec = _baseline_run(x, rows, sweep.splits[fold], balance, seed)
+                    emit(_record(job, rec, time.perf_counter() - start))
+                heads = [job for job in block if job[3] != BASELINE_ARCH]
+                fits = [
+                    head_fit(x, rows, sweep.splits[fold], config, arch, balance, seed)
+                    for fold, _, balance, arch, seed in heads
+                ]
+                if fits:
+                    fit_bank(fits, callbacks=[_RunWriter(sweep, x, heads, fits, emit)])
     finally:
         torch.set_num_threads(threads)
 
@@ -412,12 +469,16 @@ def run_sweep(
         fingerprint = resume_fingerprint(features, rows, config, rvp_sample, cache_key)
         if runs_path.exists():
             records = _resume_records(runs_path, fingerprint)  # called from here: its warning's stacklevel counts on it
-            done = {(r["key"], r["arch"], r["balance"], int(r["seed"]), int(r["fold"])) for r in records}
+            done = {_run_key(r) for r in records}
         out.mkdir(parents=True, exist_ok=True)
         (out / RUNS_META).write_text(json.dumps({"fingerprint": fingerprint, "columns": RUN_COLUMNS}, indent=1))
     jobs = _grid(len(splits), features, config)
     _run_jobs(_SweepRun(features, rows, splits, config, rvp_sample), jobs, done, records, runs_path, progress)
+    order = {_done_key(job): i for i, job in enumerate(jobs)}  # heads finish in any order; the table reads the grid's
+    records.sort(key=lambda r: order.get(_run_key(r), len(jobs)))
     runs = pd.DataFrame(records, columns=RUN_COLUMNS)
+    if runs_path is not None:  # in the grid's order, whole or not at all
+        write_with(runs_path, lambda tmp: runs.to_csv(tmp, index=False))
     table = summarize(runs)
     candidates = table[table["arch"] != BASELINE_ARCH]
     selected = select_probe(candidates, max_ece=config.max_ece, tie_tolerance=config.tie_tolerance)
