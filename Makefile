@@ -91,6 +91,7 @@ bench: setup
 	.venv/bin/python benchmarks/distill_step.py
 	.venv/bin/python benchmarks/reward_integrity.py --backends local docker
 	.venv/bin/python benchmarks/swe_validity.py --repos parse,inflection,isodate,webcolors --bugs 8 --backends local,docker
+	.venv/bin/python benchmarks/probe_fit_overhead.py
 
 # Every CUDA path on one GPU in at most 8 minutes (GRPO bf16, TRL on the same card, turn-KL, probe extraction, FSDP,
 # peak memory against the estimate) -> $OUT or runs/gpu_check/gpu_check.{json,md}; on CPU it stops with one line.
