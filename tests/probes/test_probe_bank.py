@@ -125,10 +125,14 @@ def test_a_sweep_killed_inside_a_bank_keeps_the_finished_runs_and_resumes_to_the
         return real(*args, **kwargs)
 
     monkeypatch.setattr(sweep_module, "run_metrics", dies_at_the_fifth)
-    with pytest.raises(KeyboardInterrupt):
-        run_sweep(features, rows, config, out_dir=tmp_path, progress=False)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's Ctrl-C (a pytest-xdist worker's
+    try:  # own may ignore SIGINT)
+        with pytest.raises(KeyboardInterrupt):
+            run_sweep(features, rows, config, out_dir=tmp_path, progress=False)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Lightning did not leave it ignored
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert len(pd.read_csv(tmp_path / "runs.csv")) == 4  # every head that stopped before the kill is on disk
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Lightning did not leave Ctrl-C ignored
 
     monkeypatch.setattr(sweep_module, "run_metrics", real)
     resumed = run_sweep(features, rows, config, out_dir=tmp_path, progress=False)
