@@ -1,11 +1,12 @@
 """ProbeBank: many probe heads trained under one Lightning ``Trainer.fit``, each as if it had been fitted alone.
 
-The sweep trains hundreds of tiny heads (the demo: 576). One ``Trainer.fit`` per head costs several times the training
-itself in per-fit setup (``benchmarks/probe_fit_overhead.py``); here one fit trains them all: a Lightning epoch is one epoch
-of every head still training, and a head leaves the bank when its own early stopping says so. Each head's data,
-shuffling, dropout RNG, optimizer and stopping rule are its own (``HeadFit``), so its weights equal those of a fit of
-its own (tested against that fit, bit for bit). Callbacks see each head as it finishes (``ProbeBank.finished``), which
-is how the sweep writes a run's record the moment its head stops and a killed sweep loses only heads in training.
+The sweep trains hundreds of tiny heads (the demo: 576). One ``Trainer.fit`` per head costs several times the
+training itself in per-fit setup (``benchmarks/probe_fit_overhead.py``); here one fit trains them all: a Lightning
+epoch is one epoch of every head still training, and a head leaves the bank when its own early stopping says so.
+Each head's data, shuffling, dropout RNG, optimizer and stopping rule are its own (``HeadFit``), so its weights equal
+those of a fit of its own (tested against that fit, bit for bit). Callbacks see each head as it finishes
+(``ProbeBank.finished``), which is how the sweep writes a run's record the moment its head stops and a killed sweep
+loses only heads in training.
 """
 
 from __future__ import annotations
