@@ -10,6 +10,7 @@ import torch
 from lightning.pytorch import Callback
 
 import propel.probes.sweep as sweep_module
+from propel.cli import stops
 from propel.probes.bank import ProbeBank, fit_bank
 from propel.probes.classifier import ProbeClassifier
 from propel.probes.data import align_labels
@@ -109,7 +110,9 @@ def test_bad_settings_are_refused():
         ProbeBank([])
 
 
-def test_a_sweep_killed_inside_a_bank_keeps_the_finished_runs_and_resumes_to_the_same_table(tmp_path, monkeypatch):
+def test_a_sweep_killed_inside_a_bank_keeps_the_finished_runs_and_resumes_to_the_same_table(
+    tmp_path, monkeypatch, capsys
+):
     ids, features, pool = synthetic_probe_data(n=300)
     rows = align_labels(ids, pool)
     config = SweepSpec(archs=("linear", "mlp"), seeds=(0, 1), loop=LoopSpec(max_epochs=8), logistic_baseline=False)
@@ -117,6 +120,7 @@ def test_a_sweep_killed_inside_a_bank_keeps_the_finished_runs_and_resumes_to_the
 
     written = []
     real = sweep_module.run_metrics
+    stops.reset()
 
     def dies_at_the_fifth(*args, **kwargs):  # Ctrl-C while the bank's fifth head is being recorded
         if len(written) == 4:
@@ -133,9 +137,12 @@ def test_a_sweep_killed_inside_a_bank_keeps_the_finished_runs_and_resumes_to_the
     finally:
         signal.signal(signal.SIGINT, previous)
     assert len(pd.read_csv(tmp_path / "runs.csv")) == 4  # every head that stopped before the kill is on disk
+    assert stops.notes[-1] == stops.Note(f"the probe sweep holds 4 of 8 runs in {tmp_path / 'runs.csv'}", True)
+    stops.reset()
 
     monkeypatch.setattr(sweep_module, "run_metrics", real)
-    resumed = run_sweep(features, rows, config, out_dir=tmp_path, progress=False)
+    resumed = run_sweep(features, rows, config, out_dir=tmp_path, progress=True)
+    assert f"probe sweep: resuming, 4 of 8 runs already in {tmp_path / 'runs.csv'}" in capsys.readouterr().err
     pd.testing.assert_frame_equal(resumed.runs.drop(columns="seconds"), fresh.runs.drop(columns="seconds"))
     on_disk = pd.read_csv(tmp_path / "runs.csv")  # rewritten in the grid's order at the end
     pd.testing.assert_frame_equal(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -24,6 +25,7 @@ import torch
 from lightning.pytorch import Callback
 from torch import Tensor
 
+from propel.cli import stops
 from propel.durable import write_with
 from propel.metrics.calibration import CALIBRATIONS, calibrated_ece, expected_calibration_error, fit_logit_scaling
 from propel.metrics.classification import METRIC_NAMES
@@ -473,7 +475,15 @@ def run_sweep(
         out.mkdir(parents=True, exist_ok=True)
         (out / RUNS_META).write_text(json.dumps({"fingerprint": fingerprint, "columns": RUN_COLUMNS}, indent=1))
     jobs = _grid(len(splits), features, config)
-    _run_jobs(_SweepRun(features, rows, splits, config, rvp_sample), jobs, done, records, runs_path, progress)
+    resumed = sum(_done_key(job) in done for job in jobs)
+    if progress and 0 < resumed < len(jobs):
+        print(f"probe sweep: resuming, {resumed} of {len(jobs)} runs already in {runs_path}", file=sys.stderr)
+    try:
+        _run_jobs(_SweepRun(features, rows, splits, config, rvp_sample), jobs, done, records, runs_path, progress)
+    except KeyboardInterrupt:  # Ctrl-C or a stop signal: the command's last line says what is on disk
+        if runs_path is not None:
+            stops.note(f"the probe sweep holds {len(records)} of {len(jobs)} runs in {runs_path}", len(records) > 0)
+        raise
     order = {_done_key(job): i for i, job in enumerate(jobs)}  # heads finish in any order; the table reads the grid's
     records.sort(key=lambda r: order.get(_run_key(r), len(jobs)))
     runs = pd.DataFrame(records, columns=RUN_COLUMNS)
