@@ -3,14 +3,15 @@
 import pytest
 import torch
 
+from propel.cli import stops
 from propel.probes.cache import ActivationCache, extract_to_cache, load_features, save_features_file
 from propel.probes.extraction import ActivationExtractor
 
 TEXTS = [f"Problem {i}: what is {i} + {i * 3}?" + " more" * (i % 4) for i in range(7)]
 
 
-class Killed(Exception):
-    pass
+class Killed(KeyboardInterrupt):
+    """A stop signal's exception, as ``propel.cli.stops`` raises it."""
 
 
 def test_cache_resumes_from_last_finished_chunk(tiny_model, tmp_path):
@@ -28,9 +29,12 @@ def test_cache_resumes_from_last_finished_chunk(tiny_model, tmp_path):
         return real_encode(items, on_batch=on_batch)
 
     ex.encode = dying_encode
+    stops.reset()
     with pytest.raises(Killed):
         extract_to_cache(ex, TEXTS, model_id="tiny", cache_root=tmp_path, chunk_size=3, progress=False)
     (folder,) = tmp_path.iterdir()
+    assert stops.notes == [stops.Note(f"the activation cache holds 2 of 3 shards of 3 rows in {folder}", True)]
+    stops.reset()
     assert sorted(p.name for p in folder.glob("shard_*.pt")) == ["shard_00000.pt", "shard_00001.pt"]
     with pytest.raises(RuntimeError, match="incomplete"):
         ActivationCache(folder).load("layer1/last_token")

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from propel.cli import stops
 from propel.durable import write_json, write_with
 from propel.probes.extraction import ActivationExtractor, feature_key
 from propel.probes.fingerprint import reference_fingerprint
@@ -143,7 +144,12 @@ def extract_to_cache(
     if _finished(root, ids, chunk_size):
         return ActivationCache(root)
     _write_meta(root, meta)
-    _write_shards(extractor, items, root, f"extracting {key}", chunk_size, num_chunks, progress)
+    try:
+        _write_shards(extractor, items, root, f"extracting {key}", chunk_size, num_chunks, progress)
+    except KeyboardInterrupt:  # Ctrl-C or a stop signal: the command's last line says what is on disk
+        held = sum((root / f"shard_{c:05d}.pt").exists() for c in range(num_chunks))
+        stops.note(f"the activation cache holds {held} of {num_chunks} shards of {chunk_size} rows in {root}", held > 0)
+        raise
     meta["complete"] = True
     _write_meta(root, meta)
     return ActivationCache(root)
