@@ -54,6 +54,11 @@ def cache_key(
     return f"{slug}-{hashlib.sha256(spec.encode()).hexdigest()[:16]}"
 
 
+def shard_path(root: Path, index: int) -> Path:
+    """Where chunk ``index`` of a cache folder is stored."""
+    return root / f"shard_{index:05d}.pt"
+
+
 class ActivationCache:
     """Read side of a cache folder: ids, feature keys and ``features(layer, pooling) -> [N, D]``."""
 
@@ -77,7 +82,7 @@ class ActivationCache:
         return list(self.meta["keys"])
 
     def shard_paths(self) -> list[Path]:
-        return [self.root / f"shard_{i:05d}.pt" for i in range(self.meta["num_chunks"])]
+        return [shard_path(self.root, i) for i in range(self.meta["num_chunks"])]
 
     def load(self, key: str) -> Tensor:
         """One feature block [N, D] (fp32), concatenated over shards."""
@@ -147,7 +152,7 @@ def extract_to_cache(
     try:
         _write_shards(extractor, items, root, f"extracting {key}", chunk_size, num_chunks, progress)
     except KeyboardInterrupt:  # Ctrl-C or a stop signal: the command's last line says what is on disk
-        held = sum((root / f"shard_{c:05d}.pt").exists() for c in range(num_chunks))
+        held = sum(shard_path(root, c).exists() for c in range(num_chunks))
         stops.note(f"the activation cache holds {held} of {num_chunks} shards of {chunk_size} rows in {root}", held > 0)
         raise
     meta["complete"] = True
@@ -203,7 +208,7 @@ def _write_shards(extractor, items: list, root: Path, title: str, chunk_size: in
         task = bar.add_task(title, total=sum(_item_size(it) for it in items))
         for c in range(num_chunks):
             chunk = items[c * chunk_size : (c + 1) * chunk_size]
-            shard = root / f"shard_{c:05d}.pt"
+            shard = shard_path(root, c)
             if shard.exists():
                 bar.advance(task, sum(_item_size(it) for it in chunk))
                 continue

@@ -325,14 +325,9 @@ def _record(job: tuple, rec: dict, seconds: float) -> dict:
     return {c: rec.get(c, float("nan")) for c in RUN_COLUMNS}
 
 
-def _done_key(job: tuple) -> tuple:
-    """A job ``(fold, key, balance, arch, seed)`` as the key its finished record has (``_run_key``)."""
-    fold, key, balance, arch, seed = job
-    return key, arch, balance, seed, fold
-
-
-def _run_key(rec: Mapping) -> tuple:
-    return rec["key"], rec["arch"], rec["balance"], int(rec["seed"]), int(rec["fold"])
+def _job_of(rec: Mapping) -> tuple:
+    """The job ``(fold, key, balance, arch, seed)`` (``_grid``'s tuple) a finished run's record comes from."""
+    return int(rec["fold"]), rec["key"], rec["balance"], rec["arch"], int(rec["seed"])
 
 
 def _grid(n_splits: int, features: Mapping[str, Tensor], config: SweepSpec) -> list[tuple]:
@@ -379,11 +374,11 @@ class _RunWriter(Callback):
 
 
 def _run_jobs(
-    sweep: _SweepRun, jobs: list[tuple], done: set[tuple], records: list[dict], runs_path: Path | None, progress: bool
+    sweep: _SweepRun, todo: list[tuple], total: int, records: list[dict], runs_path: Path | None, progress: bool
 ) -> None:
-    """Run the jobs not ``done`` (torch's thread count set to the config's meanwhile): per feature block, the
-    logistic baselines, then every head in one ``ProbeBank`` fit. Each run's record is appended to ``records`` and to
-    ``runs_path`` as it finishes, so a killed sweep resumes."""
+    """Run the jobs ``todo`` of the sweep's ``total`` (torch's thread count set to the config's meanwhile): per
+    feature block, the logistic baselines, then every head in one ``ProbeBank`` fit. Each run's record is appended to
+    ``records`` and to ``runs_path`` as it finishes, so a killed sweep resumes."""
     import pandas as pd
     from rich.progress import Progress
 
@@ -393,8 +388,7 @@ def _run_jobs(
         torch.set_num_threads(config.num_threads)
     try:
         with Progress(disable=not progress, transient=True) as bar:
-            todo = [job for job in jobs if _done_key(job) not in done]
-            task = bar.add_task("probe sweep", total=len(jobs), completed=len(jobs) - len(todo))
+            task = bar.add_task("probe sweep", total=total, completed=total - len(todo))
 
             def emit(rec: dict) -> None:
                 records.append(rec)
@@ -471,21 +465,24 @@ def run_sweep(
         fingerprint = resume_fingerprint(features, rows, config, rvp_sample, cache_key)
         if runs_path.exists():
             records = _resume_records(runs_path, fingerprint)  # called from here: its warning's stacklevel counts on it
-            done = {_run_key(r) for r in records}
+            done = {_job_of(r) for r in records}
         out.mkdir(parents=True, exist_ok=True)
         (out / RUNS_META).write_text(json.dumps({"fingerprint": fingerprint, "columns": RUN_COLUMNS}, indent=1))
     jobs = _grid(len(splits), features, config)
-    resumed = sum(_done_key(job) in done for job in jobs)
-    if progress and 0 < resumed < len(jobs):
-        print(f"probe sweep: resuming, {resumed} of {len(jobs)} runs already in {runs_path}", file=sys.stderr)
+    todo = [job for job in jobs if job not in done]
+    if progress and 0 < len(todo) < len(jobs):
+        print(
+            f"probe sweep: resuming, {len(jobs) - len(todo)} of {len(jobs)} runs already in {runs_path}",
+            file=sys.stderr,
+        )
     try:
-        _run_jobs(_SweepRun(features, rows, splits, config, rvp_sample), jobs, done, records, runs_path, progress)
+        _run_jobs(_SweepRun(features, rows, splits, config, rvp_sample), todo, len(jobs), records, runs_path, progress)
     except KeyboardInterrupt:  # Ctrl-C or a stop signal: the command's last line says what is on disk
         if runs_path is not None:
             stops.note(f"the probe sweep holds {len(records)} of {len(jobs)} runs in {runs_path}", len(records) > 0)
         raise
-    order = {_done_key(job): i for i, job in enumerate(jobs)}  # heads finish in any order; the table reads the grid's
-    records.sort(key=lambda r: order.get(_run_key(r), len(jobs)))
+    order = {job: i for i, job in enumerate(jobs)}  # heads finish in any order; the table reads the grid's
+    records.sort(key=lambda r: order.get(_job_of(r), len(jobs)))
     runs = pd.DataFrame(records, columns=RUN_COLUMNS)
     if runs_path is not None:  # in the grid's order, whole or not at all
         write_with(runs_path, lambda tmp: runs.to_csv(tmp, index=False))
