@@ -421,7 +421,7 @@ def write_rows(path: Path, rows: list[dict]) -> None:
         w = csv.DictWriter(fh, fieldnames=COLUMNS)
         w.writeheader()
         for r in rows:
-            data = Task.from_json(r["task"]).data if r.get("task") else {}
+            data = Task.from_json(r["task"]).data if r.get("task") else r  # a committed row has the two columns
             w.writerow({**{k: r.get(k) for k in COLUMNS[:-2]}, "problem": data.get("problem"),
                         "expression": data.get("expression")})  # fmt: skip
 
@@ -448,7 +448,12 @@ def reanalyse(path: Path) -> dict:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workdir", default="runs/experiments/propel_decisive")
-    p.add_argument("--out", default=None, help="copy summary.json, report.md and rows.csv here")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="write summary.json, report.md and rows.csv here after every policy; "
+        "a policy whose rows are already there is not run again (a new session continues)",
+    )
     p.add_argument("--warm-starts", type=int, nargs="+", default=[0, 1])
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     p.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
@@ -461,38 +466,48 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def main(argv=None) -> dict:
-    args = parse_args(argv)
-    if args.from_rows:
-        return reanalyse(Path(args.from_rows))
-    from propel.engines.factory import make_engine
+SETTINGS = ("steps", "label_tasks", "shuffles", "eval_contexts")  # a committed row's meaning depends on these
 
-    work = Path(args.workdir)
-    work.mkdir(parents=True, exist_ok=True)
-    solver = make_engine("hf", "smollm2-135m-instruct")
-    rows, units, probes = evaluate(args, "base", None, solver), [], {}
-    planned = [(w, s) for w in args.warm_starts for s in args.seeds]
-    for w in args.warm_starts:
-        if args.max_units is not None and len(units) >= args.max_units:
-            break  # the budget is spent: no next warm start's stages either
-        ws = prepare(args, w)
-        probes[f"ws{w}"] = (ws / "probe" / "rivals.md").read_text() if (ws / "probe" / "rivals.md").exists() else ""
-        warm = json.loads((ws / "warm_start" / "summary.json").read_text())["adapter"]
-        rows += evaluate(args, unit_policy(w, 0, "warm"), warm, solver)
-        for s in args.seeds:
-            if args.max_units is not None and len(units) >= args.max_units:
-                break
-            artifacts = reward_artifacts(ws, s, args)
-            for arm in args.arms:
-                adapter = train(args, ws, s, arm, artifacts)
-                rows += evaluate(args, unit_policy(w, s, arm), adapter, solver)
-            units.append((w, s))
+
+def committed_rows(args) -> tuple[dict[str, list[dict]], dict]:
+    """The rows already committed in ``--out`` (policy -> rows) and their summary: the work folder lives in one
+    session's checkout only, so a new session continues from what the last one committed. Refused where the
+    committed settings differ from this run's."""
+    path = Path(args.out) / "rows.csv" if args.out else None
+    if path is None or not path.exists():
+        return {}, {}
+    summary = json.loads((path.parent / "summary.json").read_text())
+    theirs = summary.get("settings") or {}
+    differ = [k for k in SETTINGS if k in theirs and theirs[k] != getattr(args, k)]
+    if differ:
+        raise SystemExit(f"{path} was made with other settings ({', '.join(differ)}): pass another --out")
+    by: dict[str, list[dict]] = {}
+    for r in read_rows(path):
+        by.setdefault(r["policy"], []).append(r)
+    return by, summary
+
+
+def _same_samples(fresh: list[dict], kept: list[dict]) -> bool:
+    """Whether a policy evaluated again gave the committed samples (the same tasks, validity and yields)."""
+    from propel.records import Task
+
+    def key(r):
+        problem = Task.from_json(r["task"]).data.get("problem") if r.get("task") else r.get("problem")
+        problem = problem or None
+        return r["context"], int(r["k"]), bool(r["valid"]), r["reason"], round(float(r["strict_yield"]), 9), problem
+
+    return [key(r) for r in fresh] == [key(r) for r in kept]
+
+
+def save(args, work: Path, rows: list[dict], units: list[tuple[int, int]], probes: dict, planned: int) -> dict:
+    """summary.json, report.md and rows.csv in the work folder (and ``--out``): written after every policy, so a
+    stopped session loses at most the arm in progress. Contrasts read complete units only."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
     summary = {
         "date": time.strftime("%Y-%m-%d"),
         "commit": commit.stdout.strip(),
         "settings": vars(args),
-        "planned_units": len(planned),
+        "planned_units": planned,
         "probes": probes,
         "analysis": analyse(rows, units),
     }
@@ -504,6 +519,56 @@ def main(argv=None) -> dict:
         out.mkdir(parents=True, exist_ok=True)
         for name in ("summary.json", "report.md", "rows.csv"):
             shutil.copy(work / name, out / name)
+    return summary
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    if args.from_rows:
+        return reanalyse(Path(args.from_rows))
+    from propel.engines.factory import make_engine
+
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    kept, before = committed_rows(args)
+    solver = make_engine("hf", "smollm2-135m-instruct")
+    planned = len([(w, s) for w in args.warm_starts for s in args.seeds])
+    probes = dict(before.get("probes") or {})
+    rows = list(kept.get("base") or evaluate(args, "base", None, solver))
+    units: list[tuple[int, int]] = []
+    for w in args.warm_starts:
+        if args.max_units is not None and len(units) >= args.max_units:
+            break  # the budget is spent: no next warm start's stages either
+        ws = None
+        warm_policy = unit_policy(w, 0, "warm")
+        for s in args.seeds:
+            if args.max_units is not None and len(units) >= args.max_units:
+                break
+            policies = [unit_policy(w, s, arm) for arm in args.arms]
+            if ws is None and not all(p in kept for p in [warm_policy, *policies]):
+                ws = prepare(args, w)
+                text = (ws / "probe" / "rivals.md").read_text() if (ws / "probe" / "rivals.md").exists() else ""
+                if probes.get(f"ws{w}", text) != text:
+                    raise SystemExit(f"ws{w}'s probe stage did not reproduce the committed one: a new warm start")
+                probes[f"ws{w}"] = text
+                warm = json.loads((ws / "warm_start" / "summary.json").read_text())["adapter"]
+                fresh = evaluate(args, warm_policy, warm, solver)
+                if warm_policy in kept and not _same_samples(fresh, kept[warm_policy]):
+                    raise SystemExit(f"ws{w} prepared again does not give its committed samples: a new warm start")
+                kept.setdefault(warm_policy, fresh)
+            if not any(r["policy"] == warm_policy for r in rows):
+                rows += kept[warm_policy]
+            artifacts = None
+            for arm, policy in zip(args.arms, policies, strict=True):
+                if policy in kept:
+                    rows += kept[policy]
+                    continue
+                artifacts = artifacts or reward_artifacts(ws, s, args)
+                adapter = train(args, ws, s, arm, artifacts)
+                rows += evaluate(args, policy, adapter, solver)
+                save(args, work, rows, units, probes, planned)
+            units.append((w, s))
+    summary = save(args, work, rows, units, probes, planned)
     print(report(summary))
     return summary
 

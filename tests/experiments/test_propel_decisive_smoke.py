@@ -103,3 +103,42 @@ def test_the_unit_budget_stops_before_the_next_warm_starts_stages(experiment_mod
     assert prepared == [0]  # warm start 1 is not prepared
     assert trained == [("ws0", 1, arm) for arm in exp.ARMS]  # every arm of the one unit
     assert summary["planned_units"] == 10 and (tmp_path / "work" / "report.md").exists()
+
+
+def test_a_new_session_continues_from_the_committed_rows(experiment_module, tmp_path, monkeypatch):
+    """The work folder lives in one checkout: a rerun with ``--out`` keeps every committed policy, runs only the
+    missing arms, and refuses a warm start that, prepared again, no longer gives its committed samples."""
+    exp = experiment_module("propel_decisive/run")
+    prepared, trained, shift = [], [], {"warm": 0.0}
+
+    def prepare(args, w):
+        ws = tmp_path / "work" / f"ws{w}"
+        (ws / "warm_start").mkdir(parents=True, exist_ok=True)
+        (ws / "warm_start" / "summary.json").write_text(json.dumps({"adapter": "a"}))
+        prepared.append(w)
+        return ws
+
+    def evaluate(args, policy, adapter, solver):
+        effect = shift["warm"] if policy.endswith("-warm") else 0.01 * len(policy)
+        return [{**r, "policy": policy} for r in _rows(exp, {"warm": effect}, [(0, 1)])]
+
+    monkeypatch.setattr("propel.engines.factory.make_engine", lambda *a, **k: None)
+    monkeypatch.setattr(exp, "prepare", prepare)
+    monkeypatch.setattr(exp, "evaluate", evaluate)
+    monkeypatch.setattr(exp, "reward_artifacts", lambda ws, s, args: {"x": "y"})
+    monkeypatch.setattr(exp, "train", lambda args, ws, s, arm, artifacts: trained.append((s, arm)) or "a")
+    out = tmp_path / "results"
+    first = exp.main(["--workdir", str(tmp_path / "work"), "--out", str(out), "--max-units", "1"])
+    (tmp_path / "work").rename(tmp_path / "lost")  # a new session: the work folder is gone, the results are not
+    trained.clear()
+    second = exp.main(["--workdir", str(tmp_path / "work"), "--out", str(out), "--max-units", "2"])
+    assert trained == [(2, arm) for arm in exp.ARMS] and prepared == [0, 0]
+    assert second["analysis"]["units"] == [[0, 1], [0, 2]]
+    assert second["analysis"]["policies"]["ws0-s1-gate"] == first["analysis"]["policies"]["ws0-s1-gate"]
+    exp.reanalyse(out / "rows.csv")
+    (tmp_path / "work").rename(tmp_path / "lost2")
+    shift["warm"] = 0.05  # prepared again, the warm start now samples other tasks
+    with pytest.raises(SystemExit, match="does not give its committed samples"):
+        exp.main(["--workdir", str(tmp_path / "work"), "--out", str(out), "--max-units", "3"])
+    with pytest.raises(SystemExit, match="other settings"):
+        exp.main(["--workdir", str(tmp_path / "w"), "--out", str(out), "--steps", "6"])
