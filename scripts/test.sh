@@ -29,7 +29,20 @@ echo "== stage 1: ruff + main suite"
 # (2026-11-29, one full run of each); 1468 s after the seeded-policy smoke was cut to 2 steps (2026-11-29, 23:20). The
 # files' order needs no tuning: from that run's JUnit times the two workers end 42 s apart, and longest-first would
 # save those 42 s at most (2835 s of test time, 1417 s for two workers at best).
-.venv/bin/python -m pytest -m "not vllm" -n 2 --dist loadfile "$@"
+# Each stage ends with where its time went (scripts/test_times.py: the slowest files and tests) and how busy the
+# cores were: the numbers to read when the suite grows past a fresh machine's 40-minute budget.
+cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
+busy_share() {  # busy_share "<busy0> <all0>": the share of the cores' time spent busy since that sample
+  read -r b0 a0 <<< "$1"; read -r b1 a1 <<< "$(cpu_ticks)"
+  awk -v b=$((b1 - b0)) -v a=$((a1 - a0)) 'BEGIN { printf "%.0f%%", a ? 100 * b / a : 0 }'
+}
+stage1_report=$(mktemp --suffix=.xml)
+stage1_start=$(date +%s) stage1_cpu=$(cpu_ticks)
+stage1=0
+.venv/bin/python -m pytest -m "not vllm" -n 2 --dist loadfile --junitxml="$stage1_report" "$@" || stage1=$?
+echo "== stage 1: $(( $(date +%s) - stage1_start )) s of wall time, the cores $(busy_share "$stage1_cpu") busy"
+[ ! -s "$stage1_report" ] || .venv/bin/python scripts/test_times.py "$stage1_report"
+[ "$stage1" = 0 ] || exit "$stage1"
 if [ "${PROPEL_TEST_VLLM:-1}" = 1 ]; then
   echo "== stage 2: vLLM engines (.venv-vllm)"
   status=0
@@ -42,7 +55,10 @@ if [ "${PROPEL_TEST_VLLM:-1}" = 1 ]; then
   report=$(mktemp --suffix=.xml)
   # Serial: 564 s and 515 s on 2 cores (2026-11-29, two runs); two workers took 523 s, within run-to-run noise,
   # with two vLLM engines holding 13 GiB at once, so it stays one process.
+  stage2_start=$(date +%s) stage2_cpu=$(cpu_ticks)
   .venv-vllm/bin/python -m pytest -m vllm --junitxml="$report"
+  echo "== stage 2: $(( $(date +%s) - stage2_start )) s of wall time, the cores $(busy_share "$stage2_cpu") busy"
+  .venv/bin/python scripts/test_times.py "$report" --top 5
   .venv-vllm/bin/python - "$report" <<'PY'  # tests minus skipped in the JUnit report: zero is a failure
 import sys
 import xml.etree.ElementTree as ET
