@@ -31,3 +31,17 @@ class SignalMidStep(Callback):
         if trainer.global_step == self.at_step and not os.path.exists(self.marker):
             open(self.marker, "w").close()
             os.kill(os.getpid(), getattr(signal, self.signum))
+
+
+class SignalAfterBatch(Callback):
+    """Sends ``signal`` to its own process once test batch ``after_batch`` has ended (its rows on disk), as a Ctrl-C
+    landing between two batches would; once only (``marker``), so the same command reruns without it. A stop sent
+    from outside races a fast run to its end; this one lands mid-run on any machine."""
+
+    def __init__(self, signal: str, after_batch: int, marker: str):
+        self.signum, self.after_batch, self.marker = signal, after_batch, marker
+
+    def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        if batch_idx == self.after_batch and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), getattr(signal, self.signum))

@@ -4,6 +4,7 @@ console entry point (training: ``test_stop_resume``)."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from propel.domains import MathExpressionDomain
 from propel.testing.plain_configs import read_config_files
 
 ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent  # kill_switch, on the subprocesses' PYTHONPATH
 N_TASKS, BATCH = 24, 4
 
 
@@ -99,8 +101,13 @@ def test_ctrl_c_mid_evaluation_counts_the_tasks_on_disk_and_names_the_evaluation
     """``propel test`` stopped by Ctrl-C said "nothing was saved" with rows on disk, and its rerun, which resumed
     them, said "labeling": the last line counts what the folder holds and both name the evaluation."""
     out = tmp_path / "eval"
+    stopper = {"signal": "SIGINT", "after_batch": 1, "marker": str(tmp_path / "signalled")}
     overlay = {
-        "trainer": {"default_root_dir": str(tmp_path), "logger": False},
+        "trainer": {
+            "default_root_dir": str(tmp_path),
+            "logger": False,
+            "callbacks+": [{"class_path": "kill_switch.SignalAfterBatch", "init_args": stopper}],
+        },
         "model": {
             "init_args": {
                 "generator": str(tiny_model_dir),
@@ -114,15 +121,17 @@ def test_ctrl_c_mid_evaluation_counts_the_tasks_on_disk_and_names_the_evaluation
     (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(overlay))
     cmd = [sys.executable, "-m", "propel.cli", "test", "-c", "configs/math/eval.yaml"]
     cmd += ["-c", str(tmp_path / "overlay.yaml")]
-    returncode, err, _ = _stop_once_a_part_is_written(cmd, out, signal.SIGINT, "evaluation")
-    assert returncode == 130, err[-3000:]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    stopped = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    returncode, err = stopped.returncode, stopped.stderr
+    assert (tmp_path / "signalled").exists() and returncode == 130, err[-3000:]
     rows = sum(len(pd.read_parquet(p)) for p in out.glob("part-*.parquet"))
-    assert 0 < rows < N_TASKS
+    assert rows == 2 * BATCH  # the two batches before the stop, nothing after it
     said = re.search(r"SIGINT; the evaluation holds (\d+) of 24 tasks in (\S+): rerun `propel test .*` to resume", err)
     assert said and int(said[1]) == rows and said[2] == str(out), err[-3000:]
     assert "nothing was saved" not in err and "Traceback" not in err
 
-    rerun = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    rerun = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     said = f"resuming: {rows} of {N_TASKS} tasks already in {out}, evaluating the other {N_TASKS - rows}"
     assert said in rerun.stderr and "labeling" not in rerun.stderr, rerun.stderr[-3000:]

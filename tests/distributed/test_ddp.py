@@ -157,7 +157,12 @@ def test_two_ranks_equal_one_process_on_the_global_batch(grpo_runs):
             assert got[key] == pytest.approx(want[key], rel=1e-4, abs=1e-5), key
     assert one[0]["train/reward/std"] > 0  # advantages were not all zero: the update had a policy gradient
     single, ddp = lora(runs[1]), lora(runs[2])
-    assert max_abs_diff(single, ddp) < 5e-5  # measured 7e-6: float sum order under AdamW (a step is 1e-2)
+    # Float sums in another order; AdamW magnifies such a difference at weights whose gradient is near 0, so the
+    # bound is on nearly all weights plus a cap on the rest (a step is 1e-2; ranks that did not average their
+    # gradients would put most weights a step apart). Measured on an AVX-512 CPU (2026-12-07): median 1.1e-7, 99.9%
+    # within 3.3e-5, the largest 2.7e-4 (7e-6 on the machine before).
+    diff = torch.cat([(single[k] - ddp[k]).abs().flatten() for k in single])
+    assert float(diff.quantile(0.999)) < 5e-5 and float(diff.max()) < 1e-3
     start = torch.load(runs[1] / "ckpt" / "epoch=0-step=2.ckpt", weights_only=False)["state_dict"]
     assert max_abs_diff(start, single) > 1e-3  # the last two steps moved the adapter: the match is not vacuous
     # the adapter folders are rank 0's alone, and the same as the one-process run's

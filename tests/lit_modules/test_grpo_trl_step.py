@@ -52,9 +52,10 @@ the same first step), and near ``g = 0`` the step magnifies a float32 difference
 * each trainer's weights equal AdamW (the settings above, in float64) applied to its own gradients, to float32
   rounding (<= 2e-7; measured <= 3.7e-8): the optimizer, its settings and the schedule are the same;
 * the post-step weights on the 99.8% to 99.9% of the 8704 LoRA weights whose gradient is at least 1e-6 (100 eps) at
-  every step agree to <= 2e-7; measured 1.5e-8 to 4.5e-8, at most 4.5e-5 of the update (1.0e-3 a step). Over all
-  weights the largest difference is 1.2e-7 to 1.0e-5 (at most 1% of the update), at weights with |g| < 1e-6 (in
-  the ``dapo`` case a gradient entry of 1.73e-8 in propel and 1.81e-8 in TRL: its weights end 1.0e-5 apart).
+  every step (1e-5 for a run of two steps, ``CONDITIONED_LATER``) agree to <= 2e-7; measured 1.5e-8 to 4.5e-8, at
+  most 4.5e-5 of the update (1.0e-3 a step). Over all weights the largest difference is 1.2e-7 to 1.0e-5 (at most 1%
+  of the update), at weights with |g| < 1e-6 (in the ``dapo`` case a gradient entry of 1.73e-8 in propel and 1.81e-8
+  in TRL: its weights end 1.0e-5 apart).
 
 Each case prints its numbers (``pytest -s``). The 5 tests take 3 to 6 s each on 2 busy CPU cores (one thread), 32 s
 for the file with the fixtures and imports.
@@ -93,6 +94,11 @@ ROUNDING = 2e-7
 """Max abs difference of LoRA weights (|w| < 0.5) that float32 rounding explains: a few ulps, 2e-4 of ``LR``."""
 CONDITIONED = 1e-6
 """|gradient| above which AdamW's step is well conditioned: 100 x its eps (see the module docstring)."""
+CONDITIONED_LATER = 1e-5
+"""The same for a run of several steps: from the second step AdamW's step is ``lr * m / sqrt(v)`` with ``m`` and ``v``
+mixing the gradients of both steps, which moves by up to about ``lr * d / |g|`` for a float32 difference ``d`` of one
+gradient, not ``lr * eps * d / |g|**2``: 10 x the first step's bound reads 97.6% of the weights (measured 7.2e-8
+there, and 4.5e-7 at |g| >= 1e-6 on an AVX-512 CPU, 2026-12-07)."""
 
 
 @dataclass(frozen=True)
@@ -370,16 +376,17 @@ def test_one_step_matches_trl(trl, tiny_model_dir, rollouts, tmp_path, monkeypat
     for weights, grads in ((ours, our_grads), (theirs, their_grads)):
         assert max_abs(weights, adamw(start, grads)) <= ROUNDING
     # ... so where that step is well conditioned (|g| >= 100 eps at every step) the two agree to float32 rounding.
-    conditioned = {n: torch.stack([g[n].abs() for g in our_grads]).amin(0) >= CONDITIONED for n in ours}
+    bound, least = (CONDITIONED, 0.99) if case.iterations == 1 else (CONDITIONED_LATER, 0.97)
+    conditioned = {n: torch.stack([g[n].abs() for g in our_grads]).amin(0) >= bound for n in ours}
     share = sum(int(c.sum()) for c in conditioned.values()) / sum(c.numel() for c in conditioned.values())
     there = max(float((ours[n] - theirs[n])[c].abs().max()) for n, c in conditioned.items())
     update, everywhere = max_abs(ours, start), max_abs(ours, theirs)
     print(
-        f"{name}: max |weight diff| {there:.1e} on the {share:.2%} of weights with |g| >= {CONDITIONED:g}, "
+        f"{name}: max |weight diff| {there:.1e} on the {share:.2%} of weights with |g| >= {bound:g}, "
         f"{everywhere:.1e} on all; update {update:.2e} (TRL's {max_abs(theirs, start):.2e}); "
         f"{time.perf_counter() - began:.1f} s"
     )
-    assert share > 0.99 and there <= ROUNDING
+    assert share > least and there <= ROUNDING
     assert update == pytest.approx(case.iterations * LR, rel=0.05)  # AdamW moves a weight by ~lr a step
 
 

@@ -58,8 +58,9 @@ def test_shared_prompts_give_the_plain_forwards_logprobs_and_gradients(tiny_mode
         assert torch.equal(keep, keep2)
         torch.testing.assert_close(shared[keep], plain[keep], rtol=0, atol=1e-5)
         assert g_plain.keys() == g_shared.keys() and g_plain
-        for name in g_plain:
-            torch.testing.assert_close(g_shared[name], g_plain[name], rtol=1e-4, atol=1e-6)
+        for name in g_plain:  # float sums in another order: off by a share of the tensor's scale, not of each entry
+            scale = g_plain[name].abs().max().item()  # (measured <= 3.5e-6 of it; a missed path is off by ~1 of it)
+            torch.testing.assert_close(g_shared[name], g_plain[name], rtol=0, atol=1e-4 * scale)
         assert any(g.abs().sum() > 0 for g in g_plain.values())
 
 
