@@ -50,6 +50,13 @@ Amendment, 2026-12-07 (a file rename; the design is unchanged): ``configs/demo.y
 that ``make demo`` runs in under 20 minutes; the setting above is now ``configs/demo_full.yaml``, which this script
 reads.
 
+Amendment, 2026-12-07, second (procedure; the design is unchanged): the work folder lives in one session's checkout
+only, so a session prepares its warm start again and continues from the rows committed in ``--out`` (a policy whose
+rows are there is not run again; results are written after every policy). A warm start prepared again must give its
+committed probe-stage text exactly and its 256 evaluation samples (tasks, validity) with yields within 1e-4 (the
+solver's teacher-forced solve probabilities differ in the 6th digit from one CPU to another), or the run stops. Warm
+start 0 prepared again on 2026-12-07 (another CPU: AVX-512) gave both (largest yield gap 6.6e-6).
+
     python experiments/propel_decisive/run.py --workdir runs/experiments/propel_decisive \\
         --out experiments/propel_decisive/results                  # resumes: finished runs are skipped
     python experiments/propel_decisive/run.py --from-rows experiments/propel_decisive/results/rows.csv
