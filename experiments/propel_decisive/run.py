@@ -579,6 +579,7 @@ def main(argv=None) -> dict:
                 rows += evaluate(args, policy, adapter, solver)
                 save(args, work, rows, units, probes, planned)
             units.append((w, s))
+            save(args, work, rows, units, probes, planned)  # the unit is complete: its contrasts count now
     summary = save(args, work, rows, units, probes, planned)
     print(report(summary))
     return summary
