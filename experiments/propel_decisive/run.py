@@ -421,16 +421,21 @@ COLUMNS = ("policy", "context", "k", "valid", "lenient", "reason", "topic", "p",
            "problem", "expression")  # fmt: skip
 
 
-def write_rows(path: Path, rows: list[dict]) -> None:
+def task_fields(row: dict) -> dict:
+    """A row's ``problem`` and ``expression``: from its task when it was evaluated in this session, from its own
+    columns when it was read back from a committed ``rows.csv`` (None for a sample without a task)."""
     from propel.records import Task
 
+    data = Task.from_json(row["task"]).data if row.get("task") else row
+    return {"problem": data.get("problem") or None, "expression": data.get("expression") or None}
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
     with path.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=COLUMNS)
         w.writeheader()
         for r in rows:
-            data = Task.from_json(r["task"]).data if r.get("task") else r  # a committed row has the two columns
-            w.writerow({**{k: r.get(k) for k in COLUMNS[:-2]}, "problem": data.get("problem"),
-                        "expression": data.get("expression")})  # fmt: skip
+            w.writerow({**{k: r.get(k) for k in COLUMNS[:-2]}, **task_fields(r)})
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -498,11 +503,9 @@ def _same_samples(fresh: list[dict], kept: list[dict], tolerance: float = 1e-4) 
     """Whether a policy evaluated again gave the committed samples: the same tasks and validity, and yields equal up
     to float rounding (the solver's exact solve probabilities are a teacher-forced pass, whose last digits depend on
     the CPU: 1e-6 apart on another machine)."""
-    from propel.records import Task
 
     def key(r):
-        problem = Task.from_json(r["task"]).data.get("problem") if r.get("task") else r.get("problem")
-        return r["context"], int(r["k"]), bool(r["valid"]), r["reason"], problem or None
+        return r["context"], int(r["k"]), bool(r["valid"]), r["reason"], task_fields(r)["problem"]
 
     if [key(r) for r in fresh] != [key(r) for r in kept]:
         return False
