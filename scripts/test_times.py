@@ -37,7 +37,7 @@ def summary(cases: list[tuple[str, str, float]], top: int = 15) -> str:
     lines = [f"{len(cases)} tests, {total:.0f} s of test time in {len(by_file)} files", "",
              "| file | tests | seconds | share |", "|---|---|---|---|"]  # fmt: skip
     for file, seconds in sorted(by_file.items(), key=lambda kv: -kv[1])[:top]:
-        lines.append(f"| {file} | {counts[file]} | {seconds:.1f} | {seconds / total:.1%} |" if total else f"| {file} |")
+        lines.append(f"| {file} | {counts[file]} | {seconds:.1f} | {seconds / total if total else 0:.1%} |")
     lines += ["", "| test | seconds |", "|---|---|"]
     for file, name, seconds in sorted(cases, key=lambda c: -c[2])[:top]:
         lines.append(f"| {file}::{name} | {seconds:.1f} |")
