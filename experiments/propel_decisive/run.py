@@ -513,9 +513,15 @@ def _same_samples(fresh: list[dict], kept: list[dict], tolerance: float = 1e-4) 
     return max(gaps, default=0.0) <= tolerance
 
 
-def save(args, work: Path, rows: list[dict], units: list[tuple[int, int]], probes: dict, planned: int) -> dict:
+def save(
+    args, work: Path, rows: list[dict], units: list[tuple[int, int]], probes: dict, planned: int, kept: dict
+) -> dict:
     """summary.json, report.md and rows.csv in the work folder (and ``--out``): written after every policy, so a
-    stopped session loses at most the arm in progress. Contrasts read complete units only."""
+    stopped session loses at most the arm in progress. Contrasts read complete units only. Committed policies the
+    loop has not reached yet (the arms of a partly done unit, while an earlier unit is saved) are written too: a
+    session stopped before reaching them must not take them out of ``--out``."""
+    done = {r["policy"] for r in rows}
+    rows = rows + [r for policy, got in kept.items() if policy not in done for r in got]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
     summary = {
         "date": time.strftime("%Y-%m-%d"),
@@ -580,10 +586,10 @@ def main(argv=None) -> dict:
                 artifacts = artifacts or reward_artifacts(ws, s, args)
                 adapter = train(args, ws, s, arm, artifacts)
                 rows += evaluate(args, policy, adapter, solver)
-                save(args, work, rows, units, probes, planned)
+                save(args, work, rows, units, probes, planned, kept)
             units.append((w, s))
-            save(args, work, rows, units, probes, planned)  # the unit is complete: its contrasts count now
-    summary = save(args, work, rows, units, probes, planned)
+            save(args, work, rows, units, probes, planned, kept)  # the unit is complete: its contrasts count now
+    summary = save(args, work, rows, units, probes, planned, kept)
     print(report(summary))
     return summary
 

@@ -142,3 +142,48 @@ def test_a_new_session_continues_from_the_committed_rows(experiment_module, tmp_
         exp.main(["--workdir", str(tmp_path / "work"), "--out", str(out), "--max-units", "3"])
     with pytest.raises(SystemExit, match="other settings"):
         exp.main(["--workdir", str(tmp_path / "w"), "--out", str(out), "--steps", "6"])
+
+
+def test_a_session_stopped_in_a_partly_done_unit_keeps_its_committed_arms(experiment_module, tmp_path, monkeypatch):
+    """A unit's first arms are committed, then a new session is stopped while it trains the next arm: the saves it
+    made on the way (each earlier unit re-saved as complete) still hold the committed arms, so the session after it
+    does not train them again."""
+    exp = experiment_module("propel_decisive/run")
+    trained, stop_at = [], {"n": None}
+
+    def prepare(args, w):
+        ws = tmp_path / "work" / f"ws{w}"
+        (ws / "warm_start").mkdir(parents=True, exist_ok=True)
+        (ws / "warm_start" / "summary.json").write_text(json.dumps({"adapter": "a"}))
+        return ws
+
+    def train(args, ws, s, arm, artifacts):
+        if stop_at["n"] is not None and len(trained) == stop_at["n"]:
+            raise KeyboardInterrupt  # Ctrl-C while this arm trains
+        trained.append((s, arm))
+        return "a"
+
+    monkeypatch.setattr("propel.engines.factory.make_engine", lambda *a, **k: None)
+    monkeypatch.setattr(exp, "prepare", prepare)
+    rows = _rows(exp, {"warm": 0.0}, [(0, 1)])
+    monkeypatch.setattr(exp, "evaluate", lambda args, policy, adapter, solver: [{**r, "policy": policy} for r in rows])
+    monkeypatch.setattr(exp, "reward_artifacts", lambda ws, s, args: {"x": "y"})
+    monkeypatch.setattr(exp, "train", train)
+    out, n = tmp_path / "results", len(exp.ARMS)
+    argv = ["--workdir", str(tmp_path / "work"), "--out", str(out), "--max-units", "2"]
+    stop_at["n"] = n + 3  # unit 1 whole, unit 2's first three arms
+    with pytest.raises(KeyboardInterrupt):
+        exp.main(argv)
+    partial = {exp.unit_policy(0, 2, arm) for arm in exp.ARMS[:3]}
+    assert partial <= {r["policy"] for r in exp.read_rows(out / "rows.csv")}
+    for session in (1, 2):  # stopped again at once, then run to the end: the three arms are never trained again
+        (tmp_path / "work").rename(tmp_path / f"lost{session}")
+        trained.clear()
+        stop_at["n"] = 0 if session == 1 else None
+        if session == 1:
+            with pytest.raises(KeyboardInterrupt):
+                exp.main(argv)
+            assert partial <= {r["policy"] for r in exp.read_rows(out / "rows.csv")}
+        else:
+            assert exp.main(argv)["analysis"]["units"] == [[0, 1], [0, 2]]
+            assert trained == [(2, arm) for arm in exp.ARMS[3:]]
