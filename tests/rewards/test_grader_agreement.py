@@ -1,5 +1,7 @@
 """The value grader agrees with the pytest grader test by test on the 164 canonical HumanEval solutions and on 164
-wrong ones (one-operator or one-constant mutations of each)."""
+wrong ones (one-operator or one-constant mutations of each), and on both graders every canonical solution passes
+every test, visible and hidden, with no hack flag (no false positive). One sweep serves both checks: each grades the
+same 328 programs, and grading them once per grader is the suite's second-longest test."""
 
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ def test_value_and_pytest_graders_agree_test_by_test():
                     artifacts={"files": {"solution.py": code}},
                 )
             )
-    outcomes, status = {}, {}
+    outcomes, status, references = {}, {}, {}
     with LocalSandbox(max_workers=2) as sandbox:
         for grader in GRADERS:
             copies = [Sample(prompt="", completion="", context=s.context, artifacts=s.artifacts) for s in samples]
@@ -67,6 +69,11 @@ def test_value_and_pytest_graders_agree_test_by_test():
             )(copies)
             outcomes[grader] = [{t: o == "passed" for t, o in c.info["test_suite"]["tests"].items()} for c in copies]
             status[grader] = [c.info["test_suite"]["status"] for c in copies]
+            references[grader] = [(c.context.id, c.info["test_suite"]) for c in copies[0::2]]
+    for grader, infos in references.items():  # no false positive: every reference passes everything, unflagged
+        bad = [(i, info) for i, info in infos if info["pass_rate"] != 1.0 or info["visible_pass_rate"] != 1.0]
+        bad += [(i, info) for i, info in infos if info["flags"] or not info["landlock"] > 0]
+        assert len(infos) == 164 and not bad, (grader, bad[:3])
     hung = [i for i, st in enumerate(status["pytest"]) if st == "timeout"]
     assert len(hung) <= 2 and all(i % 2 == 1 for i in hung), [samples[i].context.id for i in hung]
     assert all(not all(outcomes["value"][i].values()) for i in hung)

