@@ -161,6 +161,9 @@ def test_a_metric_not_logged_at_a_step_is_skipped_and_so_is_a_batch_without_a_st
     assert not comparison["target_fell_more"]
     md = (tmp_path / "summary.md").read_text()
     assert "did not fall more than the control's" in md and "`train/nan` 1" in md
+    assert "`train/odd` rose by 2 and `train/every` rose by 4 (first window to last)" in md  # no "fell by -2"
+    line = summary.comparison_line({"target_fell_by": 0.5, "control_fell_by": 0.0, "target_fell_more": True})
+    assert line.startswith("`train/odd` fell by 0.5 and `train/every` did not move (first window to last)")
     assert "different steps" in md  # train/odd's windows are not train/every's
 
 

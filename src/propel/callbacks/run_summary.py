@@ -41,6 +41,13 @@ def _same_value_object(a, b) -> bool:
     )
 
 
+def _moved(fell_by: float) -> str:
+    """A fall in words a reader cannot misread next to the table's signed delta: "fell by 0.1", "rose by 0.2"."""
+    if fell_by == 0:
+        return "did not move"
+    return f"{'fell' if fell_by > 0 else 'rose'} by {abs(fell_by):.3g}"
+
+
 class RunSummary(pl.Callback):
     """After every optimizer step, record the value of each of ``metrics`` (names as logged: ``train/loss``,
     ``train/distill/divergence``, ...) that the step logged; at the end of fitting write into ``dirpath``, from rank
@@ -179,10 +186,10 @@ class RunSummary(pl.Callback):
             missing = [n for n in (self.target, self.control) if not self.history.get(n)]
             return f"No comparison of `{self.target}` with `{self.control}`: {', '.join(missing)} never recorded."
         verdict = "fell more than" if comparison["target_fell_more"] else "did not fall more than"
+        target, control = (_moved(comparison[k]) for k in ("target_fell_by", "control_fell_by"))
         return (
-            f"`{self.target}` fell by {comparison['target_fell_by']:+.3g} (first window to last), "
-            f"`{self.control}` by {comparison['control_fell_by']:+.3g}: the targeted divergence {verdict} the "
-            "control's."
+            f"`{self.target}` {target} and `{self.control}` {control} (first window to last): the targeted divergence "
+            f"{verdict} the control's."
         )
 
     def markdown(self, module: str, global_step: int, max_steps: int | None, rows: list[dict], line: str | None) -> str:
