@@ -1,6 +1,8 @@
 """Callbacks that end their own process in the middle of a training step: ``KillMidStep`` SIGKILLs it (after the
 rollouts and the backward pass, before the optimizer step), how a preempted or OOM-killed job ends with no chance to
-save anything; ``SignalMidStep`` sends it a stop signal (Ctrl-C's SIGINT, SIGTERM), which it may handle."""
+save anything; ``SignalMidStep`` sends it a stop signal (Ctrl-C's SIGINT, SIGTERM), which it may handle.
+``default_sigint`` is the ``preexec_fn`` that gives a child Ctrl-C's default action, whatever the suite was started
+from."""
 
 from __future__ import annotations
 
@@ -45,3 +47,10 @@ class SignalAfterBatch(Callback):
         if batch_idx == self.after_batch and not os.path.exists(self.marker):
             open(self.marker, "w").close()
             os.kill(os.getpid(), getattr(signal, self.signum))
+
+
+def default_sigint() -> None:
+    """In a child, before it runs: Ctrl-C's default action. A suite started as a background job of a non-interactive
+    shell (``make test &``, ``nohup``) hands its children SIGINT ignored, and propel leaves an ignored SIGINT ignored
+    (``tests/cli/test_stop_resume.py``), so a SIGINT the child sends itself would do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

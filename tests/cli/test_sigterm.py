@@ -18,6 +18,7 @@ import yaml
 from propel.cli.main import EXIT_SIGTERM
 from propel.domains import MathExpressionDomain
 from propel.testing.plain_configs import read_config_files
+from tests.cli.kill_switch import default_sigint
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent  # kill_switch, on the subprocesses' PYTHONPATH
@@ -122,7 +123,9 @@ def test_ctrl_c_mid_evaluation_counts_the_tasks_on_disk_and_names_the_evaluation
     cmd = [sys.executable, "-m", "propel.cli", "test", "-c", "configs/math/eval.yaml"]
     cmd += ["-c", str(tmp_path / "overlay.yaml")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-    stopped = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    stopped = subprocess.run(
+        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, preexec_fn=default_sigint
+    )
     returncode, err = stopped.returncode, stopped.stderr
     assert (tmp_path / "signalled").exists() and returncode == 130, err[-3000:]
     rows = sum(len(pd.read_parquet(p)) for p in out.glob("part-*.parquet"))

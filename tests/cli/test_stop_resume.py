@@ -20,6 +20,7 @@ from safetensors.torch import load_file
 from propel.cli import main
 from propel.cli.resume import CONFIG_KEY, changes, plan
 from propel.errors import ConfigError
+from tests.cli.kill_switch import default_sigint
 from tests.cli.test_cli_grpo import probe_artifact
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,12 +89,6 @@ def straight(tmp_path_factory, tiny_model_dir, artifact):
     return args, root
 
 
-def _default_sigint() -> None:
-    """In the child, before it runs: Ctrl-C's default action. A suite started as a background job of a
-    non-interactive shell hands its children SIGINT ignored, and propel leaves an ignored SIGINT ignored."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
 def test_a_stop_in_step_2_writes_step_1_and_the_same_command_resumes_to_the_uninterrupted_adapter(
     stop, straight, tmp_path, tiny_model_dir, artifact, capsys, monkeypatch
@@ -108,7 +103,7 @@ def test_a_stop_in_step_2_writes_step_1_and_the_same_command_resumes_to_the_unin
     env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
     cmd = [sys.executable, "-m", "propel.cli", *args]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, preexec_fn=_default_sigint)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, preexec_fn=default_sigint)
     assert marker.exists(), proc.stderr[-3000:]
     assert proc.returncode == 128 + getattr(signal, stop), proc.stderr[-3000:]
     last = root / "checkpoints" / "last.ckpt"
