@@ -26,6 +26,8 @@ docs: setup
 wheel: setup
 	.venv/bin/pip wheel --no-deps --no-build-isolation -w dist .
 
+# Half size: 16-18 min of stages, 3.8 GB (docs/experiments/demo_2026-12-07: 16:07 and 18:02 wall, 3,821,712 and
+# 3,822,624 KB; on another CPU from a fresh clone, setup and the model's conversion included, 19:43 and 3,796,716 KB)
 demo: setup
 	bash scripts/demo.sh
 
@@ -45,7 +47,8 @@ AGENT_LOW_MEMORY := --model.init_args.micro_batch_size=1 --model.init_args.gradi
 # Multi-turn GRPO on agent episodes (ToolEnv in a local sandbox), 3 steps -> runs/agent/ (summary.md, .json, .png:
 # reward, solved rate, turns, tool errors, first steps vs last; propel.callbacks.run_summary)
 # Measured with these flags (`/usr/bin/time -v make demo-agent`, 2026-12-06, 2 idle cores, two runs): 4:22 and 7:09
-# wall, peak RSS 1.9 GiB (2,018,256 and 2,016,248 KiB), against 8.7 GB before the low-memory flags.
+# wall, peak RSS 1.9 GiB (2,018,256 and 2,016,248 KiB), against 8.7 GB before the low-memory flags; on another CPU
+# (AMD EPYC, a fresh clone, 2026-12-07, idle): 6:19 and 2,014,728 KiB.
 demo-agent: setup
 	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/grpo.yaml \
 		--trainer.max_steps=3 $(AGENT_LOW_MEMORY)
@@ -53,14 +56,15 @@ demo-agent: setup
 # Job 2: GRPO on HumanEval with the test-suite reward and its hack detectors, 3 steps -> runs/code/. Each layer is
 # recomputed in backward (configs/code/testsuite.yaml) under glibc's lowest-memory mode: 4:31 wall, peak RSS 2.4 GiB
 # (2,517,880 KiB) on 2 idle cores (`/usr/bin/time -v`, 2026-12-06, one run), against 2:57 and 6.5 GiB (6,865,300 KiB)
-# without either.
+# without either; on another CPU (AMD EPYC, a fresh clone, 2026-12-07, idle): 6:15 and 2,539,472 KiB.
 demo-testsuite: setup
 	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/code/testsuite.yaml --trainer.max_steps=3
 
 # GRPO on IT-ticket triage with six logged rewards (format, resolution, grounding, calibration, parsimony,
 # repetition), 3 steps -> runs/triage/ (reward curves + reward_windows.md)
 # Under glibc's lowest-memory mode: 2.0 GiB peak RSS in 6.3 and 5.0 min (2,142,712 and 2,133,612 KiB; the second on 2
-# idle cores, 2026-12-06); 4.5 GB in 3.2 min without it (propel/host_memory.py)
+# idle cores, 2026-12-06); 6.9 min and 2,154,508 KiB on another CPU (AMD EPYC, a fresh clone, 2026-12-07, idle); 4.5
+# GB in 3.2 min without it (propel/host_memory.py)
 demo-triage: setup
 	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/triage/grpo.yaml --trainer.max_steps=3 \
 		--model.init_args.group_size=4 --model.init_args.max_new_tokens=128
@@ -68,14 +72,16 @@ demo-triage: setup
 # Job 3: turn-targeted KL distillation on the bundled model's agent episodes, 3 steps -> runs/distill/ (summary.md,
 # .json, .png: the divergence against the control's, the drift, first steps vs last)
 # Measured (`/usr/bin/time -v make demo-distill`, 2026-12-06, 2 idle cores, two runs): 4:23 and 3:09 wall, peak RSS
-# 1.8 GiB (1,885,056 and 1,885,288 KiB); an earlier run on cores taken by an experiment peaked the same (1,885,160 KiB).
+# 1.8 GiB (1,885,056 and 1,885,288 KiB); an earlier run on cores taken by an experiment peaked the same (1,885,160 KiB);
+# on another CPU (AMD EPYC, a fresh clone, 2026-12-07, idle): 4:32 and 1,881,012 KiB.
 demo-distill: setup
 	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/distill.yaml \
 		--trainer.max_steps=3 $(AGENT_LOW_MEMORY)
 
 # Job 3 with RL: multi-turn GRPO plus the turn-targeted KL term in one update, 3 steps -> runs/grpo_distill/ (the
 # same low-memory settings; summary.md, .json, .png: reward, solved rate, divergence against the control). Measured
-# (`/usr/bin/time -v`, 2026-12-06, 2 idle cores, one run): 4:43 wall, peak RSS 1.8 GiB (1,877,924 KiB)
+# (`/usr/bin/time -v`, 2026-12-06, 2 idle cores, one run): 4:43 wall, peak RSS 1.8 GiB (1,877,924 KiB); on another CPU
+# (AMD EPYC, a fresh clone, 2026-12-07, idle): 7:11 and 1,883,568 KiB: episodes run longer or shorter as sampling goes
 demo-grpo-distill: setup
 	MALLOC_MMAP_THRESHOLD_=131072 WANDB_MODE=offline .venv/bin/propel fit -c configs/grpo/base.yaml -c configs/agent/grpo_distill.yaml \
 		--trainer.max_steps=3 $(AGENT_LOW_MEMORY)
