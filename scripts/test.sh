@@ -29,6 +29,9 @@ echo "== stage 1: ruff + main suite"
 # (2026-11-29, one full run of each); 1468 s after the seeded-policy smoke was cut to 2 steps (2026-11-29, 23:20). The
 # files' order needs no tuning: from that run's JUnit times the two workers end 42 s apart, and longest-first would
 # save those 42 s at most (2835 s of test time, 1417 s for two workers at best).
+# Two workers keep the cores busy: on tests/distributed + cli + sandbox (285 tests, an idle machine, 2026-12-07, one
+# run each) 484 s with the cores 91% busy, 469 s and 97% with three workers, so a third would buy 3% for the memory of
+# another worker; the suite's time goes down only with less work in it.
 # Each stage ends with where its time went (scripts/test_times.py: the slowest files and tests) and how busy the
 # cores were: the numbers to read when the suite grows past a fresh machine's 40-minute budget.
 cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
