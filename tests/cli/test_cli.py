@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +24,19 @@ def test_help_lists_subcommands():
     for sub in ("fit", "validate", "test", "predict", "probe", "pipeline"):
         assert f"\n  {sub} " in out.stdout, out.stdout
     assert _run("--version").stdout.startswith("propel 0.")
+
+
+def test_pipeline_help_names_the_demos_stages_in_its_order_and_no_step_count(capsys):
+    """``propel pipeline --help`` said the demo's arms take "12 more steps" after the demo's arms became 6: the
+    description names the stages in ``configs/demo.yaml``'s order and leaves the numbers to the config."""
+    import yaml
+
+    code, out, _ = _main(capsys, "pipeline", "--help")
+    text = " ".join(out.split())
+    stages = yaml.safe_load(Path("configs/demo.yaml").read_text())["stages"]
+    where = [text.find(f"{stage} (") if stage != "evaluate" else text.find("evaluate;") for stage in stages]
+    assert code == 0 and -1 not in where and where == sorted(where), (stages, where)
+    assert not re.search(r"\d+ (more )?steps", text), text
 
 
 def test_unknown_subcommand_suggests_the_close_one(capsys):

@@ -80,10 +80,10 @@ def main(args: list[str]) -> None:
         description="Run the PROPEL stages a config lists, in its order, skipping finished ones and resuming one cut "
         "short, then write the report. The demo (`propel pipeline -c configs/demo.yaml`) runs warm_start (GRPO "
         "against the validity gate alone), label (its tasks, by the solver), probe (sweep, selection, the rivals), "
-        "grpo (12 more steps against the probe stage's reward), gate_arm (12 more against the gate alone, for "
-        "comparison), evaluate; without a stages key a config runs label, probe, grpo, evaluate. "
-        "adversarial probe co-evolution (aux_pool, aux_probe, constrained, auxiliary, arms) after them: "
-        "`propel pipeline -c configs/coevolution.yaml`.",
+        "grpo (more steps, against the probe stage's reward), gate_arm (as many more against the gate alone, for "
+        "comparison), evaluate; without a stages key a config runs label, probe, grpo, evaluate. Adversarial probe "
+        "co-evolution adds aux_pool, aux_probe, constrained, auxiliary and arms after them: "
+        "`propel pipeline -c configs/coevolution.yaml`. Steps and sizes are the config's (`--print_config`).",
     )
     parser.add_argument(
         "-c",
