@@ -37,11 +37,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = [1, 2, 3, 4, 5]
 STAGES = ["warm_start", "label", "probe", "grpo", "gate_arm", "evaluate"]
-CONTRASTS = {  # name -> the evaluation summary's key and metric
-    "trained - gate arm (primary)": ("lift_vs_gate_arm", "exact_utility"),
-    "trained - warm start": ("lift_vs_warm_start", "exact_utility"),
-    "trained - base": ("lift", "exact_utility"),
+CONTRASTS = {  # name -> the evaluation summary's strict-yield change (its estimate and the seed's own interval)
+    "trained - gate arm (primary)": "lift_vs_gate_arm",
+    "trained - warm start": "lift_vs_warm_start",
+    "trained - base": "lift",
 }
+DIFFERENCES = {"gate arm - warm start": ("gate_arm", "warm_start")}  # the evaluation compares these two nowhere
+POLICIES = ("base", "warm_start", "gate_arm", "trained")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -78,10 +80,12 @@ def seed_row(folder: Path) -> dict:
     ev = json.loads((folder / "evaluate_summary.json").read_text())
     probe = json.loads((folder / "probe_summary.json").read_text())
     row = {"seed": int(folder.name.removeprefix("seed")), "reward": probe.get("reward")}
-    for name, (key, metric) in CONTRASTS.items():
-        c = ev[key][metric]
+    for name, key in CONTRASTS.items():
+        c = ev[key]["exact_utility"]
         row[name] = {"estimate": c["estimate"], "low": c["low"], "high": c["high"]}
-    for policy in ("base", "warm_start", "gate_arm", "trained"):
+    for name, (a, b) in DIFFERENCES.items():  # a point estimate only
+        row[name] = {"estimate": ev[a]["exact_utility"] - ev[b]["exact_utility"], "low": None, "high": None}
+    for policy in POLICIES:
         row[policy] = {k: ev[policy][k] for k in ("exact_utility", "valid_rate", "valid_rate_lenient")}
     return row
 
@@ -91,7 +95,7 @@ def analyse(rows: list[dict]) -> dict:
     from propel.metrics.intervals import t_interval
 
     out = {}
-    for name in CONTRASTS:
+    for name in [*CONTRASTS, *DIFFERENCES]:
         values = [r[name]["estimate"] for r in rows]
         ci = t_interval(values) if len(values) >= 2 else None
         decision = "too few seeds"
@@ -107,8 +111,10 @@ def analyse(rows: list[dict]) -> dict:
     return out
 
 
-def collect(out: Path) -> list[dict]:
-    return [seed_row(f) for f in sorted(out.glob("seed*")) if (f / "evaluate_summary.json").exists()]
+def results(out: Path) -> dict:
+    """The kept seeds' rows and their analysis: what summary.json holds beside its date and commit."""
+    rows = [seed_row(f) for f in sorted(out.glob("seed*")) if (f / "evaluate_summary.json").exists()]
+    return {"rows": rows, "analysis": analyse(rows)}
 
 
 def report(summary: dict, planned: int) -> str:
@@ -128,7 +134,7 @@ def report(summary: dict, planned: int) -> str:
     ]
     for r in rows:
         c = r["trained - gate arm (primary)"]
-        ys = " | ".join(f"{r[p]['exact_utility']:.3f}" for p in ("base", "warm_start", "gate_arm", "trained"))
+        ys = " | ".join(f"{r[p]['exact_utility']:.3f}" for p in POLICIES)
         lines.append(
             f"| {r['seed']} | {r['reward']} | {ys} | {c['estimate']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}] |"
         )
@@ -142,9 +148,7 @@ def report(summary: dict, planned: int) -> str:
 
 def save(out: Path, planned: int) -> dict:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
-    rows = collect(out)
-    summary = {"date": time.strftime("%Y-%m-%d"), "commit": commit.stdout.strip(), "rows": rows}
-    summary["analysis"] = analyse(rows)
+    summary = {"date": time.strftime("%Y-%m-%d"), "commit": commit.stdout.strip(), **results(out)}
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     (out / "report.md").write_text(report(summary, planned))
@@ -156,9 +160,7 @@ def main(argv=None) -> dict:
     if args.from_out:
         out = Path(args.from_out)
         kept = json.loads((out / "summary.json").read_text())
-        again = {**kept, "rows": collect(out)}
-        again["analysis"] = analyse(again["rows"])
-        if json.loads(json.dumps(again)) != kept:
+        if json.loads(json.dumps({**kept, **results(out)})) != kept:
             raise SystemExit(f"{out}: the kept summaries do not reproduce summary.json")
         print(f"{out}: every number of summary.json reproduced")
         return kept

@@ -53,6 +53,9 @@ def test_seeds_run_once_resume_from_out_and_the_report_recomputes(experiment_mod
     primary = summary["analysis"]["trained - gate arm (primary)"]
     assert primary["per_seed"] == [planted[s] for s in (1, 2, 3, 4, 5)] and primary["mean"] == pytest.approx(0.05)
     assert primary["t95"][0] > 0 and primary["decision"] == "shows a gain"
+    ev = json.loads((DEMO / "evaluate_summary.json").read_text())
+    gate_warm = ev["gate_arm"]["exact_utility"] - ev["warm_start"]["exact_utility"]  # not planted: the same each seed
+    assert summary["analysis"]["gate arm - warm start"]["per_seed"] == [pytest.approx(gate_warm)] * 5
     assert summary["rows"][0]["reward"] == json.loads((DEMO / "probe_summary.json").read_text())["reward"]
     text = (out / "report.md").read_text()
     assert text.startswith("# The half-size demo over seeds: trained minus gate arm +0.050 [") and "PARTIAL" not in text
