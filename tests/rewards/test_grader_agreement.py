@@ -64,12 +64,13 @@ def test_value_and_pytest_graders_agree_test_by_test():
     with LocalSandbox(max_workers=2) as sandbox:
         for grader in GRADERS:
             copies = [Sample(prompt="", completion="", context=s.context, artifacts=s.artifacts) for s in samples]
-            TestSuiteReward(
+            rewards = TestSuiteReward(
                 sandbox=sandbox, grader=grader, allow_in_process_verdict=True, timeout_s=5.0, batch_size=16, seed=0
             )(copies)
             outcomes[grader] = [{t: o == "passed" for t, o in c.info["test_suite"]["tests"].items()} for c in copies]
             status[grader] = [c.info["test_suite"]["status"] for c in copies]
             references[grader] = [(c.context.id, c.info["test_suite"]) for c in copies[0::2]]
+            assert float(rewards[0::2].min()) == 1.0, grader  # every reference earns the full reward
     for grader, infos in references.items():  # no false positive: every reference passes everything, unflagged
         bad = [(i, info) for i, info in infos if info["pass_rate"] != 1.0 or info["visible_pass_rate"] != 1.0]
         bad += [(i, info) for i, info in infos if info["flags"] or not info["landlock"] > 0]
