@@ -60,6 +60,7 @@ start 0 prepared again on 2026-12-07 (another CPU: AVX-512) gave both (largest y
     python experiments/propel_decisive/run.py --workdir runs/experiments/propel_decisive \\
         --out experiments/propel_decisive/results                  # resumes: finished runs are skipped
     python experiments/propel_decisive/run.py --from-rows experiments/propel_decisive/results/rows.csv
+                                                              # checks every number; writes report.md from them
 """
 
 from __future__ import annotations
@@ -381,6 +382,32 @@ def _detectable(sd, n) -> float | None:
     return float((t.ppf(0.975, n - 1) + t.ppf(0.8, n - 1)) * sd / math.sqrt(n))
 
 
+def unit_table(a: dict) -> list[str]:
+    """Each complete unit's strict yields (a policy per row) and paired differences (a contrast per row), the table
+    the experiment's README shows."""
+    units = [tuple(u) for u in a["units"]]
+    if not units:
+        return []
+    cols = " | ".join(f"ws{w} s{s}" for w, s in units)
+    lines = ["## Per unit (strict yield; a unit is a warm start and a context stream)", "",
+             f"| policy | {cols} |", "|---|" + "---|" * len(units)]  # fmt: skip
+
+    def yields(arm):
+        return [a["policies"].get(unit_policy(w, s, arm), {}).get("strict_yield") for w, s in units]
+
+    for arm in ("warm", *ARMS):
+        cells = " | ".join("-" if y is None else f"{y:.4f}" for y in yields(arm))
+        lines.append(f"| {'warm start' if arm == 'warm' else arm} | {cells} |")
+    lines += ["", f"| contrast | {cols} | mean, 95% t over units |", "|---|" + "---|" * (len(units) + 1)]
+    for name, c in a["contrasts"].items():
+        t = f" [{c['t95'][0]:+.3f}, {c['t95'][1]:+.3f}]" if c["t95"] else ""
+        diffs = iter(c["per_unit"])  # one per unit holding both policies, in the units' order
+        both = [x is not None and y is not None for x, y in zip(*map(yields, name.split("-")), strict=True)]
+        cells = " | ".join(f"{next(diffs):+.4f}" if ok else "-" for ok in both)
+        lines.append(f"| {name}{' (primary)' if name == '-'.join(PRIMARY) else ''} | {cells} | {c['mean']:+.4f}{t} |")
+    return lines
+
+
 def report(summary: dict) -> str:
     a = summary["analysis"]
     primary = a["contrasts"].get("-".join(PRIMARY))
@@ -402,6 +429,7 @@ def report(summary: dict) -> str:
         sd = "n/a" if c["unit_sd"] is None else f"{c['unit_sd']:.4f}"
         det = "n/a" if c["detectable_80"] is None else f"{c['detectable_80']:.4f}"
         lines.append(f"| {name} | {c['units']} | {c['mean']:+.4f} | {t} | {b} | {sd} | {det} | {c['decision']} |")
+    lines += ["", *unit_table(a)]
     lines += ["", "## Per policy", "", "| policy | strict yield | lenient yield | strict valid | lenient valid | "
               "degenerate | top topic |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     for name, p in a["policies"].items():
@@ -454,6 +482,7 @@ def reanalyse(path: Path) -> dict:
     if json.dumps(analysis, sort_keys=True) != json.dumps(summary["analysis"], sort_keys=True):
         raise SystemExit(f"the rows in {path} do not reproduce {path.parent / 'summary.json'}")
     print(f"{path}: every number of summary.json reproduced")
+    (path.parent / "report.md").write_text(report(summary))  # the report of the verified summary, in today's layout
     return analysis
 
 

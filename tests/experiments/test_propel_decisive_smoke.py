@@ -56,8 +56,18 @@ def test_the_analysis_is_reproduced_from_its_rows(experiment_module, tmp_path):
     assert json.dumps(exp.reanalyse(tmp_path / "rows.csv"), sort_keys=True) == json.dumps(
         summary["analysis"], sort_keys=True
     )
-    text = exp.report(summary)
+    text = (tmp_path / "report.md").read_text()  # written from the verified summary
+    assert text == exp.report(summary)
     assert "PARTIAL: the pre-registered design has 10 units" in text and "| propel-zero_fit | 2 |" in text
+    primary = summary["analysis"]["contrasts"]["propel-zero_fit"]
+    cells = " | ".join(f"{d:+.4f}" for d in primary["per_unit"])
+    assert "| policy | ws0 s1 | ws0 s2 |" in text and f"| propel-zero_fit (primary) | {cells} | " in text
+    # an arm missing from a unit (a run with --arms): a dash in its cells, the other unit's difference in place
+    analysis = exp.analyse([r for r in rows if r["policy"] != "ws0-s1-text"], units)
+    table = "\n".join(exp.unit_table(analysis))
+    (d,) = analysis["contrasts"]["propel-text"]["per_unit"]
+    y = analysis["policies"]["ws0-s2-text"]["strict_yield"]
+    assert f"| text | - | {y:.4f} |" in table and f"| propel-text | - | {d:+.4f} |" in table
 
 
 def test_each_warm_start_is_the_demos_pipeline_with_its_own_seed(experiment_module, tmp_path):
