@@ -118,10 +118,20 @@ def _record_stage_objects(monkeypatch) -> list[tuple[str, weakref.ref]]:
     return alive
 
 
-def test_pipeline_runs_every_stage_and_writes_the_report(toy_config, monkeypatch):
-    cfg = toy_config
-    alive = _record_stage_objects(monkeypatch)
-    summaries = run_pipeline(cfg)
+@pytest.fixture(scope="module")
+def finished_toy_run(tmp_path_factory, tiny_model_dir):
+    """The toy pipeline, run once for the tests that read a finished run (its config, what each stage returned, and
+    weak references to the Lightning objects each stage built). A test that adds to the run's folder (the ablations'
+    arms) adds beside the stages the others read; none changes them."""
+    with pytest.MonkeyPatch.context() as mp:
+        cfg = _toy_config(tmp_path_factory.mktemp("toy"), tiny_model_dir, mp)
+        alive = _record_stage_objects(mp)
+        summaries = run_pipeline(cfg)
+    return cfg, summaries, alive
+
+
+def test_pipeline_runs_every_stage_and_writes_the_report(finished_toy_run):
+    cfg, summaries, alive = finished_toy_run
     root = cfg.root
     assert set(summaries) == {"label", "probe", "grpo", "evaluate"}
     for stage in ("label", "probe", "grpo", "evaluate"):
@@ -331,7 +341,7 @@ def test_a_setting_added_by_an_upgrade_at_its_default_still_resumes(toy_config):
     assert changed_settings(cfg, "grpo") == ["model.init_args.max_staleness: None -> 2"]
 
 
-def test_propel_vs_its_ablations_trains_and_evaluates_each_arm_on_a_finished_run(toy_config, capsys):
+def test_propel_vs_its_ablations_trains_and_evaluates_each_arm_on_a_finished_run(finished_toy_run, monkeypatch, capsys):
     """``experiments/propel_vs_sil/run.py`` on the toy run: the SIL arm and the validity-gate-alone arm each train one
     step
     from the run's GRPO config with only the reward swapped, are evaluated like the trained policy, and land in the
@@ -346,8 +356,8 @@ def test_propel_vs_its_ablations_trains_and_evaluates_each_arm_on_a_finished_run
     )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    run_pipeline(toy_config)
-    root = toy_config.root
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    root = finished_toy_run[0].root
     assert bench.max_time(3725.2) == "00:01:02:06" and bench.max_time(90000) == "01:01:00:00"
     rows = bench.main(["--workdir", str(root), "--max-steps", "1", "--sil-equal-time"])
     assert set(rows) == {"base", "PROPEL", "SIL", "validity gate alone"}
