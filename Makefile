@@ -187,7 +187,7 @@ exp-propel-warm: setup
 	.venv/bin/python experiments/propel_arms/run.py --workdir runs/experiments/propel_arms_warm \
 		--out docs/experiments/propel_arms_warm --warm-start-steps 24 --seeds 1 2 3 4 --arms gate propel shuffled oracle
 
-# The half-size demo end to end at seeds 1-5 (pre-registered in experiments/demo_seeds/run.py; about 17 min a seed on
-# 2 idle CPU cores; a finished seed's summaries are kept in experiments/demo_seeds/results and not run again)
+# The half-size demo end to end at seeds 1-5 (pre-registered in experiments/demo_seeds/run.py; about 20 min a seed on
+# 2 CPU cores; a finished seed's summaries are kept in experiments/demo_seeds/results and not run again)
 exp-demo-seeds: setup
 	.venv/bin/python experiments/demo_seeds/run.py --out experiments/demo_seeds/results
