@@ -399,12 +399,15 @@ def unit_table(a: dict) -> list[str]:
         cells = " | ".join("-" if y is None else f"{y:.4f}" for y in yields(arm))
         lines.append(f"| {'warm start' if arm == 'warm' else arm} | {cells} |")
     lines += ["", f"| contrast | {cols} | mean, 95% t over units |", "|---|" + "---|" * (len(units) + 1)]
-    for name, c in a["contrasts"].items():
+    for pair in CONTRASTS:
+        name = "-".join(pair)
+        if (c := a["contrasts"].get(name)) is None:
+            continue
         t = f" [{c['t95'][0]:+.3f}, {c['t95'][1]:+.3f}]" if c["t95"] else ""
         diffs = iter(c["per_unit"])  # one per unit holding both policies, in the units' order
-        both = [x is not None and y is not None for x, y in zip(*map(yields, name.split("-")), strict=True)]
+        both = [x is not None and y is not None for x, y in zip(*map(yields, pair), strict=True)]
         cells = " | ".join(f"{next(diffs):+.4f}" if ok else "-" for ok in both)
-        lines.append(f"| {name}{' (primary)' if name == '-'.join(PRIMARY) else ''} | {cells} | {c['mean']:+.4f}{t} |")
+        lines.append(f"| {name}{' (primary)' if pair == PRIMARY else ''} | {cells} | {c['mean']:+.4f}{t} |")
     return lines
 
 
