@@ -43,6 +43,7 @@ from propel.probes.gate import GateSpec, logit_quantiles
 from propel.probes.plots import plot_reliability
 from propel.probes.pooling import POOLINGS, TRAJECTORY_POOLINGS, check_poolings
 from propel.probes.rivals import fit_rival
+from propel.probes.splits import fold_shortage
 from propel.probes.sweep import (
     BASELINE_ARCH,
     RVPSample,
@@ -185,6 +186,9 @@ class ProbeJob:
         cache = extract_to_cache(extractor, items, model_id=self.reference_model, cache_root=out / "cache", ids=ids)
         features = {key: cache.load(key) for key in cache.keys}
         rows = align_labels(cache.ids, frame)
+        short = fold_shortage(rows.labels.numpy(), rows.groups, split=self.sweep.split, n_folds=self.sweep.n_folds)
+        if short:
+            return self._without_probe(rows, frame, dict(zip(ids, items, strict=True)), short, start)
         rvp_sample = self._rvp_sample(model, tokenizer, extractor) if self.rvp.contexts > 0 else None
         result = run_sweep(
             features, rows, self.sweep, rvp_sample=rvp_sample, out_dir=out / "sweep", cache_key=cache.root.name
@@ -229,12 +233,50 @@ class ProbeJob:
         if contest["reward"] == "probe":
             shutil.copytree(out / PROBE_ARTIFACT, reward_dir)
         else:
-            ranker = fit_rival(contest["reward"], self.domain, tasks, texts, rows.labels.numpy(), self.rivals.seed)
-            scores = ranker.score(tasks if ranker.reads == "task" else texts)
-            ranker.logit_quantiles = logit_quantiles(torch.as_tensor(scores, dtype=torch.float32))
-            ranker.save(reward_dir)
+            self._save_rival(contest["reward"], tasks, texts, rows.labels.numpy(), reward_dir)
         (out / RIVALS_REPORT).write_text(competition_markdown(contest))
         return contest
+
+    def _save_rival(self, kind: str, tasks, texts, labels, folder: Path) -> None:
+        """The rival ``kind`` fitted on these rows as the reward in ``folder``, with its logit quantiles on them
+        (the reward's default floor sits below them, as for a probe)."""
+        ranker = fit_rival(kind, self.domain, tasks, texts, labels, self.rivals.seed)
+        scores = ranker.score(tasks if ranker.reads == "task" else texts)
+        ranker.logit_quantiles = logit_quantiles(torch.as_tensor(scores, dtype=torch.float32))
+        ranker.save(folder)
+
+    def _without_probe(self, rows, frame, item_of: dict, short: str, start: float) -> dict:
+        """Too few labeled rows of a class (or too few groups) to fit and validate a probe: the reward is the
+        domain's zero-fit rule, the one ranker that needs no labels, and the summary says why; a domain that declares
+        no such rule stops here with the reason. No probe artifact is written: none was fitted."""
+        positives = int(rows.labels.sum().item())
+        task_of = dict(zip(frame["id"].astype(str), frame["task"], strict=True))
+        tasks = [Task.from_json(task_of[i]) for i in rows.ids]
+        why = f"{len(rows.ids)} labeled valid tasks, {positives} in the band: {short}"
+        if self.domain.zero_fit_score(tasks[0]) is None:
+            raise ConfigError(f"probe job: no probe can be fitted ({why}), and the {self.domain.name} domain declares "
+                              "no zero-fit rule to rank tasks instead")  # fmt: skip
+        warnings.warn(f"probe job: no probe fitted ({why}); the reward is the domain's zero-fit rule", stacklevel=2)
+        out = self.output_dir
+        shutil.rmtree(out / "artifact", ignore_errors=True)
+        shutil.rmtree(out / PROBE_ARTIFACT, ignore_errors=True)  # a probe from an earlier run is not this pool's
+        texts = [_text(item_of[i]) for i in rows.ids]
+        self._save_rival("zero_fit", tasks, texts, rows.labels.numpy(), out / "artifact")
+        summary = {
+            "rows": len(rows.ids),
+            "positives": positives,
+            "split": self.sweep.split,
+            "n_folds": self.sweep.n_folds,
+            "selected": None,
+            "held_out": None,
+            "artifact": str(out / "artifact"),
+            "seconds": time.monotonic() - start,
+            "rivals": {"skipped": why, "reward": "zero_fit", "unfitted": True},
+            "reward": "zero_fit",
+            "probe_artifact": None,
+        }
+        write_json(out / SUMMARY, summary)
+        return summary
 
     def _utility(self, frame, rows) -> np.ndarray:
         """Each labeled row's utility: its exact band utility where the pool has the solver's exact solve probability
@@ -416,7 +458,8 @@ def main(args: list[str]) -> dict:
         {
             "rows": summary["rows"],
             "positives": summary["positives"],
-            "selected": summary["selected"].get("key"),
+            "selected": (summary["selected"] or {}).get("key", "none: too few labels"),
+            "reward": summary["reward"],
             "artifact": summary["artifact"],
         },
         "probe",

@@ -39,7 +39,7 @@ def _pool_section(s: dict) -> str:
 
 
 def _aux_probe_section(s: dict) -> str:
-    sel = s.get("selected", {})
+    sel = s.get("selected") or {}
     keep = ("key", "arch", "balance", "test_balanced_accuracy", "test_ece", "test_auroc", "rvp_overall")
     return f"Rows: {s.get('rows')}, {s.get('positives')} positive.\n\n" + key_value_table({k: sel.get(k) for k in keep})
 

@@ -4,6 +4,7 @@ computed from the stage summaries (a run that shows nothing says so first, not o
 from __future__ import annotations
 
 from propel.pipeline.config import GATE_ARM, WARM_START
+from propel.pipeline.verdicts import unfitted_reward
 
 STRICT, LENIENT = "exact_utility", "exact_utility_lenient"
 
@@ -93,6 +94,8 @@ def caveats(summaries: dict) -> list[str]:
         out.append(f"**The reward** is `{rivals['reward']}`: held-out best-of-{rivals['k']} lift over a random valid "
                    f"pick, {lifts}{p} ({rivals['rows']} rows, {rivals['positives']} in the band: intervals this "
                    "wide cannot tell most rankers apart).")  # fmt: skip
+    elif rivals.get("unfitted"):
+        out.append(f"**The reward**: no probe was fitted ({rivals['skipped']}); {unfitted_reward(rivals)}.")
     elif rivals.get("skipped"):
         out.append(f"**The reward** is the probe, without rivals: {rivals['skipped']}.")
     ev = summaries.get("evaluate") or {}

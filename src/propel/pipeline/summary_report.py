@@ -18,7 +18,7 @@ from propel.pipeline.report import (
     plot_series,
     write_report,
 )
-from propel.pipeline.verdicts import VERDICTS, evaluate_verdict
+from propel.pipeline.verdicts import VERDICTS, evaluate_verdict, unfitted_reward
 
 
 def _pool_section(s: dict) -> str:
@@ -33,7 +33,10 @@ def _pool_section(s: dict) -> str:
 
 def _probe_section(s: dict, out: Path, cfg: PipelineConfig) -> str:
     cols = ("key", "arch", "balance", "val_balanced_accuracy", "val_ece", "test_balanced_accuracy", "rvp_within")
-    sel, base = s.get("selected", {}), s.get("logistic_baseline") or {}
+    rivals = s.get("rivals") or {}
+    if rivals.get("unfitted"):
+        return f"No probe was fitted ({rivals['skipped']}): {unfitted_reward(rivals)}.\n"
+    sel, base = s.get("selected") or {}, s.get("logistic_baseline") or {}
     rows = [
         {
             "probe": f"selected: {sel.get('key')} {sel.get('arch')} {sel.get('balance')}",

@@ -67,7 +67,15 @@ def held_out_verdict(held: dict) -> str:
 
 
 def probe_verdict(s: dict) -> str:
-    return _probe_verdict(s) + reward_verdict(s.get("rivals"))
+    rivals = s.get("rivals") or {}
+    if rivals.get("unfitted"):
+        return f"no probe was fitted ({rivals['skipped']}): {unfitted_reward(rivals)}."
+    return _probe_verdict(s) + reward_verdict(rivals)
+
+
+def unfitted_reward(rivals: dict) -> str:
+    """The reward of a probe stage that could fit no probe, in words."""
+    return f"the reward GRPO trains on is `{rivals['reward']}`, the domain's rule that fits nothing"
 
 
 def reward_verdict(rivals: dict | None) -> str:

@@ -58,13 +58,37 @@ def _check_folds(n_folds: int, fold: int) -> None:
         raise ValueError(f"fold must be in 0..{n_folds - 1}, got {fold}")
 
 
+def fold_shortage(labels, groups=None, *, split: str, n_folds: int) -> str | None:
+    """Why ``split`` cannot make ``n_folds`` folds of these rows, or None when it can: stratified folds need
+    ``n_folds`` rows of each class, group folds ``n_folds`` distinct groups, a random split 10 rows and 3 of each
+    class (one for each of train, validation and test). Asked before a sweep, so that a pool too small to validate a
+    probe is answered in words, not a traceback."""
+    smallest = int(np.bincount(np.asarray(labels).astype(int), minlength=2).min()) if labels is not None else None
+    if split == "random" and (len(labels) < 10 or smallest < 3):
+        return (
+            f"labels: split=random needs >= 10 rows and >= 3 of each class, got {len(labels)} rows and {smallest} in "
+            "the smaller class; label more tasks"
+        )
+    if split == "stratified_kfold":
+        if smallest < n_folds:
+            return (
+                f"labels: split=stratified_kfold needs >= n_folds={n_folds} rows of each class, the smaller class has "
+                f"{smallest}; lower n_folds or label more tasks"
+            )
+    elif split == "group_kfold" and groups is not None:
+        n_groups = len(np.unique(np.asarray(groups)))
+        if n_groups < n_folds:
+            return f"group: {n_groups} distinct groups cannot fill n_folds={n_folds}; lower n_folds"
+    return None
+
+
 def _group_folds(groups, n_folds: int) -> list[np.ndarray]:
     from sklearn.model_selection import GroupKFold
 
     groups = np.asarray(groups)
-    n_groups = len(np.unique(groups))
-    if n_groups < n_folds:
-        raise ValueError(f"group: {n_groups} distinct groups cannot fill n_folds={n_folds}; lower n_folds")
+    short = fold_shortage(None, groups, split="group_kfold", n_folds=n_folds)
+    if short:
+        raise ValueError(short)
     return [test for _, test in GroupKFold(n_splits=n_folds).split(np.zeros(len(groups)), groups=groups)]
 
 
@@ -72,12 +96,9 @@ def _stratified_folds(labels, n_folds: int, seed: int) -> list[np.ndarray]:
     from sklearn.model_selection import StratifiedKFold
 
     y = np.asarray(labels).astype(int)
-    smallest = np.bincount(y, minlength=2).min()
-    if smallest < n_folds:
-        raise ValueError(
-            f"labels: split=stratified_kfold needs >= n_folds={n_folds} rows of each class, the smaller class has "
-            f"{smallest}; lower n_folds or label more tasks"
-        )
+    short = fold_shortage(y, split="stratified_kfold", n_folds=n_folds)
+    if short:
+        raise ValueError(short)
     splitter = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
     return [test for _, test in splitter.split(np.zeros(len(y)), y)]
 
