@@ -50,8 +50,8 @@ def estimates(path: Path, prompt_tokens: int, checkpointing: bool) -> list[tuple
     engine_kwargs = model.get("engine_kwargs") or {}
     if "generator" in model:  # labeling: two vLLM engines on one GPU, each holding its weights and a KV cache
         batch, solver = data.get("batch_size", 16), model.get("solver") or {}
-        gen_seq = prompt_tokens + model.get("generator_max_new_tokens", 256)
-        sol_seq = prompt_tokens + model.get("generator_max_new_tokens", 256) + solver.get("max_new_tokens", 256)
+        gen_seq = prompt_tokens + model.get("max_new_tokens", 256)
+        sol_seq = prompt_tokens + model.get("max_new_tokens", 256) + solver.get("max_new_tokens", 256)
         gen = estimate_serving_memory(KNOWN[model["generator"]], tokens_in_flight=batch * gen_seq)
         sol = estimate_serving_memory(
             KNOWN[solver["model"]], tokens_in_flight=batch * solver.get("n_trials", 8) * sol_seq, overhead_gib=0.0

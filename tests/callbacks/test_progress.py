@@ -125,7 +125,7 @@ def test_labeling_without_a_terminal_prints_tasks_done_of_the_total(tmp_path, ti
         "--data.init_args.batch_size=2",
         "--model.init_args.solver.n_trials=2",
         "--model.init_args.solver.band=[1,1]",
-        "--model.init_args.generator_max_new_tokens=8",
+        "--model.init_args.max_new_tokens=8",
         "--model.init_args.solver.max_new_tokens=4",
     ]
     proc = _propel(args, tmp_path, out)

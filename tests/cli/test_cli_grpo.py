@@ -218,7 +218,7 @@ def test_propel_test_base_vs_trained(cli_run, tiny_model_dir):
         "--data.init_args.n_tasks=2",
         "--model.init_args.solver.n_trials=2",
         "--model.init_args.solver.band=[1,1]",
-        "--model.init_args.generator_max_new_tokens=8",
+        "--model.init_args.max_new_tokens=8",
         "--model.init_args.solver.max_new_tokens=4",
     ]
     main(["test", *common, f"--model.init_args.output_dir={tmp / 'eval_base'}"])

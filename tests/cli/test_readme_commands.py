@@ -184,7 +184,7 @@ def test_documented_code_commands_run_with_small_overrides(command, tiny_model_d
     if argv[1] == "predict":
         overrides = [
             f"--model.init_args.generator={tiny_model_dir}",
-            "--model.init_args.generator_max_new_tokens=6",
+            "--model.init_args.max_new_tokens=6",
             "--model.init_args.solver.max_new_tokens=4",
             "--model.init_args.solver.n_trials=2",
             "--model.init_args.solver.band=[1,1]",

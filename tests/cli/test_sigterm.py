@@ -37,7 +37,7 @@ def _overlay(tmp_path: Path, model: Path) -> Path:
         "model": {
             "init_args": {
                 "generator": str(model),
-                "generator_max_new_tokens": 8,
+                "max_new_tokens": 8,
                 "solver": {"n_trials": 2, "band": [1, 1], "max_new_tokens": 4},
             }
         },
@@ -112,7 +112,7 @@ def test_ctrl_c_mid_evaluation_counts_the_tasks_on_disk_and_names_the_evaluation
         "model": {
             "init_args": {
                 "generator": str(tiny_model_dir),
-                "generator_max_new_tokens": 8,
+                "max_new_tokens": 8,
                 "output_dir": str(out),
                 "solver": {"n_trials": 2, "band": [1, 1], "max_new_tokens": 4},
             }

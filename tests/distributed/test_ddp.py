@@ -211,7 +211,7 @@ def label_config(out: Path, model_dir: Path, devices: int) -> Path:
             "init_args": {
                 "domain": domain,
                 "generator": str(model_dir),
-                "generator_max_new_tokens": 6,
+                "max_new_tokens": 6,
                 "solver": {"n_trials": 2, "band": [1, 1], "max_new_tokens": 4},
             },
         },

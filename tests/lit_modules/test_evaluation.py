@@ -110,7 +110,7 @@ def _evaluate(model_dir, out, n_tasks, adapter=None, n_trials=4, batch_size=3) -
         adapter=adapter,
         output_dir=str(out),
         solver=SolverSpec(n_trials=n_trials, band=(1, 2), max_new_tokens=5),
-        generator_max_new_tokens=6,
+        max_new_tokens=6,
     )
     trainer = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
     trainer.test(

@@ -51,7 +51,7 @@ def label(model_dir, out, domain, n_tasks=8, batch_size=2, n_trials=2, callbacks
         domain,
         generator=str(model_dir),
         solver=SolverSpec(n_trials=n_trials, band=(1, 1), max_new_tokens=8),
-        generator_max_new_tokens=12,
+        max_new_tokens=12,
         **kw,
     )
     trainer = Trainer(

@@ -72,7 +72,7 @@ def _overrides(workdir, model) -> list[str]:
         "label.model.init_args.solver.n_trials=4",
         "label.model.init_args.solver.band=[1,2]",
         "label.model.init_args.solver.max_new_tokens=8",
-        "label.model.init_args.generator_max_new_tokens=8",
+        "label.model.init_args.max_new_tokens=8",
         "probe.layers=[1,2]",
         "probe.poolings=[last_token]",
         "probe.sweep.archs=[linear]",

@@ -48,7 +48,7 @@ def test_one_token_budget_sampler_and_group_size_reach_every_stage_that_samples(
     )  # fmt: skip
     label, probe, grpo, evaluate = (cfg.configs[k] for k in ("label", "probe", "grpo", "evaluate"))
     for args in (label["model"]["init_args"], evaluate["model"]["init_args"]):
-        assert args["generator_max_new_tokens"] == 32 and args["generator_temperature"] == 0.7
+        assert args["max_new_tokens"] == 32 and args["temperature"] == 0.7
     assert grpo["model"]["init_args"]["max_new_tokens"] == probe["rvp"]["max_new_tokens"] == 32
     assert grpo["model"]["init_args"]["temperature"] == probe["rvp"]["temperature"] == 0.7
     assert grpo["model"]["init_args"]["group_size"] == probe["rvp"]["group_size"] == 3

@@ -184,10 +184,10 @@ def test_pipeline_runs_every_stage_and_writes_the_report(finished_toy_run):
     assert "## Values kept in step across stages" in report and "[links.md](links.md)" in report
     links = (root / "report" / "links.md").read_text()
     for target in (
-        "label.model.init_args.generator_max_new_tokens",
+        "label.model.init_args.max_new_tokens",
         "probe.rvp.max_new_tokens",
         "grpo.model.init_args.max_new_tokens",
-        "evaluate.model.init_args.generator_max_new_tokens",
+        "evaluate.model.init_args.max_new_tokens",
     ):
         assert f"| `run.max_new_tokens` | `{target}` | `8` |" in links
     assert "sweep/sweep_heatmap.png" not in report  # alt texts describe the image, not a path
@@ -287,7 +287,7 @@ def test_stage_configs_are_the_templates_with_the_run_level_values_kept_in_step(
     gate = probe["rvp"]["gate"]
     assert gate["mode"] == "soft_gate" and gate["floor"] == -2.0 and list(gate["soft_clip"]) == [0.1, 0.9]
     assert probe["rvp"]["group_size"] == grpo["model"]["init_args"]["group_size"] == 6
-    assert probe["rvp"]["max_new_tokens"] == label["model"]["init_args"]["generator_max_new_tokens"]
+    assert probe["rvp"]["max_new_tokens"] == label["model"]["init_args"]["max_new_tokens"]
     assert evaluate["model"]["init_args"]["solver"] == label["model"]["init_args"]["solver"]
     trained = cfg.evaluate_config("trained", "x/adapter")
     assert trained["model"]["init_args"]["adapter"] == "x/adapter"

@@ -72,3 +72,17 @@ def test_a_folder_from_before_manifests_is_adopted_with_a_warning(tmp_path):
     write_part(tmp_path, [], rank=0)
     with pytest.warns(UserWarning, match="cannot be checked"):
         assert check_manifest(tmp_path, run_settings(_module(), 1)) is True
+
+
+def test_a_manifest_from_before_the_budget_took_one_spelling_still_matches(tmp_path):
+    """Pools labeled when the labeling module spelled its budget ``generator_max_new_tokens`` (and its temperature
+    ``generator_temperature``) resume under the GRPO module's spelling; a changed value is still refused."""
+    module = _module()
+    module.hparams.update(max_new_tokens=64, temperature=1.0)
+    settings = run_settings(module, 1)
+    old = {("generator_" + k if k in ("max_new_tokens", "temperature") else k): v for k, v in settings.items()}
+    (tmp_path / MANIFEST).write_text(json.dumps(old))
+    assert check_manifest(tmp_path, settings) is False
+    module.hparams["max_new_tokens"] = 32
+    with pytest.raises(ConfigError, match="max_new_tokens: 64 -> 32"):
+        check_manifest(tmp_path, run_settings(module, 1))

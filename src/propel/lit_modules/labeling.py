@@ -48,8 +48,8 @@ class LabelingModule(LightningModule):
             oracle keeps only the tasks it agrees with itself on.
         engine: rollout engine: ``hf`` (in-process ``generate``), ``vllm`` (in-process vLLM) or ``vllm_server``.
         engine_kwargs: engine arguments (``dtype``, ``base_url``, ``launch``, ...).
-        generator_max_new_tokens: token budget of one generated task.
-        generator_temperature: generator sampling temperature (0 = greedy).
+        max_new_tokens: token budget of one generated task.
+        temperature: generator sampling temperature (0 = greedy).
         top_p: generator nucleus sampling.
         dtype: model dtype.
         seed: base seed; each batch is seeded from it and its context ids (reruns give the same generations).
@@ -74,8 +74,8 @@ class LabelingModule(LightningModule):
         oracle: str | None = None,
         engine: str = "hf",
         engine_kwargs: dict[str, Any] | None = None,
-        generator_max_new_tokens: int = 256,
-        generator_temperature: float = 1.0,
+        max_new_tokens: int = 256,
+        temperature: float = 1.0,
         top_p: float = 1.0,
         dtype: str = "float32",
         seed: int = 0,
@@ -199,8 +199,8 @@ class LabelingModule(LightningModule):
         torch.manual_seed(zlib.crc32(f"{hp.seed}:{','.join(c.id for c in batch)}".encode()))
         spec = SamplingSpec(
             n=1,
-            max_new_tokens=hp.generator_max_new_tokens,
-            temperature=hp.generator_temperature,
+            max_new_tokens=hp.max_new_tokens,
+            temperature=hp.temperature,
             top_p=hp.top_p,
             stop=list(self.scorer.stop),
         )

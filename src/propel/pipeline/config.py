@@ -68,9 +68,9 @@ class Sampling:
     takes the template's (``propel.pipeline.links.RUN_VALUES``)."""
 
     max_new_tokens: int | None = None
-    """The token budget of one generated task; null: the label template's ``generator_max_new_tokens``."""
+    """The token budget of one generated task; null: the label template's ``max_new_tokens``."""
     temperature: float | None = None
-    """The generator's sampling temperature; null: the label template's ``generator_temperature``."""
+    """The generator's sampling temperature; null: the label template's ``temperature``."""
     top_p: float | None = None
     """The generator's nucleus (labeling, GRPO, evaluation); null: the label template's ``top_p``."""
     group_size: int | None = None

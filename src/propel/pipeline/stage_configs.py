@@ -238,8 +238,8 @@ def _run_values(cfg: PipelineConfig, label: DictConfig, grpo: DictConfig) -> dic
     seed = cfg.seed if cfg.seed is not None else OmegaConf.select(label, "seed_everything")
     cfg.seed = int(seed) if isinstance(seed, int) and not isinstance(seed, bool) else 0
     s = cfg.sampling
-    s.max_new_tokens = s.max_new_tokens if s.max_new_tokens is not None else template(label, "generator_max_new_tokens")
-    s.temperature = s.temperature if s.temperature is not None else template(label, "generator_temperature")
+    s.max_new_tokens = s.max_new_tokens if s.max_new_tokens is not None else template(label, "max_new_tokens")
+    s.temperature = s.temperature if s.temperature is not None else template(label, "temperature")
     s.top_p = s.top_p if s.top_p is not None else template(label, "top_p")
     s.group_size = s.group_size if s.group_size is not None else template(grpo, "group_size")
     return {

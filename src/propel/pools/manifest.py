@@ -26,14 +26,17 @@ MODULE_KEYS = (
     "adapter",
     "oracle",
     "engine",
-    "generator_max_new_tokens",
-    "generator_temperature",
+    "max_new_tokens",
+    "temperature",
     "top_p",
     "dtype",
     "seed",
 )
 """The labeling/evaluation module's hyperparameters that change its rows (``engine_kwargs`` hold server
 addresses and memory settings: left out)."""
+RENAMED = {"generator_max_new_tokens": "max_new_tokens", "generator_temperature": "temperature"}
+"""Settings an older manifest records under another name (the stages' token budget and temperature took one spelling,
+the GRPO module's): read under the new name, so a pool labeled before the rename resumes."""
 THROUGHPUT = frozenset({"batch_size", "concurrency", "retries", "progress", "num_workers", "verbose", "workers"})
 """Attribute names that never change a row, left out when an object (domain, agent solver) is described."""
 
@@ -109,7 +112,8 @@ def check_manifest(folder: str | Path, settings: dict, what: str = "output folde
     path = folder / MANIFEST
     settings = json.loads(json.dumps(settings, sort_keys=True, default=str))
     if path.exists():
-        old, new = _flat(json.loads(path.read_text())), _flat(settings)
+        recorded = {RENAMED.get(k, k): v for k, v in json.loads(path.read_text()).items()}
+        old, new = _flat(recorded), _flat(settings)
         keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
         changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys]
         if changed:

@@ -177,7 +177,7 @@ def _evaluate(out, tiny_model_dir, tokenizer, sandbox, revert_every: int):
         generator=str(tiny_model_dir),
         output_dir=str(out),
         solver=SolverSpec(n_trials=3, band=(1, 2), max_new_tokens=20_000),
-        generator_max_new_tokens=20_000,
+        max_new_tokens=20_000,
         generator_agent=AgentEpisodes(env, concurrency=2, max_context_tokens=None),
         solver_agent=AgentSolver(env, concurrency=3, max_context_tokens=None),
         sandbox=sandbox,
