@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "propel"
 FLOORS: list[set[str]] = [
     # fleet: routing and cool-down over servers or hosts; host_memory: freed memory back to the system;
     # python_ast: Python source to an AST, safe across threads; records: Prompt, Context, Task, Sample, Turn, TaskSource
-    {"__init__", "errors", "paths", "fleet", "durable", "host_memory", "python_ast", "records"},
+    {"__init__", "errors", "paths", "fleet", "durable", "host_memory", "python_ast", "records", "renamed"},
     {"losses", "metrics", "sandbox", "models", "loggers", "cli"},  # cli: the command, YAML -> objects
     {"engines", "testsuite"},  # testsuite: pytest suites run in the sandbox, hack detectors
     {"domains"},

@@ -341,6 +341,24 @@ def test_a_setting_added_by_an_upgrade_at_its_default_still_resumes(toy_config):
     assert changed_settings(cfg, "grpo") == ["model.init_args.max_staleness: None -> 2"]
 
 
+def test_a_label_folder_from_before_the_budget_took_one_spelling_still_resumes(toy_config):
+    """A label stage folder whose config spells the budget ``generator_max_new_tokens`` (propel before 2026-12-07)
+    shows no change at the same values, and shows the change under today's name when the value moved."""
+    from propel.pipeline.stages import changed_settings, stage_config, write_config
+
+    cfg = toy_config
+    path, config = stage_config(cfg, "label")
+    old = copy.deepcopy(config)
+    args = old["model"]["init_args"]
+    for name in ("max_new_tokens", "temperature"):
+        args[f"generator_{name}"] = args.pop(name)
+    write_config(old, path)
+    assert changed_settings(cfg, "label") == []
+    budget = config["model"]["init_args"]["max_new_tokens"]
+    cfg.configs["label"]["model"]["init_args"]["max_new_tokens"] = budget + 1
+    assert changed_settings(cfg, "label") == [f"model.init_args.max_new_tokens: {budget} -> {budget + 1}"]
+
+
 def test_propel_vs_its_ablations_trains_and_evaluates_each_arm_on_a_finished_run(finished_toy_run, monkeypatch, capsys):
     """``experiments/propel_vs_sil/run.py`` on the toy run: the SIL arm and the validity-gate-alone arm each train one
     step

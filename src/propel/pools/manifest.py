@@ -19,6 +19,7 @@ from typing import Any
 from propel.durable import write_json
 from propel.errors import ConfigError
 from propel.pools.io import pool_parts
+from propel.renamed import renamed_key
 
 MANIFEST = "settings.json"
 MODULE_KEYS = (
@@ -34,9 +35,6 @@ MODULE_KEYS = (
 )
 """The labeling/evaluation module's hyperparameters that change its rows (``engine_kwargs`` hold server
 addresses and memory settings: left out)."""
-RENAMED = {"generator_max_new_tokens": "max_new_tokens", "generator_temperature": "temperature"}
-"""Settings an older manifest records under another name (the stages' token budget and temperature took one spelling,
-the GRPO module's): read under the new name, so a pool labeled before the rename resumes."""
 THROUGHPUT = frozenset({"batch_size", "concurrency", "retries", "progress", "num_workers", "verbose", "workers"})
 """Attribute names that never change a row, left out when an object (domain, agent solver) is described."""
 
@@ -112,7 +110,7 @@ def check_manifest(folder: str | Path, settings: dict, what: str = "output folde
     path = folder / MANIFEST
     settings = json.loads(json.dumps(settings, sort_keys=True, default=str))
     if path.exists():
-        recorded = {RENAMED.get(k, k): v for k, v in json.loads(path.read_text()).items()}
+        recorded = {renamed_key(k): v for k, v in json.loads(path.read_text()).items()}  # an older propel's names
         old, new = _flat(recorded), _flat(settings)
         keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
         changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys]
