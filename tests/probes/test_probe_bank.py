@@ -148,3 +148,23 @@ def test_a_sweep_killed_inside_a_bank_keeps_the_finished_runs_and_resumes_to_the
     pd.testing.assert_frame_equal(
         on_disk.drop(columns="seconds"), fresh.runs.drop(columns="seconds"), check_dtype=False
     )
+
+
+def test_a_sweep_over_several_feature_blocks_is_one_fit_and_equals_a_bank_per_block(monkeypatch):
+    """Every head of every feature block trains under one ``Trainer.fit``; its runs equal those of one bank per
+    block (what the sweep ran before 2026-12-07), since no head depends on its companions."""
+    ids, features, pool = synthetic_probe_data(n=300)
+    assert len(features) > 1
+    rows = align_labels(ids, pool)
+    config = SweepSpec(archs=("linear", "mlp"), seeds=(0, 1), loop=LoopSpec(max_epochs=8), logistic_baseline=False)
+    banks = []
+    real = sweep_module.fit_bank
+    monkeypatch.setattr(
+        sweep_module, "fit_bank", lambda fits, callbacks=(): banks.append(len(fits)) or real(fits, callbacks)
+    )
+    together = run_sweep(features, rows, config, progress=False)
+    assert banks == [len(together.runs)]  # one fit, every run a head of it
+    per_block = [run_sweep({key: x}, rows, config, progress=False).runs for key, x in features.items()]
+    expected = pd.concat(per_block).sort_values(["fold", "key", "balance", "arch", "seed"], ignore_index=True)
+    got = together.runs.sort_values(["fold", "key", "balance", "arch", "seed"], ignore_index=True)
+    pd.testing.assert_frame_equal(got.drop(columns="seconds"), expected.drop(columns="seconds"))

@@ -1,7 +1,7 @@
 """Activation probes: extraction and pooling on a frozen reference, caching, heads, sweep, selection, artifacts.
 
 Light imports only here (no Lightning): ``propel.probes.sweep`` trains its heads as one ``ProbeBank`` under one
-Lightning ``fit`` per feature block (``bank``, ``training``, ``classifier``); ``propel.lit_modules.probe_training``
+Lightning ``fit`` for the whole sweep (``bank``, ``training``, ``classifier``); ``propel.lit_modules.probe_training``
 drives the same objective over a datamodule. ``gate`` is the exact RL reward.
 """
 

@@ -1,7 +1,7 @@
 """Probe sweep: layers x poolings x architectures x balance, several seeds per cell, one results table.
 
-All heads train in this process on cached features (no model reloads): per feature block, every run is a head of
-one ``ProbeBank`` under one ``Trainer.fit`` (``propel.probes.bank``). Each run is appended to ``runs.csv`` the moment
+All heads train in this process on cached features (no model reloads): every run of every feature block is a head
+of one ``ProbeBank`` under one ``Trainer.fit`` (``propel.probes.bank``). Each run is appended to ``runs.csv`` the moment
 its head stops, under one fixed header (``RUN_COLUMNS``); at the end the file is rewritten in the grid's order and
 the per-cell means become ``sweep.csv``.
 A rerun skips finished runs only when ``runs_meta.json`` shows they were made from the same features, labels, RVP
@@ -359,8 +359,8 @@ class _RunWriter(Callback):
     """Turns each head of a bank into its run record the moment the head stops (val/test metrics, calibration, RVP
     under the exact RL reward) and hands it to ``emit``, which appends it to ``runs.csv``."""
 
-    def __init__(self, sweep: _SweepRun, x: Tensor, jobs: list[tuple], fits: list[HeadFit], emit):
-        self.sweep, self.x, self.jobs, self.fits, self.emit = sweep, x, jobs, fits, emit
+    def __init__(self, sweep: _SweepRun, jobs: list[tuple], fits: list[HeadFit], emit):
+        self.sweep, self.jobs, self.fits, self.emit = sweep, jobs, fits, emit
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
         for i in pl_module.finished:
@@ -369,16 +369,17 @@ class _RunWriter(Callback):
             fit = self.fits[i]
             rec = run_metrics(fit, self.sweep.rows, self.sweep.splits[fold], self.sweep.config, seed)
             if self.sweep.rvp_sample is not None:
-                rec["rvp_overall"], rec["rvp_within"] = self.sweep.rvp_sample.score(key, fit.module, pool=self.x)
+                rec["rvp_overall"], rec["rvp_within"] = self.sweep.rvp_sample.score(key, fit.module, pool=fit.x)
             self.emit(_record(job, rec, fit.seconds + time.perf_counter() - start))
 
 
 def _run_jobs(
     sweep: _SweepRun, todo: list[tuple], total: int, records: list[dict], runs_path: Path | None, progress: bool
 ) -> None:
-    """Run the jobs ``todo`` of the sweep's ``total`` (torch's thread count set to the config's meanwhile): per
-    feature block, the logistic baselines, then every head in one ``ProbeBank`` fit. Each run's record is appended to
-    ``records`` and to ``runs_path`` as it finishes, so a killed sweep resumes."""
+    """Run the jobs ``todo`` of the sweep's ``total`` (torch's thread count set to the config's meanwhile): the
+    logistic baselines block by block, then every head of every feature block in one ``ProbeBank`` fit (a head's
+    weights do not depend on the bank it shares). Each run's record is appended to ``records`` and to ``runs_path`` as
+    it finishes, so a killed sweep resumes."""
     import pandas as pd
     from rich.progress import Progress
 
@@ -398,6 +399,7 @@ def _run_jobs(
                 bar.advance(task)
 
             index = torch.as_tensor(rows.rows, dtype=torch.long)
+            heads, fits = [], []
             for key in dict.fromkeys(job[1] for job in todo):
                 x = features[key][index].float()
                 block = [job for job in todo if job[1] == key]
@@ -406,13 +408,12 @@ def _run_jobs(
                     fold, _, balance, _, seed = job
                     rec = _baseline_run(x, rows, sweep.splits[fold], balance, seed)
                     emit(_record(job, rec, time.perf_counter() - start))
-                heads = [job for job in block if job[3] != BASELINE_ARCH]
-                fits = [
-                    head_fit(x, rows, sweep.splits[fold], config, arch, balance, seed)
-                    for fold, _, balance, arch, seed in heads
-                ]
-                if fits:
-                    fit_bank(fits, callbacks=[_RunWriter(sweep, x, heads, fits, emit)])
+                for job in (j for j in block if j[3] != BASELINE_ARCH):
+                    fold, _, balance, arch, seed = job
+                    heads.append(job)
+                    fits.append(head_fit(x, rows, sweep.splits[fold], config, arch, balance, seed))
+            if fits:
+                fit_bank(fits, callbacks=[_RunWriter(sweep, heads, fits, emit)])
     finally:
         torch.set_num_threads(threads)
 
