@@ -12,7 +12,7 @@ import pytest
 from propel.domains import MathExpressionDomain
 from propel.errors import ConfigError
 from propel.jobs.probe_job import PROBE_ARTIFACT, ProbeJob, RVPSpec
-from propel.pipeline.headline import caveats
+from propel.pipeline.headline import caveats, what_ran
 from propel.pipeline.summary_report import _probe_section
 from propel.pipeline.verdicts import probe_verdict
 from propel.pools.io import write_part
@@ -80,6 +80,7 @@ def test_too_few_positives_make_the_zero_fit_rule_the_reward(tmp_path, tiny_mode
     assert words.startswith("no probe was fitted (11 labeled valid tasks, 2 in the band") and "`zero_fit`" in words
     assert "No probe was fitted (11 labeled" in _probe_section(summary, tmp_path, None)  # the report's section
     assert any("no probe was fitted" in line and "`zero_fit`" in line for line in caveats({"probe": summary}))
+    assert "`probe`: no probe fitted (too few labels) on 11 valid tasks" in what_ran({"probe": summary})
 
 
 def test_a_domain_without_a_zero_fit_rule_stops_with_the_reason(tmp_path, tiny_model_dir):

@@ -36,7 +36,9 @@ def what_ran(summaries: dict) -> str:
                          f"({minutes})")  # fmt: skip
         elif name == "probe":
             reward = s.get("reward", "probe")
-            lines.append(f"- `probe`: sweep, selection and the rivals on {s.get('rows')} valid tasks "
+            ran = "no probe fitted (too few labels)" if (s.get("rivals") or {}).get("unfitted") else (
+                "sweep, selection and the rivals")  # fmt: skip
+            lines.append(f"- `probe`: {ran} on {s.get('rows')} valid tasks "
                          f"({s.get('positives')} in the band); reward: `{reward}` ({minutes})")  # fmt: skip
         elif name == "evaluate":
             tasks = next((v.get("tasks") for v in s.values() if isinstance(v, dict) and "tasks" in v), None)
