@@ -16,6 +16,7 @@ from propel.pipeline.headline import caveats, what_ran
 from propel.pipeline.summary_report import _probe_section
 from propel.pipeline.verdicts import probe_verdict
 from propel.pools.io import write_part
+from propel.probes.competition import RivalSpec
 from propel.probes.rivals import RivalRanker, load_ranker
 from propel.probes.sweep import SweepSpec
 from propel.records import Task
@@ -49,7 +50,7 @@ def _pool(path, positives: int, n: int = 11, domain: str = "math") -> None:
     write_part(path, rows)
 
 
-def _job(tmp_path, tiny_model_dir, domain) -> ProbeJob:
+def _job(tmp_path, tiny_model_dir, domain, **kw) -> ProbeJob:
     return ProbeJob(
         pool=str(tmp_path / "pool"),
         domain=domain,
@@ -59,13 +60,14 @@ def _job(tmp_path, tiny_model_dir, domain) -> ProbeJob:
         poolings=["mean_full"],
         rvp=RVPSpec(contexts=0),
         sweep=SweepSpec(archs=["linear"], balances=["weighted"], seeds=[0], split="stratified_kfold", n_folds=5),
+        **kw,
     )
 
 
 def test_too_few_positives_make_the_zero_fit_rule_the_reward(tmp_path, tiny_model_dir):
     _pool(tmp_path / "pool", positives=2)
     (tmp_path / "probe" / PROBE_ARTIFACT).mkdir(parents=True)  # a probe left by an earlier run into this folder
-    with pytest.warns(UserWarning, match="no probe fitted .*the reward is the domain's zero-fit rule"):
+    with pytest.warns(UserWarning, match="no probe fitted .*the reward is `zero_fit`"):
         summary = _job(tmp_path, tiny_model_dir, MathExpressionDomain()).run()
     assert summary["reward"] == "zero_fit" and summary["rivals"]["unfitted"] is True
     assert summary["rows"] == 11 and summary["positives"] == 2 and summary["selected"] is None
@@ -88,6 +90,19 @@ def test_a_domain_without_a_zero_fit_rule_stops_with_the_reason(tmp_path, tiny_m
     with pytest.raises(ConfigError, match=r"no probe can be fitted \(11 labeled valid tasks, 1 in the band: .*declares "
                        "no zero-fit rule"):  # fmt: skip
         _job(tmp_path, tiny_model_dir, _NoRule()).run()
+
+
+def test_a_config_that_asks_for_the_probe_or_a_rival_is_answered_as_asked(tmp_path, tiny_model_dir):
+    """``rivals.reward: probe`` (or the competition off) cannot be honoured without a probe: refused in one line, not
+    swapped for the rule; a rival named there is fitted on every row and becomes the reward."""
+    _pool(tmp_path / "pool", positives=2)
+    for rivals in (RivalSpec(reward="probe"), RivalSpec(enabled=False)):
+        with pytest.raises(ConfigError, match=r"no probe can be fitted .*makes the probe the reward"):
+            _job(tmp_path, tiny_model_dir, MathExpressionDomain(), rivals=rivals).run()
+    with pytest.warns(UserWarning, match="the reward is `features`"):
+        summary = _job(tmp_path, tiny_model_dir, MathExpressionDomain(), rivals=RivalSpec(reward="features")).run()
+    assert summary["reward"] == "features" and load_ranker(tmp_path / "probe" / "artifact").kind == "features"
+    assert "`features` (as configured)" in probe_verdict(summary)
 
 
 @pytest.mark.parametrize(

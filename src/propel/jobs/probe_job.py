@@ -42,7 +42,7 @@ from propel.probes.data import align_labels
 from propel.probes.gate import GateSpec, logit_quantiles
 from propel.probes.plots import plot_reliability
 from propel.probes.pooling import POOLINGS, TRAJECTORY_POOLINGS, check_poolings
-from propel.probes.rivals import fit_rival
+from propel.probes.rivals import RIVALS, fit_rival
 from propel.probes.splits import fold_shortage
 from propel.probes.sweep import (
     BASELINE_ARCH,
@@ -247,21 +247,31 @@ class ProbeJob:
 
     def _without_probe(self, rows, frame, item_of: dict, short: str, start: float) -> dict:
         """Too few labeled rows of a class (or too few groups) to fit and validate a probe: the reward is the
-        domain's zero-fit rule, the one ranker that needs no labels, and the summary says why; a domain that declares
-        no such rule stops here with the reason. No probe artifact is written: none was fitted."""
+        domain's zero-fit rule, the one ranker that needs no labels (or the rival ``rivals.reward`` names, fitted on
+        every row when both classes are there), and the summary says why. A config that asks for the probe, or a
+        domain that declares no zero-fit rule, stops here with the reason. No probe artifact is written: none was
+        fitted."""
         positives = int(rows.labels.sum().item())
         task_of = dict(zip(frame["id"].astype(str), frame["task"], strict=True))
         tasks = [Task.from_json(task_of[i]) for i in rows.ids]
         why = f"{len(rows.ids)} labeled valid tasks, {positives} in the band: {short}"
-        if self.domain.zero_fit_score(tasks[0]) is None:
+        fix = "label more tasks or lower probe.sweep.n_folds"
+        if not self.rivals.enabled or self.rivals.reward == "probe":
+            raise ConfigError(f"probe job: no probe can be fitted ({why}), and the config makes the probe the reward "
+                              f"(rivals.enabled: false or rivals.reward: probe): {fix}, or let rivals.reward: best "
+                              "fall back to the domain's zero-fit rule")  # fmt: skip
+        kind = self.rivals.reward if self.rivals.reward in RIVALS else "zero_fit"
+        if kind == "zero_fit" and self.domain.zero_fit_score(tasks[0]) is None:
             raise ConfigError(f"probe job: no probe can be fitted ({why}), and the {self.domain.name} domain declares "
-                              "no zero-fit rule to rank tasks instead")  # fmt: skip
-        warnings.warn(f"probe job: no probe fitted ({why}); the reward is the domain's zero-fit rule", stacklevel=2)
+                              f"no zero-fit rule to rank tasks instead: {fix}")  # fmt: skip
+        if kind != "zero_fit" and not 0 < positives < len(rows.ids):
+            raise ConfigError(f"probe job: rivals.reward: {kind} cannot be fitted on one class ({why}): {fix}")
+        warnings.warn(f"probe job: no probe fitted ({why}); the reward is `{kind}`", stacklevel=2)
         out = self.output_dir
         shutil.rmtree(out / "artifact", ignore_errors=True)
         shutil.rmtree(out / PROBE_ARTIFACT, ignore_errors=True)  # a probe from an earlier run is not this pool's
         texts = [_text(item_of[i]) for i in rows.ids]
-        self._save_rival("zero_fit", tasks, texts, rows.labels.numpy(), out / "artifact")
+        self._save_rival(kind, tasks, texts, rows.labels.numpy(), out / "artifact")
         summary = {
             "rows": len(rows.ids),
             "positives": positives,
@@ -271,8 +281,8 @@ class ProbeJob:
             "held_out": None,
             "artifact": str(out / "artifact"),
             "seconds": time.monotonic() - start,
-            "rivals": {"skipped": why, "reward": "zero_fit", "unfitted": True},
-            "reward": "zero_fit",
+            "rivals": {"skipped": why, "reward": kind, "unfitted": True},
+            "reward": kind,
             "probe_artifact": None,
         }
         write_json(out / SUMMARY, summary)

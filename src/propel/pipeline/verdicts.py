@@ -75,7 +75,8 @@ def probe_verdict(s: dict) -> str:
 
 def unfitted_reward(rivals: dict) -> str:
     """The reward of a probe stage that could fit no probe, in words."""
-    return f"the reward GRPO trains on is `{rivals['reward']}`, the domain's rule that fits nothing"
+    rule = ", the domain's rule that fits nothing" if rivals["reward"] == "zero_fit" else " (as configured)"
+    return f"the reward GRPO trains on is `{rivals['reward']}`{rule}"
 
 
 def reward_verdict(rivals: dict | None) -> str:
