@@ -57,6 +57,12 @@ committed probe-stage text exactly and its 256 evaluation samples (tasks, validi
 solver's teacher-forced solve probabilities differ in the 6th digit from one CPU to another), or the run stops. Warm
 start 0 prepared again on 2026-12-07 (another CPU: AVX-512) gave both (largest yield gap 6.6e-6).
 
+Amendment, 2026-12-07, third (procedure; the design is unchanged): an arm continuing warm start ``w`` sets
+``seed_everything: w``, the seed its checkpoint was made with; it set 0 for every warm start, which warm start 1's first
+arm refused at its start ("cannot resume ... with seed_everything: 1 -> 0": a resumed run continues the checkpoint's
+random state, so another seed would change nothing). For warm start 0 the setting is what it was; no arm of warm
+start 1 had trained before the change.
+
     python experiments/propel_decisive/run.py --workdir runs/experiments/propel_decisive \\
         --out experiments/propel_decisive/results                  # resumes: finished runs are skipped
     python experiments/propel_decisive/run.py --from-rows experiments/propel_decisive/results/rows.csv
@@ -197,9 +203,9 @@ def reward_config(arm: str, artifacts: dict[str, str]) -> list[dict]:
     return [{"class_path": "propel.rewards.probe_reward.ProbeReward", "init_args": {"artifact": artifacts[arm]}}]
 
 
-def train(args, ws: Path, seed: int, arm: str, artifacts: dict[str, str]) -> str:
-    """One arm's continuation of warm start ``ws`` on context stream ``seed``; its final adapter (skipped if done,
-    resumed from its own ``last.ckpt`` when cut short)."""
+def train(args, w: int, ws: Path, seed: int, arm: str, artifacts: dict[str, str]) -> str:
+    """One arm's continuation of warm start ``w`` (its folder ``ws``) on context stream ``seed``; its final adapter
+    (skipped if done, resumed from its own ``last.ckpt`` when cut short)."""
     from propel.cli.lightning_cli import run_lightning
     from propel.pipeline.stages import csv_trainer_overlay, latest_adapter
 
@@ -209,7 +215,9 @@ def train(args, ws: Path, seed: int, arm: str, artifacts: dict[str, str]) -> str
     if final.exists():
         return str(final)
     overlay = {
-        "seed_everything": 0,  # the resume restores the warm start's random state; the stream is the seed's
+        # the warm start's own seed: a resume keeps the checkpoint's random state (refusing another seed); the
+        # context stream is the unit's seed (data.seed)
+        "seed_everything": w,
         "trainer": csv_trainer_overlay(root, steps),
         "model": {"init_args": {"lr": LR, "max_new_tokens": 64, "rewards": reward_config(arm, artifacts)}},
         "data": {"init_args": {"contexts_per_step": 2, "seed": seed}},
@@ -616,7 +624,7 @@ def main(argv=None) -> dict:
                     rows += kept[policy]
                     continue
                 artifacts = artifacts or reward_artifacts(ws, s, args)
-                adapter = train(args, ws, s, arm, artifacts)
+                adapter = train(args, w, ws, s, arm, artifacts)
                 rows += evaluate(args, policy, adapter, solver)
                 save(args, work, rows, units, probes, planned, kept)
             units.append((w, s))

@@ -88,6 +88,29 @@ def test_each_warm_start_is_the_demos_pipeline_with_its_own_seed(experiment_modu
     assert exp.reward_config("features", {"features": "f"})[0]["init_args"]["artifact"] == "f"
 
 
+def test_an_arm_continues_its_warm_start_under_the_seed_the_checkpoint_was_made_with(
+    experiment_module, tmp_path, monkeypatch
+):
+    """The resume refuses a seed_everything other than the checkpoint's: an arm of warm start 1 sets 1 (the overlay
+    once set 0 for every warm start, and warm start 1's first arm stopped there); the context stream is the unit's."""
+    import yaml
+
+    exp = experiment_module("propel_decisive/run")
+    args = exp.parse_args(["--workdir", str(tmp_path)])
+    calls = []
+
+    def fake_fit(subcommand, config, files):  # what the arm's `propel fit` is given; its last adapter appears
+        calls.append(files)
+        root = tmp_path / "ws1" / "seed3" / "gate"
+        (root / "adapters" / f"step-{exp.WARM_STEPS + args.steps}").mkdir(parents=True)
+
+    monkeypatch.setattr("propel.cli.lightning_cli.run_lightning", fake_fit)
+    exp.train(args, 1, tmp_path / "ws1", 3, "gate", {})
+    overlay = yaml.safe_load((tmp_path / "ws1" / "seed3" / "gate" / "overlay.yaml").read_text())
+    assert overlay["seed_everything"] == 1 and overlay["data"]["init_args"]["seed"] == 3
+    assert calls[0][-1] == str(tmp_path / "ws1" / "warm_start" / "checkpoints" / "last.ckpt")
+
+
 def test_the_unit_budget_stops_before_the_next_warm_starts_stages(experiment_module, tmp_path, monkeypatch):
     """``--max-units``: all arms of a unit before the next, and no next warm start once the budget is spent (a
     session's budget is not spent on a warm start no unit of it will use)."""
@@ -108,7 +131,7 @@ def test_the_unit_budget_stops_before_the_next_warm_starts_stages(experiment_mod
     monkeypatch.setattr(exp, "prepare", prepare)
     monkeypatch.setattr(exp, "evaluate", evaluate)
     monkeypatch.setattr(exp, "reward_artifacts", lambda ws, s, args: {})
-    monkeypatch.setattr(exp, "train", lambda args, ws, s, arm, artifacts: trained.append((ws.name, s, arm)) or "a")
+    monkeypatch.setattr(exp, "train", lambda args, w, ws, s, arm, artifacts: trained.append((ws.name, s, arm)) or "a")
     summary = exp.main(["--workdir", str(tmp_path / "work"), "--max-units", "1"])
     assert prepared == [0]  # warm start 1 is not prepared
     assert trained == [("ws0", 1, arm) for arm in exp.ARMS]  # every arm of the one unit
@@ -136,7 +159,7 @@ def test_a_new_session_continues_from_the_committed_rows(experiment_module, tmp_
     monkeypatch.setattr(exp, "prepare", prepare)
     monkeypatch.setattr(exp, "evaluate", evaluate)
     monkeypatch.setattr(exp, "reward_artifacts", lambda ws, s, args: {"x": "y"})
-    monkeypatch.setattr(exp, "train", lambda args, ws, s, arm, artifacts: trained.append((s, arm)) or "a")
+    monkeypatch.setattr(exp, "train", lambda args, w, ws, s, arm, artifacts: trained.append((s, arm)) or "a")
     out = tmp_path / "results"
     first = exp.main(["--workdir", str(tmp_path / "work"), "--out", str(out), "--max-units", "1"])
     (tmp_path / "work").rename(tmp_path / "lost")  # a new session: the work folder is gone, the results are not
@@ -167,7 +190,7 @@ def test_a_session_stopped_in_a_partly_done_unit_keeps_its_committed_arms(experi
         (ws / "warm_start" / "summary.json").write_text(json.dumps({"adapter": "a"}))
         return ws
 
-    def train(args, ws, s, arm, artifacts):
+    def train(args, w, ws, s, arm, artifacts):
         if stop_at["n"] is not None and len(trained) == stop_at["n"]:
             raise KeyboardInterrupt  # Ctrl-C while this arm trains
         trained.append((s, arm))
