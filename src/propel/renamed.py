@@ -11,3 +11,8 @@ def renamed_key(key: str) -> str:
     """``key`` (a bare name or a dotted path) with its last part under today's name."""
     head, dot, last = key.rpartition(".")
     return head + dot + RENAMED_ARGS.get(last, last)
+
+
+def with_todays_names(settings: dict) -> dict:
+    """``settings`` (flat or top-level keys) with every key under today's name."""
+    return {renamed_key(k): v for k, v in settings.items()}

@@ -180,15 +180,18 @@ class ProbeJob:
         """Run the job (a rerun reuses the cached features) and write ``summary.json``; returns the summary."""
         out, start = self.output_dir, time.monotonic()
         frame, ids, items = self._pool_items()
+        labeled = align_labels(ids, frame)  # no model loaded, no activations cached for a probe that cannot be fitted
+        short = fold_shortage(
+            labeled.labels.numpy(), labeled.groups, split=self.sweep.split, n_folds=self.sweep.n_folds
+        )
+        if short:
+            return self._without_probe(labeled, frame, dict(zip(ids, items, strict=True)), short, start)
         model, tokenizer = load_model(self.reference_model)
         freeze(model)
         extractor = self._extractor(model, tokenizer)
         cache = extract_to_cache(extractor, items, model_id=self.reference_model, cache_root=out / "cache", ids=ids)
         features = {key: cache.load(key) for key in cache.keys}
         rows = align_labels(cache.ids, frame)
-        short = fold_shortage(rows.labels.numpy(), rows.groups, split=self.sweep.split, n_folds=self.sweep.n_folds)
-        if short:
-            return self._without_probe(rows, frame, dict(zip(ids, items, strict=True)), short, start)
         rvp_sample = self._rvp_sample(model, tokenizer, extractor) if self.rvp.contexts > 0 else None
         result = run_sweep(
             features, rows, self.sweep, rvp_sample=rvp_sample, out_dir=out / "sweep", cache_key=cache.root.name
@@ -216,9 +219,7 @@ class ProbeJob:
         if not self.rivals.enabled:
             shutil.copytree(out / PROBE_ARTIFACT, reward_dir)
             return None
-        task_of = dict(zip(frame["id"].astype(str), frame["task"], strict=True))
-        tasks = [Task.from_json(task_of[i]) for i in rows.ids]
-        texts = [_text(item_of[i]) for i in rows.ids]
+        tasks, texts = _tasks_and_texts(frame, rows, item_of)
         utility = self._utility(frame, rows)
         x = features[result.selected["key"]][torch.as_tensor(rows.rows, dtype=torch.long)].float()
         try:
@@ -252,8 +253,7 @@ class ProbeJob:
         domain that declares no zero-fit rule, stops here with the reason. No probe artifact is written: none was
         fitted."""
         positives = int(rows.labels.sum().item())
-        task_of = dict(zip(frame["id"].astype(str), frame["task"], strict=True))
-        tasks = [Task.from_json(task_of[i]) for i in rows.ids]
+        tasks, texts = _tasks_and_texts(frame, rows, item_of)
         why = f"{len(rows.ids)} labeled valid tasks, {positives} in the band: {short}"
         fix = "label more tasks or lower probe.sweep.n_folds"
         if not self.rivals.enabled or self.rivals.reward == "probe":
@@ -270,7 +270,6 @@ class ProbeJob:
         out = self.output_dir
         shutil.rmtree(out / "artifact", ignore_errors=True)
         shutil.rmtree(out / PROBE_ARTIFACT, ignore_errors=True)  # a probe from an earlier run is not this pool's
-        texts = [_text(item_of[i]) for i in rows.ids]
         self._save_rival(kind, tasks, texts, rows.labels.numpy(), out / "artifact")
         summary = {
             "rows": len(rows.ids),
@@ -431,6 +430,12 @@ class ProbeJob:
             "artifact": str(out / "artifact"),
             "seconds": time.monotonic() - start,
         }
+
+
+def _tasks_and_texts(frame, rows, item_of: dict) -> tuple[list[Task], list[str]]:
+    """The labeled rows' tasks and their probe inputs as the text classifier reads them, in the rows' order."""
+    task_of = dict(zip(frame["id"].astype(str), frame["task"], strict=True))
+    return [Task.from_json(task_of[i]) for i in rows.ids], [_text(item_of[i]) for i in rows.ids]
 
 
 def _text(item) -> str:

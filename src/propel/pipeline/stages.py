@@ -19,7 +19,7 @@ from propel.durable import write_json
 from propel.pipeline.config import GATE_ARM, STAGE_SUBCOMMAND, WARM_START, PipelineConfig
 from propel.pipeline.links import LOGGERS
 from propel.pipeline.outputs import HANDED_ON, hand_on, with_outputs
-from propel.renamed import renamed_key
+from propel.renamed import with_todays_names
 
 
 def read_summary(cfg: PipelineConfig, stage: str) -> dict | None:
@@ -43,8 +43,7 @@ def changed_settings(cfg: PipelineConfig, stage: str) -> list[str]:
     path, config = stage_config(cfg, stage)
     from propel.cli.lightning_cli import flat_keys
 
-    old = {renamed_key(k): v for k, v in flat_keys(yaml.safe_load(path.read_text()) or {}).items()}
-    new = flat_keys(config)
+    old, new = with_todays_names(flat_keys(yaml.safe_load(path.read_text()) or {})), flat_keys(config)
     keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and not _added_default(k, old, new))
     return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys]
 

@@ -19,7 +19,7 @@ from typing import Any
 from propel.durable import write_json
 from propel.errors import ConfigError
 from propel.pools.io import pool_parts
-from propel.renamed import renamed_key
+from propel.renamed import with_todays_names
 
 MANIFEST = "settings.json"
 MODULE_KEYS = (
@@ -110,8 +110,7 @@ def check_manifest(folder: str | Path, settings: dict, what: str = "output folde
     path = folder / MANIFEST
     settings = json.loads(json.dumps(settings, sort_keys=True, default=str))
     if path.exists():
-        recorded = {renamed_key(k): v for k, v in json.loads(path.read_text()).items()}  # an older propel's names
-        old, new = _flat(recorded), _flat(settings)
+        old, new = _flat(with_todays_names(json.loads(path.read_text()))), _flat(settings)  # an older propel's names
         keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
         changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys]
         if changed:

@@ -20,6 +20,8 @@ from propel.errors import ConfigError
 
 SPLITS = ("random", "stratified_kfold", "group_kfold")
 BALANCES = ("downsample", "weighted", "none")
+RANDOM_MIN_ROWS = 10
+"""The fewest labeled rows a random train/validation/test split takes."""
 
 
 def random_split(
@@ -32,8 +34,10 @@ def random_split(
     if len(fractions) != 3 or abs(sum(fractions) - 1.0) > 1e-6 or min(fractions) <= 0:
         raise ValueError(f"fractions: need three positive numbers summing to 1 (train, val, test), got {fractions}")
     idx = np.arange(len(labels))
-    if len(idx) < 10:
-        raise ValueError(f"labels: need at least 10 labeled rows for a train/val/test split, got {len(idx)}")
+    if len(idx) < RANDOM_MIN_ROWS:
+        raise ValueError(
+            f"labels: need at least {RANDOM_MIN_ROWS} labeled rows for a train/val/test split, got {len(idx)}"
+        )
     strat = labels if stratify and np.bincount(labels.astype(int)).min(initial=len(labels)) >= 3 else None
     if stratify and strat is None:
         warnings.warn("random_split: a class has < 3 rows; splitting without stratification", stacklevel=2)
@@ -64,18 +68,17 @@ def fold_shortage(labels, groups=None, *, split: str, n_folds: int) -> str | Non
     class (one for each of train, validation and test). Asked before a sweep, so that a pool too small to validate a
     probe is answered in words, not a traceback."""
     smallest = int(np.bincount(np.asarray(labels).astype(int), minlength=2).min()) if labels is not None else None
-    if split == "random" and (len(labels) < 10 or smallest < 3):
+    if split == "random" and (len(labels) < RANDOM_MIN_ROWS or smallest < 3):
         return (
-            f"labels: split=random needs >= 10 rows and >= 3 of each class, got {len(labels)} rows and {smallest} in "
-            "the smaller class; label more tasks"
+            f"labels: split=random needs >= {RANDOM_MIN_ROWS} rows and >= 3 of each class, got {len(labels)} rows and "
+            f"{smallest} in the smaller class; label more tasks"
         )
-    if split == "stratified_kfold":
-        if smallest < n_folds:
-            return (
-                f"labels: split=stratified_kfold needs >= n_folds={n_folds} rows of each class, the smaller class has "
-                f"{smallest}; lower n_folds or label more tasks"
-            )
-    elif split == "group_kfold" and groups is not None:
+    if split == "stratified_kfold" and smallest < n_folds:
+        return (
+            f"labels: split=stratified_kfold needs >= n_folds={n_folds} rows of each class, the smaller class has "
+            f"{smallest}; lower n_folds or label more tasks"
+        )
+    if split == "group_kfold" and groups is not None:
         n_groups = len(np.unique(np.asarray(groups)))
         if n_groups < n_folds:
             return f"group: {n_groups} distinct groups cannot fill n_folds={n_folds}; lower n_folds"
