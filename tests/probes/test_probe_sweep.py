@@ -18,6 +18,7 @@ from propel.probes.sweep import (
     refit_selected,
     run_sweep,
     split_indices,
+    train_run,
 )
 from propel.probes.training import LoopSpec
 from propel.testing.probe_data import rvp_features, synthetic_probe_data
@@ -177,6 +178,32 @@ def test_kfold_selection_never_sees_the_outer_test_fold(test_fold):
     assert result.selected["n_runs"] == 8
     _, metrics = refit_selected(feats, rows, result, config)
     assert (metrics["seed"], metrics["fold"]) == (0, 0)
+
+
+def test_refit_is_the_sweeps_own_head_and_a_resumed_sweep_trains_it_again(tmp_path):
+    """The selection ends the bank's fit and keeps the selected cell's first run: the refit returns that head (no
+    second training), with the weights and numbers a fresh training of the run gives; a sweep resumed with every
+    run done has no such head, and the refit trains it, to the same weights."""
+    ids, features, pool = synthetic_probe_data(n=400)
+    rows = align_labels(ids, pool)
+    config = small_config(archs=("linear", "mlp"), logistic_baseline=False, loop=LoopSpec(max_epochs=6))
+    result = run_sweep(features, rows, config, out_dir=tmp_path, progress=False)
+    sel = result.selected
+    assert result.first_run is not None
+    module, metrics = refit_selected(features, rows, result, config)
+    assert module is result.first_run.module
+
+    x = features[sel["key"]][torch.as_tensor(rows.rows, dtype=torch.long)].float()
+    fresh, fresh_metrics = train_run(x, rows, split_indices(rows, config), config, sel["arch"], sel["balance"], 0)
+    got, want = module.state_dict(), fresh.state_dict()
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+    assert {k: metrics[k] for k in fresh_metrics} == fresh_metrics
+
+    again = run_sweep(features, rows, config, out_dir=tmp_path, progress=False)  # every run read back from runs.csv
+    assert again.first_run is None and again.selected.equals(sel)
+    trained, trained_metrics = refit_selected(features, rows, again, config)
+    assert trained is not module and all(torch.equal(trained.state_dict()[k], want[k]) for k in want)
+    assert {k: trained_metrics[k] for k in fresh_metrics} == fresh_metrics
 
 
 def test_tiny_model_texts_to_probe_to_scorer(tiny_model, tmp_path):

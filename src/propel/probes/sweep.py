@@ -155,6 +155,9 @@ class SweepResult:
     table: object  # pandas DataFrame, one row per cell
     runs: object  # pandas DataFrame, one row per (cell, seed, fold)
     selected: object  # pandas Series: the selected cell's row
+    first_run: HeadFit | None = None
+    """The selected cell's first run (first seed, first split) as this sweep trained it, which ``refit_selected``
+    returns instead of training it again; None when a resumed sweep had trained it before."""
 
 
 def parse_key(key: str) -> tuple[int, str]:
@@ -373,17 +376,49 @@ class _RunWriter(Callback):
             self.emit(_record(job, rec, fit.seconds + time.perf_counter() - start))
 
 
+class _Selection(Callback):
+    """The sweep's last step, when the bank's fit ends: every run's record (this fit's and those a resumed sweep
+    read back) in the grid's order, the per-cell table, the selected cell (``select_probe``: balanced accuracy
+    under the calibration limit, RVP as tiebreak) and, when this fit trained it, the selected cell's first run."""
+
+    def __init__(self, jobs: list[tuple], records: list[dict], config: SweepSpec):
+        self.jobs, self.records, self.config = jobs, records, config
+        self.heads: list[tuple] = []
+        self.fits: list[HeadFit] = []
+        self.result: SweepResult | None = None
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self.select()
+
+    def select(self) -> SweepResult:
+        """The result (a sweep with nothing left to train calls this without a fit)."""
+        import pandas as pd
+
+        order = {job: i for i, job in enumerate(self.jobs)}  # heads finish in any order; the table reads the grid's
+        self.records.sort(key=lambda r: order.get(_job_of(r), len(self.jobs)))
+        runs = pd.DataFrame(self.records, columns=RUN_COLUMNS)
+        table = summarize(runs)
+        candidates = table[table["arch"] != BASELINE_ARCH]
+        config = self.config
+        selected = select_probe(candidates, max_ece=config.max_ece, tie_tolerance=config.tie_tolerance)
+        first = (0, selected["key"], selected["balance"], selected["arch"], int(config.seeds[0]))
+        fit = self.fits[self.heads.index(first)] if first in self.heads else None
+        self.result = SweepResult(table=table, runs=runs, selected=selected, first_run=fit)
+        return self.result
+
+
 def _run_jobs(
-    sweep: _SweepRun, todo: list[tuple], total: int, records: list[dict], runs_path: Path | None, progress: bool
-) -> None:
-    """Run the jobs ``todo`` of the sweep's ``total`` (torch's thread count set to the config's meanwhile): the
-    logistic baselines block by block, then every head of every feature block in one ``ProbeBank`` fit (a head's
-    weights do not depend on the bank it shares). Each run's record is appended to ``records`` and to ``runs_path`` as
-    it finishes, so a killed sweep resumes."""
+    sweep: _SweepRun, todo: list[tuple], selection: _Selection, runs_path: Path | None, progress: bool
+) -> SweepResult:
+    """Run the jobs ``todo`` of the sweep (torch's thread count set to the config's meanwhile): the logistic
+    baselines block by block, then every head of every feature block in one ``ProbeBank`` fit (a head's weights do
+    not depend on the bank it shares), which ends with ``selection``. Each run's record is appended to
+    ``selection.records`` and to ``runs_path`` as it finishes, so a killed sweep resumes."""
     import pandas as pd
     from rich.progress import Progress
 
     features, rows, config = sweep.features, sweep.rows, sweep.config
+    records, total = selection.records, len(selection.jobs)
     threads = torch.get_num_threads()
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
@@ -399,7 +434,7 @@ def _run_jobs(
                 bar.advance(task)
 
             index = torch.as_tensor(rows.rows, dtype=torch.long)
-            heads, fits = [], []
+            heads, fits = selection.heads, selection.fits
             for key in dict.fromkeys(job[1] for job in todo):
                 x = features[key][index].float()
                 block = [job for job in todo if job[1] == key]
@@ -412,8 +447,10 @@ def _run_jobs(
                     fold, _, balance, arch, seed = job
                     heads.append(job)
                     fits.append(head_fit(x, rows, sweep.splits[fold], config, arch, balance, seed))
-            if fits:
-                fit_bank(fits, callbacks=[_RunWriter(sweep, heads, fits, emit)])
+            if not fits:  # nothing left to train (a resumed sweep, or baselines only): select without a fit
+                return selection.select()
+            fit_bank(fits, callbacks=[_RunWriter(sweep, heads, fits, emit), selection])
+            return selection.result
     finally:
         torch.set_num_threads(threads)
 
@@ -454,8 +491,6 @@ def run_sweep(
         cache_key: the activation cache's key (folder name), used for ``features`` in the resume fingerprint
             instead of hashing the tensors.
     """
-    import pandas as pd
-
     config = config or SweepSpec()
     splits = _splits(rows, config)
     out = Path(out_dir) if out_dir is not None else None
@@ -476,22 +511,17 @@ def run_sweep(
             f"probe sweep: resuming, {len(jobs) - len(todo)} of {len(jobs)} runs already in {runs_path}",
             file=sys.stderr,
         )
+    selection = _Selection(jobs, records, config)
     try:
-        _run_jobs(_SweepRun(features, rows, splits, config, rvp_sample), todo, len(jobs), records, runs_path, progress)
+        result = _run_jobs(_SweepRun(features, rows, splits, config, rvp_sample), todo, selection, runs_path, progress)
     except KeyboardInterrupt:  # Ctrl-C or a stop signal: the command's last line says what is on disk
         if runs_path is not None:
             stops.note(f"the probe sweep holds {len(records)} of {len(jobs)} runs in {runs_path}", len(records) > 0)
         raise
-    order = {job: i for i, job in enumerate(jobs)}  # heads finish in any order; the table reads the grid's
-    records.sort(key=lambda r: order.get(_job_of(r), len(jobs)))
-    runs = pd.DataFrame(records, columns=RUN_COLUMNS)
     if runs_path is not None:  # in the grid's order, whole or not at all
-        write_with(runs_path, lambda tmp: runs.to_csv(tmp, index=False))
-    table = summarize(runs)
-    candidates = table[table["arch"] != BASELINE_ARCH]
-    selected = select_probe(candidates, max_ece=config.max_ece, tie_tolerance=config.tie_tolerance)
-    _report(table, out, logger)
-    return SweepResult(table=table, runs=runs, selected=selected)
+        write_with(runs_path, lambda tmp: result.runs.to_csv(tmp, index=False))
+    _report(result.table, out, logger)
+    return result
 
 
 def summarize(runs):
@@ -506,7 +536,8 @@ def summarize(runs):
 
 
 def refit_selected(features: Mapping[str, Tensor], rows: LabeledRows, result: SweepResult, config: SweepSpec):
-    """Retrain the selected cell with its first seed on its first split (training is deterministic per seed).
+    """The selected cell's run with its first seed on its first split: the sweep's own head when this sweep trained
+    it (``result.first_run``), else trained again (training is deterministic per seed: the same weights either way).
 
     The run is fixed before any result is seen, not the cell's best-validation run: picking the luckiest seed or
     fold would bias the refit's numbers upward. Its test rows are the random split's test set, or in the k-fold
@@ -515,8 +546,11 @@ def refit_selected(features: Mapping[str, Tensor], rows: LabeledRows, result: Sw
     """
     sel = result.selected
     seed, fold = int(config.seeds[0]), 0
-    x = features[sel["key"]][torch.as_tensor(rows.rows, dtype=torch.long)].float()
     split = _splits(rows, config)[fold]
+    if result.first_run is not None:  # the sweep trained this run: the same weights, bit for bit, without a fit
+        fit = result.first_run
+        return fit.module, {**run_metrics(fit, rows, split, config, seed), "fold": fold, "seed": seed}
+    x = features[sel["key"]][torch.as_tensor(rows.rows, dtype=torch.long)].float()
     module, metrics = train_run(x, rows, split, config, sel["arch"], sel["balance"], seed)
     return module, {**metrics, "fold": fold, "seed": seed}
 
