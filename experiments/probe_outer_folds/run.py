@@ -31,7 +31,7 @@ from propel.metrics.held_out import compare_on_held_out
 from propel.pipeline.report import markdown_table
 from propel.pipeline.summary_report import held_out_table
 from propel.pipeline.verdicts import held_out_verdict
-from propel.probes.sweep import SweepSpec
+from propel.probes.sweep_spec import SweepSpec
 
 KFOLD = ("stratified_kfold", "group_kfold")
 

@@ -169,7 +169,9 @@ def shuffled_probe(ws: Path, seed: int) -> str:
     from propel.probes.cache import ActivationCache
     from propel.probes.data import align_labels
     from propel.probes.gate import logit_quantiles
-    from propel.probes.sweep import SweepSpec, parse_key, split_indices, train_run
+    from propel.probes.sweep import split_indices
+    from propel.probes.sweep_run import train_run
+    from propel.probes.sweep_spec import SweepSpec, parse_key
 
     folder = ws / "rewards" / f"shuffled-{seed}"
     if (folder / "probe.json").exists():

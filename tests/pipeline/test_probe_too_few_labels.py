@@ -18,7 +18,7 @@ from propel.pipeline.verdicts import probe_verdict
 from propel.pools.io import write_part
 from propel.probes.competition import RivalSpec
 from propel.probes.rivals import RivalRanker, load_ranker
-from propel.probes.sweep import SweepSpec
+from propel.probes.sweep_spec import SweepSpec
 from propel.records import Task
 
 

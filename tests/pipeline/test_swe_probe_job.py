@@ -15,7 +15,7 @@ from propel.errors import ConfigError
 from propel.jobs.probe_job import ProbeJob, RVPSpec
 from propel.pools.io import read_pool, write_part
 from propel.probes.gate import GateSpec
-from propel.probes.sweep import SweepSpec
+from propel.probes.sweep_spec import SweepSpec
 from propel.records import Task
 
 REPOS = ["parse", "inflection", "isodate", "webcolors"]  # probe_train

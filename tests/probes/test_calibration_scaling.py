@@ -18,7 +18,8 @@ from propel.probes.data import align_labels
 from propel.probes.gate import GateSpec
 from propel.probes.heads import ProbeHead
 from propel.probes.selection import select_probe
-from propel.probes.sweep import SweepSpec, run_sweep
+from propel.probes.sweep import run_sweep
+from propel.probes.sweep_spec import SweepSpec
 from propel.probes.training import LoopSpec
 from propel.records import Sample
 from propel.rewards.probe_reward import ProbeReward

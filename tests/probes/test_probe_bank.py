@@ -14,7 +14,8 @@ from propel.cli import stops
 from propel.probes.bank import ProbeBank, fit_bank
 from propel.probes.classifier import ProbeClassifier
 from propel.probes.data import align_labels
-from propel.probes.sweep import SweepSpec, run_sweep
+from propel.probes.sweep import run_sweep
+from propel.probes.sweep_spec import SweepSpec
 from propel.probes.training import HeadFit, LoopSpec
 from propel.testing.probe_data import synthetic_probe_data
 from propel.testing.probe_reference import reference_fit

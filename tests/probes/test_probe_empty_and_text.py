@@ -7,7 +7,7 @@ from propel.probes.artifact import ProbeArtifact, ProbeScorer
 from propel.probes.extraction import ActivationExtractor
 from propel.probes.gate import GateSpec
 from propel.probes.heads import ProbeHead
-from propel.probes.sweep import RVPSample
+from propel.probes.sweep_spec import RVPSample
 from propel.records import Sample
 from propel.rewards import ProbeReward, RewardContext
 

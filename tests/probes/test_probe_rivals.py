@@ -15,7 +15,7 @@ from propel.probes.competition import RivalSpec, compete, markdown
 from propel.probes.data import LabeledRows
 from propel.probes.gate import logit_quantiles
 from propel.probes.rivals import RivalRanker, fit_rival, load_ranker
-from propel.probes.sweep import SweepSpec
+from propel.probes.sweep_spec import SweepSpec
 from propel.probes.training import LoopSpec
 from propel.records import Sample, Task
 from propel.rewards.probe_reward import ProbeReward

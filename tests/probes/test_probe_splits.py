@@ -8,7 +8,8 @@ import torch
 from propel.errors import ConfigError
 from propel.probes.data import align_labels
 from propel.probes.splits import check_classes, make_split, outer_split
-from propel.probes.sweep import SweepSpec, run_sweep
+from propel.probes.sweep import run_sweep
+from propel.probes.sweep_spec import SweepSpec
 from propel.probes.training import LoopSpec
 
 

@@ -10,16 +10,9 @@ from propel.probes.cache import extract_to_cache
 from propel.probes.data import align_labels
 from propel.probes.extraction import ActivationExtractor
 from propel.probes.gate import GateSpec
-from propel.probes.sweep import (
-    BASELINE_ARCH,
-    RUN_COLUMNS,
-    RVPSample,
-    SweepSpec,
-    refit_selected,
-    run_sweep,
-    split_indices,
-    train_run,
-)
+from propel.probes.sweep import refit_selected, run_sweep, split_indices
+from propel.probes.sweep_run import train_run
+from propel.probes.sweep_spec import BASELINE_ARCH, RUN_COLUMNS, RVPSample, SweepSpec
 from propel.probes.training import LoopSpec
 from propel.testing.probe_data import rvp_features, synthetic_probe_data
 

@@ -90,7 +90,7 @@ def test_plain_callable_probe_and_no_valid_samples():
 @pytest.mark.parametrize("mode", ["hard_gate", "soft_gate", "probe_only"])
 def test_same_reward_as_the_sweeps_rvp(mode):
     """The exact RL reward exists once: ProbeReward and the sweep's RVPSample agree for the same logits/validity."""
-    from propel.probes.sweep import RVPSample
+    from propel.probes.sweep_spec import RVPSample
 
     logits = torch.tensor([2.0, -0.5, 0.1, -3.0, 0.7, 1.5])
     valid = torch.tensor([True, False, True, True, False, True])

@@ -44,15 +44,8 @@ from propel.probes.plots import plot_reliability
 from propel.probes.pooling import POOLINGS, TRAJECTORY_POOLINGS, check_poolings
 from propel.probes.rivals import RIVALS, fit_rival
 from propel.probes.splits import fold_shortage
-from propel.probes.sweep import (
-    BASELINE_ARCH,
-    RVPSample,
-    SweepSpec,
-    parse_key,
-    refit_selected,
-    run_sweep,
-    split_indices,
-)
+from propel.probes.sweep import refit_selected, run_sweep, split_indices
+from propel.probes.sweep_spec import BASELINE_ARCH, RVPSample, SweepSpec, parse_key
 from propel.records import Task
 from propel.rollouts.scorer import GeneratorScorer
 from propel.rollouts.single_turn import generate_tasks

@@ -98,7 +98,7 @@ def _probe_scores(x, label_sets: Sequence[LabeledRows], folds, config, arch: str
     """Out-of-fold logits of the probe cell for each set of labels (fold f held out, the next fold its
     early-stopping validation): every fold of every set is a head of one ``ProbeBank`` fit."""
     from propel.probes.bank import fit_bank
-    from propel.probes.sweep import head_fit
+    from propel.probes.sweep_run import head_fit
 
     n_folds = int(folds.max()) + 1
     runs = []
