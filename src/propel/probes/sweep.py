@@ -102,10 +102,8 @@ class _Selection(Callback):
     read back) in the grid's order, the per-cell table, the selected cell (``select_probe``: balanced accuracy
     under the calibration limit, RVP as tiebreak) and, when this fit trained it, the selected cell's first run."""
 
-    def __init__(self, jobs: list[tuple], records: list[dict], config: SweepSpec):
-        self.jobs, self.records, self.config = jobs, records, config
-        self.heads: list[tuple] = []
-        self.fits: list[HeadFit] = []
+    def __init__(self, jobs: list[tuple], records: list[dict], config: SweepSpec, trained: Mapping[tuple, HeadFit]):
+        self.jobs, self.records, self.config, self.trained = jobs, records, config, trained
         self.result: SweepResult | None = None
 
     def on_fit_end(self, trainer, pl_module) -> None:
@@ -123,23 +121,22 @@ class _Selection(Callback):
         config = self.config
         selected = select_probe(candidates, max_ece=config.max_ece, tie_tolerance=config.tie_tolerance)
         first = (0, selected["key"], selected["balance"], selected["arch"], int(config.seeds[0]))
-        fit = self.fits[self.heads.index(first)] if first in self.heads else None
-        self.result = SweepResult(table=table, runs=runs, selected=selected, first_run=fit)
+        self.result = SweepResult(table=table, runs=runs, selected=selected, first_run=self.trained.get(first))
         return self.result
 
 
 def _run_jobs(
-    sweep: _SweepRun, todo: list[tuple], selection: _Selection, runs_path: Path | None, progress: bool
+    sweep: _SweepRun, jobs: list[tuple], todo: list[tuple], records: list[dict], runs_path: Path | None, progress: bool
 ) -> SweepResult:
-    """Run the jobs ``todo`` of the sweep (torch's thread count set to the config's meanwhile): the logistic
-    baselines block by block, then every head of every feature block in one ``ProbeBank`` fit (a head's weights do
-    not depend on the bank it shares), which ends with ``selection``. Each run's record is appended to
-    ``selection.records`` and to ``runs_path`` as it finishes, so a killed sweep resumes."""
+    """Run the jobs ``todo`` of the sweep's ``jobs`` (torch's thread count set to the config's meanwhile): the
+    logistic baselines block by block, then every head of every feature block in one ``ProbeBank`` fit (a head's
+    weights do not depend on the bank it shares), which ends with the selection (``_Selection``). Each run's record
+    is appended to ``records`` and to ``runs_path`` as it finishes, so a killed sweep resumes."""
     import pandas as pd
     from rich.progress import Progress
 
     features, rows, config = sweep.features, sweep.rows, sweep.config
-    records, total = selection.records, len(selection.jobs)
+    total = len(jobs)
     threads = torch.get_num_threads()
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
@@ -155,7 +152,7 @@ def _run_jobs(
                 bar.advance(task)
 
             index = torch.as_tensor(rows.rows, dtype=torch.long)
-            heads, fits = selection.heads, selection.fits
+            heads, fits = [], []
             for key in dict.fromkeys(job[1] for job in todo):
                 x = features[key][index].float()
                 block = [job for job in todo if job[1] == key]
@@ -168,6 +165,7 @@ def _run_jobs(
                     fold, _, balance, arch, seed = job
                     heads.append(job)
                     fits.append(head_fit(x, rows, sweep.splits[fold], config, arch, balance, seed))
+            selection = _Selection(jobs, records, config, dict(zip(heads, fits, strict=True)))
             if not fits:  # nothing left to train (a resumed sweep, or baselines only): select without a fit
                 return selection.select()
             fit_bank(fits, callbacks=[_RunWriter(sweep, heads, fits, emit), selection])
@@ -232,9 +230,9 @@ def run_sweep(
             f"probe sweep: resuming, {len(jobs) - len(todo)} of {len(jobs)} runs already in {runs_path}",
             file=sys.stderr,
         )
-    selection = _Selection(jobs, records, config)
+    sweep = _SweepRun(features, rows, splits, config, rvp_sample)
     try:
-        result = _run_jobs(_SweepRun(features, rows, splits, config, rvp_sample), todo, selection, runs_path, progress)
+        result = _run_jobs(sweep, jobs, todo, records, runs_path, progress)
     except KeyboardInterrupt:  # Ctrl-C or a stop signal: the command's last line says what is on disk
         if runs_path is not None:
             stops.note(f"the probe sweep holds {len(records)} of {len(jobs)} runs in {runs_path}", len(records) > 0)
